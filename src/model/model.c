@@ -1,0 +1,409 @@
+/* model.c: pt_model: creating a model from its config, its parameter table,
+ * and running any contiguous range of its blocks forward and backward on one
+ * micro-batch. A pipeline stage is such a range; the single-worker model is
+ * the range of all blocks. */
+#include "model/model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/error.h"
+
+struct pt_activations {
+    const pt_model *m;
+    int first, last, batch;
+    float **out;   /* per block: its output (batch x out_floats) */
+    float **saved; /* per block: what its backward needs */
+    float **dout;  /* per block: gradient of its output */
+    pt_arena arena;
+};
+
+pt_model_config pt_model_config_gpt(void)
+{
+    return (pt_model_config){.kind = PT_MODEL_GPT, .n_layer = 4, .n_head = 4, .n_embd = 128,
+                             .seq_len = 128, .vocab = 256, .seed = 1};
+}
+
+pt_model_config pt_model_config_mlp(int n_widths, const int *widths)
+{
+    pt_model_config c = {.kind = PT_MODEL_MLP, .seed = 1};
+    c.n_widths = n_widths;
+    for (int i = 0; i < n_widths && i < PT_MLP_MAX_WIDTHS; i++)
+        c.widths[i] = widths[i];
+    return c;
+}
+
+static void init_param(pt_param *p, const pt_param_decl *d, uint64_t seed)
+{
+    pt_rng rng;
+    switch (d->init) {
+    case PT_INIT_ZEROS: memset(p->data, 0, p->numel * sizeof(float)); break;
+    case PT_INIT_ONES:
+        for (size_t i = 0; i < p->numel; i++)
+            p->data[i] = 1.0f;
+        break;
+    case PT_INIT_NORMAL:
+        pt_rng_seed_named(&rng, seed, d->name);
+        pt_rng_fill_normal(&rng, p->data, p->numel, d->std);
+        break;
+    }
+}
+
+/* Points every block at its slice of the two arenas and fills the public
+ * parameter table; tied copies start equal to what they copy. */
+static int lay_out_params(pt_model *m)
+{
+    size_t floats = 0;
+    int n = 0;
+    for (int b = 0; b < m->n_blocks; b++)
+        for (int i = 0; i < m->blocks[b].n_params; i++, n++)
+            floats += pt_arena_round(pt_param_decl_numel(&m->blocks[b].decl[i]));
+    m->params = calloc((size_t)n, sizeof *m->params);
+    if (!m->params)
+        return pt_fail(PT_ENOMEM, "cannot allocate the parameter table");
+    int rc = pt_arena_init(&m->data, floats);
+    if (rc == PT_OK)
+        rc = pt_arena_init(&m->grad, floats);
+    if (rc != PT_OK)
+        return rc;
+    for (int b = 0; b < m->n_blocks; b++) {
+        pt_block *blk = &m->blocks[b];
+        for (int i = 0; i < blk->n_params; i++) {
+            const pt_param_decl *d = &blk->decl[i];
+            pt_param *p = &m->params[m->n_params++];
+            p->name = d->name;
+            p->numel = pt_param_decl_numel(d);
+            p->ndim = d->ndim;
+            memcpy(p->shape, d->shape, sizeof p->shape);
+            p->block = b;
+            p->tied_to = d->tied_to[0] ? d->tied_to : NULL;
+            p->data = blk->p[i] = pt_arena_take(&m->data, p->numel);
+            p->grad = blk->g[i] = pt_arena_take(&m->grad, p->numel);
+            init_param(p, d, m->cfg.seed);
+        }
+    }
+    for (int i = 0; i < m->n_params; i++) {
+        pt_param *p = &m->params[i];
+        if (!p->tied_to)
+            continue;
+        const pt_param *src = pt_model_find_param(m, p->tied_to);
+        if (!src || src->numel != p->numel)
+            return pt_fail(PT_EINVAL, "parameter %s is tied to %s, which %s", p->name,
+                           p->tied_to, src ? "has another shape" : "does not exist");
+        memcpy(p->data, src->data, p->numel * sizeof(float));
+    }
+    return PT_OK;
+}
+
+int pt_model_create(const pt_model_config *cfg, pt_model **out)
+{
+    *out = NULL;
+    pt_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return pt_fail(PT_ENOMEM, "cannot allocate a model");
+    m->cfg = *cfg;
+    m->k = pt_kernels_cpu();
+    m->blocks = calloc(PT_MODEL_MAX_BLOCKS, sizeof *m->blocks);
+    int rc = m->blocks ? PT_OK : pt_fail(PT_ENOMEM, "cannot allocate blocks");
+    for (int b = 0; rc == PT_OK && b < PT_MODEL_MAX_BLOCKS; b++) {
+        m->blocks[b].k = m->k;
+        m->blocks[b].layer = -1;
+    }
+    if (rc == PT_OK) {
+        switch (cfg->kind) {
+        case PT_MODEL_GPT: rc = pt_gpt_build(m); break;
+        case PT_MODEL_MLP: rc = pt_mlp_build(m); break;
+        default: rc = pt_fail(PT_EINVAL, "unknown model kind %d", (int)cfg->kind);
+        }
+    }
+    if (rc == PT_OK)
+        rc = lay_out_params(m);
+    if (rc != PT_OK) {
+        pt_model_destroy(m);
+        return rc;
+    }
+    *out = m;
+    return PT_OK;
+}
+
+void pt_model_destroy(pt_model *m)
+{
+    if (!m)
+        return;
+    pt_arena_free(&m->data);
+    pt_arena_free(&m->grad);
+    free(m->params);
+    free(m->blocks);
+    free(m);
+}
+
+const pt_model_config *pt_model_get_config(const pt_model *m) { return &m->cfg; }
+int pt_model_n_blocks(const pt_model *m) { return m->n_blocks; }
+
+const char *pt_model_block_kind(const pt_model *m, int block)
+{
+    return block >= 0 && block < m->n_blocks ? m->blocks[block].ops->kind : NULL;
+}
+
+pt_block_cost pt_model_block_cost(const pt_model *m, int block)
+{
+    pt_block_cost c = {0};
+    if (block < 0 || block >= m->n_blocks)
+        return c;
+    const pt_block *b = &m->blocks[block];
+    c = b->ops->cost(b);
+    c.param_bytes = pt_block_param_bytes(b);
+    c.activation_bytes = sizeof(float) * (b->out_floats + b->ops->saved_floats(b, 1));
+    return c;
+}
+
+int pt_model_block_input_floats(const pt_model *m, int block)
+{
+    return block >= 0 && block < m->n_blocks ? m->blocks[block].in_floats : 0;
+}
+
+int pt_model_n_params(const pt_model *m) { return m->n_params; }
+
+const pt_param *pt_model_param(const pt_model *m, int i)
+{
+    return i >= 0 && i < m->n_params ? &m->params[i] : NULL;
+}
+
+const pt_param *pt_model_find_param(const pt_model *m, const char *name)
+{
+    for (int i = 0; i < m->n_params; i++)
+        if (!strcmp(m->params[i].name, name))
+            return &m->params[i];
+    return NULL;
+}
+
+int pt_model_block_first_param(const pt_model *m, int block)
+{
+    int i = 0;
+    while (i < m->n_params && m->params[i].block < block)
+        i++;
+    return i;
+}
+
+size_t pt_model_param_count(const pt_model *m)
+{
+    size_t n = 0;
+    for (int i = 0; i < m->n_params; i++)
+        if (!m->params[i].tied_to)
+            n += m->params[i].numel;
+    return n;
+}
+
+void pt_model_zero_grads(pt_model *m)
+{
+    memset(m->grad.base, 0, m->grad.capacity * sizeof(float));
+}
+
+void pt_model_sum_tied_grads(pt_model *m)
+{
+    for (int i = 0; i < m->n_params; i++) {
+        pt_param *p = &m->params[i];
+        if (!p->tied_to)
+            continue;
+        const pt_param *src = pt_model_find_param(m, p->tied_to);
+        for (size_t j = 0; j < p->numel; j++) {
+            float s = src->grad[j] + p->grad[j];
+            src->grad[j] = s;
+            p->grad[j] = s;
+        }
+    }
+}
+
+/* ---- activations ---- */
+
+static int check_range(const pt_model *m, int first, int last)
+{
+    if (first < 0 || last >= m->n_blocks || first > last)
+        return pt_fail(PT_EINVAL, "block range %d..%d is not within the model's %d blocks",
+                       first, last, m->n_blocks);
+    return PT_OK;
+}
+
+int pt_activations_create(const pt_model *m, int first, int last, int batch,
+                          pt_activations **out)
+{
+    *out = NULL;
+    int rc = check_range(m, first, last);
+    if (rc != PT_OK)
+        return rc;
+    if (batch < 1)
+        return pt_fail(PT_EINVAL, "micro-batch size must be >= 1 (got %d)", batch);
+    pt_activations *a = calloc(1, sizeof *a);
+    int n = last - first + 1;
+    if (!a || !(a->out = calloc((size_t)n, sizeof(float *))) ||
+        !(a->saved = calloc((size_t)n, sizeof(float *))) ||
+        !(a->dout = calloc((size_t)n, sizeof(float *)))) {
+        pt_activations_destroy(a);
+        return pt_fail(PT_ENOMEM, "cannot allocate activations");
+    }
+    a->m = m, a->first = first, a->last = last, a->batch = batch;
+    size_t floats = 0;
+    for (int i = first; i <= last; i++) {
+        const pt_block *b = &m->blocks[i];
+        floats += 2 * pt_arena_round((size_t)batch * b->out_floats) +
+                  pt_arena_round(b->ops->saved_floats(b, batch));
+    }
+    if ((rc = pt_arena_init(&a->arena, floats)) != PT_OK) {
+        pt_activations_destroy(a);
+        return rc;
+    }
+    for (int i = first; i <= last; i++) {
+        const pt_block *b = &m->blocks[i];
+        a->out[i - first] = pt_arena_take(&a->arena, (size_t)batch * b->out_floats);
+        a->saved[i - first] = pt_arena_take(&a->arena, b->ops->saved_floats(b, batch));
+        a->dout[i - first] = pt_arena_take(&a->arena, (size_t)batch * b->out_floats);
+    }
+    *out = a;
+    return PT_OK;
+}
+
+void pt_activations_destroy(pt_activations *a)
+{
+    if (!a)
+        return;
+    pt_arena_free(&a->arena);
+    free(a->out);
+    free(a->saved);
+    free(a->dout);
+    free(a);
+}
+
+size_t pt_activations_bytes(const pt_activations *a) { return a->arena.capacity * sizeof(float); }
+
+const float *pt_activations_output(const pt_activations *a) { return a->out[a->last - a->first]; }
+
+size_t pt_activations_output_floats(const pt_activations *a)
+{
+    return (size_t)a->batch * a->m->blocks[a->last].out_floats;
+}
+
+/* ---- running a range ---- */
+
+static int check_call(const pt_model *m, int first, int last, const pt_microbatch *mb,
+                      const float *in, const pt_activations *acts)
+{
+    int rc = check_range(m, first, last);
+    if (rc != PT_OK)
+        return rc;
+    if (acts->first != first || acts->last != last || mb->batch != acts->batch)
+        return pt_fail(PT_EINVAL,
+                       "activations for blocks %d..%d, batch %d, used for blocks %d..%d, "
+                       "batch %d",
+                       acts->first, acts->last, acts->batch, first, last, mb->batch);
+    if (first > 0 && !in)
+        return pt_fail(PT_EINVAL, "block %d needs an input", first);
+    return PT_OK;
+}
+
+/* Refuses tokens and targets outside the vocabulary (or class count) before
+ * any block indexes a table with them. */
+static int check_labels(const pt_model *m, int first, int last, const pt_microbatch *mb)
+{
+    const pt_model_config *c = &m->cfg;
+    int gpt = c->kind == PT_MODEL_GPT;
+    int classes = gpt ? c->vocab : c->widths[c->n_widths - 1];
+    size_t n = (size_t)mb->batch * (gpt ? c->seq_len : 1);
+    if (first == 0 && gpt) {
+        if (!mb->tokens)
+            return pt_fail(PT_EINVAL, "the micro-batch has no tokens");
+        for (size_t i = 0; i < n; i++)
+            if (mb->tokens[i] < 0 || mb->tokens[i] >= c->vocab)
+                return pt_fail(PT_EINVAL, "token %d at position %zu is outside the vocabulary "
+                               "of %d", mb->tokens[i], i, c->vocab);
+    }
+    if (first == 0 && !gpt && !mb->inputs)
+        return pt_fail(PT_EINVAL, "the micro-batch has no inputs");
+    if (last == m->n_blocks - 1 && mb->targets)
+        for (size_t i = 0; i < n; i++)
+            if (mb->targets[i] < (gpt ? -1 : 0) || mb->targets[i] >= classes)
+                return pt_fail(PT_EINVAL, "target %d at position %zu is outside 0..%d",
+                               mb->targets[i], i, classes - 1);
+    return PT_OK;
+}
+
+static const float *block_input(const pt_model *m, int i, const pt_microbatch *mb,
+                                const float *in, const pt_activations *a)
+{
+    if (i > a->first)
+        return a->out[i - 1 - a->first];
+    if (i == 0 && m->cfg.kind == PT_MODEL_MLP)
+        return mb->inputs;
+    return in;
+}
+
+int pt_model_forward(pt_model *m, int first, int last, const pt_microbatch *mb,
+                     const float *in, pt_activations *acts, float *loss)
+{
+    int rc = check_call(m, first, last, mb, in, acts);
+    if (rc == PT_OK)
+        rc = check_labels(m, first, last, mb);
+    if (rc != PT_OK)
+        return rc;
+    double loss_sum = 0.0;
+    int loss_rows = 0;
+    for (int i = first; i <= last; i++) {
+        pt_block *b = &m->blocks[i];
+        b->ops->forward(b, mb, block_input(m, i, mb, in, acts), acts->out[i - first],
+                        acts->saved[i - first], &loss_sum, &loss_rows);
+    }
+    if (loss)
+        *loss = loss_rows ? (float)(loss_sum / loss_rows) : 0.0f;
+    return PT_OK;
+}
+
+int pt_model_backward_input(pt_model *m, int first, int last, const pt_microbatch *mb,
+                            const float *in, pt_activations *acts, const float *dout,
+                            float *din, float loss_scale)
+{
+    int rc = check_call(m, first, last, mb, in, acts);
+    if (rc != PT_OK)
+        return rc;
+    int ends_in_loss = last == m->n_blocks - 1;
+    if (ends_in_loss && !mb->targets)
+        return pt_fail(PT_EINVAL, "backward through the loss needs targets");
+    if (!ends_in_loss) {
+        if (!dout)
+            return pt_fail(PT_EINVAL, "block %d needs the gradient of its output", last);
+        /* kept: backward_weight may run long after the caller reuses dout */
+        memcpy(acts->dout[last - first], dout,
+               sizeof(float) * (size_t)mb->batch * m->blocks[last].out_floats);
+    }
+    for (int i = last; i >= first; i--) {
+        pt_block *b = &m->blocks[i];
+        float *d = i > first ? acts->dout[i - 1 - first] : din;
+        b->ops->backward_input(b, mb, block_input(m, i, mb, in, acts), acts->out[i - first],
+                               acts->saved[i - first], acts->dout[i - first], d, loss_scale);
+    }
+    return PT_OK;
+}
+
+int pt_model_backward_weight(pt_model *m, int first, int last, const pt_microbatch *mb,
+                             const float *in, pt_activations *acts)
+{
+    int rc = check_call(m, first, last, mb, in, acts);
+    if (rc != PT_OK)
+        return rc;
+    for (int i = last; i >= first; i--) {
+        pt_block *b = &m->blocks[i];
+        b->ops->backward_weight(b, mb, block_input(m, i, mb, in, acts), acts->out[i - first],
+                                acts->saved[i - first], acts->dout[i - first]);
+    }
+    return PT_OK;
+}
+
+int pt_model_step_microbatch(pt_model *m, const pt_microbatch *mb, float loss_scale,
+                             pt_activations *acts, float *loss)
+{
+    int last = m->n_blocks - 1;
+    int rc = pt_model_forward(m, 0, last, mb, NULL, acts, loss);
+    if (rc == PT_OK)
+        rc = pt_model_backward_input(m, 0, last, mb, NULL, acts, NULL, NULL, loss_scale);
+    if (rc == PT_OK)
+        rc = pt_model_backward_weight(m, 0, last, mb, NULL, acts);
+    return rc;
+}

@@ -1,0 +1,30 @@
+/* model.h: the inside of pt_model: an ordered list of blocks whose
+ * parameters and gradients live in two arenas (one contiguous run each, so
+ * an optimizer or an all-reduce walks them in one pass). The builders (gpt.c,
+ * mlp.c) only append blocks; model.c does the rest. */
+#ifndef PT_MODEL_MODEL_H
+#define PT_MODEL_MODEL_H
+
+#include "nn/block.h"
+#include "tensor/arena.h"
+
+#define PT_MODEL_MAX_BLOCKS 1024
+
+struct pt_model {
+    pt_model_config cfg;
+    const pt_kernels *k;
+    int n_blocks;
+    pt_block *blocks;
+    int n_params;
+    pt_param *params; /* in block order, then declaration order */
+    pt_arena data, grad;
+};
+
+/* Appends blocks to m->blocks (allocated for PT_MODEL_MAX_BLOCKS). */
+int pt_gpt_build(pt_model *m);
+int pt_mlp_build(pt_model *m);
+
+/* The parameters of block `block`: params[first .. first + count). */
+int pt_model_block_first_param(const pt_model *m, int block);
+
+#endif

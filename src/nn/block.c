@@ -1,0 +1,57 @@
+/* block.c: what every block shares: declaring parameters and counting them.
+ * The blocks themselves live one kind per file beside this one. */
+#include "nn/block.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int pt_block_declare(pt_block *b, const char *name, int ndim, const int *shape,
+                     pt_init_kind init, float std)
+{
+    int i = b->n_params++;
+    pt_param_decl *d = &b->decl[i];
+    memset(d, 0, sizeof *d);
+    snprintf(d->name, sizeof d->name, "%s", name);
+    d->ndim = ndim;
+    for (int k = 0; k < ndim; k++)
+        d->shape[k] = shape[k];
+    d->init = init;
+    d->std = std;
+    return i;
+}
+
+size_t pt_param_decl_numel(const pt_param_decl *d)
+{
+    size_t n = 1;
+    for (int k = 0; k < d->ndim; k++)
+        n *= (size_t)d->shape[k];
+    return n;
+}
+
+size_t pt_block_param_bytes(const pt_block *b)
+{
+    size_t n = 0;
+    for (int i = 0; i < b->n_params; i++)
+        n += pt_param_decl_numel(&b->decl[i]);
+    return n * sizeof(float);
+}
+
+void pt_block_declare_linear(pt_block *b, const char *prefix, int in, int out, float std)
+{
+    char name[96];
+    int ws[2] = {in, out}, bs[1] = {out};
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    pt_block_declare(b, name, 2, ws, PT_INIT_NORMAL, std);
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    pt_block_declare(b, name, 1, bs, PT_INIT_ZEROS, 0.0f);
+}
+
+void pt_block_declare_layernorm(pt_block *b, const char *prefix, int C)
+{
+    char name[96];
+    int cs[1] = {C};
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    pt_block_declare(b, name, 1, cs, PT_INIT_ONES, 0.0f);
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    pt_block_declare(b, name, 1, cs, PT_INIT_ZEROS, 0.0f);
+}

@@ -1,0 +1,105 @@
+/* block.h: the unit a stage boundary may fall between.
+ *
+ * A block maps a per-sample input of in_floats to an output of out_floats
+ * (the token embedding reads tokens instead of an input; the loss heads write
+ * probabilities and return the loss). Every block has three pieces of work:
+ *   forward          in -> out, filling its saved activations;
+ *   backward_input   dout -> din (what the previous stage waits for), and
+ *                    stores in `saved` what backward_weight needs;
+ *   backward_weight  adds its parameter gradients (nobody waits for it, so
+ *                    zero-bubble schedules move it into bubbles).
+ * A fused backward is backward_input then backward_weight.
+ *
+ * The caller (model.c) owns every buffer: a block's output, its saved area of
+ * saved_floats(B) floats and the gradient of its output, all kept per
+ * micro-batch between forward and backward. Blocks allocate nothing.
+ * model.c builds blocks in two passes: declare their parameters, then point
+ * them at one arena and initialise them.
+ */
+#ifndef PT_NN_BLOCK_H
+#define PT_NN_BLOCK_H
+
+#include <stddef.h>
+
+#include "pipetrain.h"
+#include "tensor/kernels.h"
+#include "tensor/rng.h"
+
+typedef struct pt_block pt_block;
+
+/* The shapes a block may need; each block reads the fields it uses. */
+typedef struct {
+    int T, C, H, V;    /* sequence, channels, heads, vocabulary (gpt) */
+    int in, out;       /* widths (linear, mlp) */
+    int n_layer;       /* for GPT-2's scaled init of residual projections */
+} pt_block_shape;
+
+typedef enum { PT_INIT_ZEROS, PT_INIT_ONES, PT_INIT_NORMAL } pt_init_kind;
+
+/* What a block declares of one parameter before storage exists. */
+typedef struct {
+    char name[96];
+    int ndim;
+    int shape[4];
+    pt_init_kind init;
+    float std;
+    char tied_to[96]; /* "" unless a copy of another block's parameter */
+} pt_param_decl;
+
+#define PT_BLOCK_MAX_PARAMS 16
+
+typedef struct {
+    const char *kind;
+    /* floats kept per micro-batch of B samples between forward and backward */
+    size_t (*saved_floats)(const pt_block *b, int B);
+    /* loss is written by the loss heads only (sum over the micro-batch's
+     * rows is divided by the rows counted); others ignore it */
+    void (*forward)(pt_block *b, const pt_microbatch *mb, const float *in, float *out,
+                    float *saved, double *loss_sum, int *loss_rows);
+    /* din may be NULL (first block). Loss heads read loss_scale and ignore
+     * dout; the others ignore loss_scale. */
+    void (*backward_input)(pt_block *b, const pt_microbatch *mb, const float *in,
+                           float *out, float *saved, const float *dout, float *din,
+                           float loss_scale);
+    void (*backward_weight)(pt_block *b, const pt_microbatch *mb, const float *in,
+                            const float *out, const float *saved, const float *dout);
+    /* FLOPs per sample; model.c adds the byte counts, which follow from the
+     * declarations and saved_floats */
+    pt_block_cost (*cost)(const pt_block *b);
+} pt_block_ops;
+
+struct pt_block {
+    const pt_block_ops *ops;
+    const pt_kernels *k;
+    pt_block_shape shape;
+    int in_floats, out_floats; /* per sample */
+    int layer;                 /* transformer layer index, -1 elsewhere */
+    int n_params;
+    pt_param_decl decl[PT_BLOCK_MAX_PARAMS];
+    float *p[PT_BLOCK_MAX_PARAMS];  /* parameter data, in declaration order */
+    float *g[PT_BLOCK_MAX_PARAMS];  /* their gradients */
+};
+
+/* Declares a parameter; returns its index in b->p / b->g. */
+int pt_block_declare(pt_block *b, const char *name, int ndim, const int *shape,
+                     pt_init_kind init, float std);
+/* weight (in,out) + bias (out) under <prefix>.weight and <prefix>.bias */
+void pt_block_declare_linear(pt_block *b, const char *prefix, int in, int out, float std);
+/* weight (C) = 1 and bias (C) = 0 */
+void pt_block_declare_layernorm(pt_block *b, const char *prefix, int C);
+size_t pt_param_decl_numel(const pt_param_decl *d);
+size_t pt_block_param_bytes(const pt_block *b);
+
+/* Constructors: fill ops, shapes and parameter declarations. `prefix` is the
+ * name stem of the block's parameters ("transformer.h.3", "fc.0"). */
+void pt_embedding_init(pt_block *b, const pt_block_shape *s);
+void pt_layernorm_init(pt_block *b, const pt_block_shape *s, const char *prefix);
+void pt_linear_init(pt_block *b, const pt_block_shape *s, const char *prefix);
+void pt_gelu_init(pt_block *b, const pt_block_shape *s);
+void pt_relu_init(pt_block *b, const pt_block_shape *s);
+void pt_attention_init(pt_block *b, const pt_block_shape *s, const char *prefix);
+void pt_transformer_init(pt_block *b, const pt_block_shape *s, int layer);
+void pt_lm_head_init(pt_block *b, const pt_block_shape *s);
+void pt_classifier_init(pt_block *b, const pt_block_shape *s, const char *prefix);
+
+#endif

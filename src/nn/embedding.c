@@ -1,0 +1,81 @@
+/* embedding.c: GPT-2's input block: token embedding plus position embedding.
+ *   tokens (B,T) -> out (B,T,C) = wte[token] + wpe[t]
+ * Parameters transformer.wte.weight (V,C) and transformer.wpe.weight (T,C).
+ * It has no input gradient; backward_weight scatters dout into both tables.
+ * The LM head keeps a tied copy of wte (lm_head.c). */
+#include <string.h>
+
+#include "nn/block.h"
+
+enum { WTE, WPE };
+
+static size_t embedding_saved(const pt_block *b, int B)
+{
+    (void)b, (void)B;
+    return 0;
+}
+
+// tokens (B,T) -> out (B,T,C)
+static void embedding_forward(pt_block *b, const pt_microbatch *mb, const float *in,
+                              float *out, float *saved, double *loss_sum, int *loss_rows)
+{
+    (void)in, (void)saved, (void)loss_sum, (void)loss_rows;
+    int T = b->shape.T, C = b->shape.C;
+    for (int i = 0; i < mb->batch; i++)
+        for (int t = 0; t < T; t++) {
+            const float *te = b->p[WTE] + (size_t)mb->tokens[i * T + t] * C;
+            const float *pe = b->p[WPE] + (size_t)t * C;
+            b->k->add(out + ((size_t)i * T + t) * C, te, pe, C);
+        }
+}
+
+static void embedding_backward_input(pt_block *b, const pt_microbatch *mb, const float *in,
+                                     float *out, float *saved, const float *dout, float *din,
+                                     float loss_scale)
+{
+    /* tokens have no gradient */
+    (void)b, (void)mb, (void)in, (void)out, (void)saved, (void)dout, (void)din,
+        (void)loss_scale;
+}
+
+// dout (B,T,C) -> dwte (V,C), dwpe (T,C)
+static void embedding_backward_weight(pt_block *b, const pt_microbatch *mb, const float *in,
+                                      const float *out, const float *saved, const float *dout)
+{
+    (void)in, (void)out, (void)saved;
+    int T = b->shape.T, C = b->shape.C;
+    for (int i = 0; i < mb->batch; i++)
+        for (int t = 0; t < T; t++) {
+            const float *d = dout + ((size_t)i * T + t) * C;
+            float *te = b->g[WTE] + (size_t)mb->tokens[i * T + t] * C;
+            float *pe = b->g[WPE] + (size_t)t * C;
+            b->k->add(te, te, d, C);
+            b->k->add(pe, pe, d, C);
+        }
+}
+
+static pt_block_cost embedding_cost(const pt_block *b)
+{
+    double n = (double)b->shape.T * b->shape.C;
+    return (pt_block_cost){.forward_flops = n, .backward_weight_flops = 2 * n};
+}
+
+static const pt_block_ops embedding_ops = {
+    .kind = "embedding",
+    .saved_floats = embedding_saved,
+    .forward = embedding_forward,
+    .backward_input = embedding_backward_input,
+    .backward_weight = embedding_backward_weight,
+    .cost = embedding_cost,
+};
+
+void pt_embedding_init(pt_block *b, const pt_block_shape *s)
+{
+    b->ops = &embedding_ops;
+    b->shape = *s;
+    b->in_floats = 0;
+    b->out_floats = s->T * s->C;
+    int te[2] = {s->V, s->C}, pe[2] = {s->T, s->C};
+    pt_block_declare(b, "transformer.wte.weight", 2, te, PT_INIT_NORMAL, 0.02f);
+    pt_block_declare(b, "transformer.wpe.weight", 2, pe, PT_INIT_NORMAL, 0.02f);
+}

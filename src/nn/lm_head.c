@@ -1,0 +1,117 @@
+/* lm_head.c: GPT-2's output block: final LayerNorm, the LM head tied to the
+ * token embedding, and softmax cross-entropy.
+ *   in (B,T,C) -ln_f-> (B,T,C) -x wte^T-> logits (B,T,V) -> out = probabilities
+ * and the mean of -log p[target] over the micro-batch's tokens.
+ * Parameters transformer.ln_f.{weight,bias} and lm_head.weight (V,C), a copy
+ * of transformer.wte.weight (tied_to says so): the two ends of the model may
+ * sit on different workers, and the model sums the two gradients before the
+ * optimizer step so the copies stay equal.
+ * backward_input turns `out` into the logits' gradient in place, which is
+ * what backward_weight multiplies. */
+#include <string.h>
+
+#include "nn/block.h"
+
+enum { LNF_W, LNF_B, HEAD };
+
+typedef struct {
+    size_t ln, mean, rstd, dln, total;
+} head_layout;
+
+static head_layout layout(const pt_block *b, int B)
+{
+    size_t n = (size_t)B * b->shape.T, C = b->shape.C, at = 0;
+    head_layout l;
+    l.ln = at, at += n * C;
+    l.mean = at, at += n;
+    l.rstd = at, at += n;
+    l.dln = at, at += n * C;
+    l.total = at;
+    return l;
+}
+
+static size_t head_saved(const pt_block *b, int B) { return layout(b, B).total; }
+
+static int counted_rows(const int *targets, int N)
+{
+    int rows = 0;
+    for (int i = 0; i < N; i++)
+        rows += targets[i] >= 0;
+    return rows;
+}
+
+// in (B,T,C) -> out (B,T,V) probabilities; loss over targets (B,T)
+static void head_forward(pt_block *b, const pt_microbatch *mb, const float *in, float *out,
+                         float *s, double *loss_sum, int *loss_rows)
+{
+    const pt_kernels *k = b->k;
+    int N = mb->batch * b->shape.T, C = b->shape.C, V = b->shape.V;
+    head_layout l = layout(b, mb->batch);
+    k->layernorm_forward(s + l.ln, s + l.mean, s + l.rstd, in, b->p[LNF_W], b->p[LNF_B], N, C);
+    k->matmul(0, 1, N, V, C, 1.0f, s + l.ln, C, b->p[HEAD], C, 0.0f, out, V);
+    double sum = k->crossentropy_forward(out, mb->targets, N, V);
+    if (loss_sum)
+        *loss_sum = sum;
+    if (loss_rows)
+        *loss_rows = mb->targets ? counted_rows(mb->targets, N) : 0;
+}
+
+// loss -> din (B,T,C); out becomes dlogits (B,T,V)
+static void head_backward_input(pt_block *b, const pt_microbatch *mb, const float *in,
+                                float *out, float *s, const float *dout, float *din,
+                                float loss_scale)
+{
+    (void)dout;
+    const pt_kernels *k = b->k;
+    int N = mb->batch * b->shape.T, C = b->shape.C, V = b->shape.V;
+    head_layout l = layout(b, mb->batch);
+    int rows = counted_rows(mb->targets, N);
+    k->crossentropy_backward(out, mb->targets, N, V, rows ? loss_scale / rows : 0.0f);
+    k->matmul(0, 0, N, C, V, 1.0f, out, V, b->p[HEAD], C, 0.0f, s + l.dln, C);
+    if (din) {
+        memset(din, 0, sizeof(float) * (size_t)N * C);
+        k->layernorm_backward_input(din, s + l.dln, in, b->p[LNF_W], s + l.mean, s + l.rstd,
+                                    N, C);
+    }
+}
+
+static void head_backward_weight(pt_block *b, const pt_microbatch *mb, const float *in,
+                                 const float *out, const float *s, const float *dout)
+{
+    (void)dout;
+    const pt_kernels *k = b->k;
+    int N = mb->batch * b->shape.T, C = b->shape.C, V = b->shape.V;
+    head_layout l = layout(b, mb->batch);
+    k->matmul(1, 0, V, C, N, 1.0f, out, V, s + l.ln, C, 1.0f, b->g[HEAD], C);
+    k->layernorm_backward_weight(b->g[LNF_W], b->g[LNF_B], s + l.dln, in, s + l.mean,
+                                 s + l.rstd, N, C);
+}
+
+static pt_block_cost head_cost(const pt_block *b)
+{
+    double T = b->shape.T, C = b->shape.C, V = b->shape.V;
+    return (pt_block_cost){.forward_flops = 2 * T * C * V + 5 * T * V,
+                           .backward_input_flops = 2 * T * C * V + 2 * T * V,
+                           .backward_weight_flops = 2 * T * C * V};
+}
+
+static const pt_block_ops head_ops = {
+    .kind = "lm_head",
+    .saved_floats = head_saved,
+    .forward = head_forward,
+    .backward_input = head_backward_input,
+    .backward_weight = head_backward_weight,
+    .cost = head_cost,
+};
+
+void pt_lm_head_init(pt_block *b, const pt_block_shape *s)
+{
+    b->ops = &head_ops;
+    b->shape = *s;
+    b->in_floats = s->T * s->C;
+    b->out_floats = s->T * s->V;
+    pt_block_declare_layernorm(b, "transformer.ln_f", s->C);
+    int hs[2] = {s->V, s->C};
+    int i = pt_block_declare(b, "lm_head.weight", 2, hs, PT_INIT_NORMAL, 0.02f);
+    strcpy(b->decl[i].tied_to, "transformer.wte.weight");
+}
