@@ -1,0 +1,143 @@
+/* atomic_file.c: see atomic_file.h. The temporary name carries the process
+ * id and a per-process counter and is created with O_EXCL, so two writers
+ * (two threads, two processes) never share a temporary file; permissions
+ * follow the umask, as a plain fopen() would give. */
+#include "io/atomic_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tensor/error.h"
+
+static atomic_uint tmp_counter;
+
+static void release(pt_atomic_file *af)
+{
+    free(af->path);
+    free(af->tmp_path);
+    af->path = af->tmp_path = NULL;
+    af->f = NULL;
+}
+
+int pt_atomic_open(pt_atomic_file *af, const char *path)
+{
+    memset(af, 0, sizeof *af);
+    size_t n = strlen(path);
+    if (n == 0)
+        return pt_fail(PT_EINVAL, "empty file name");
+    af->path = strdup(path);
+    af->tmp_path = malloc(n + 64);
+    if (!af->path || !af->tmp_path) {
+        release(af);
+        return pt_fail(PT_ENOMEM, "out of memory");
+    }
+    int fd = -1, err = 0;
+    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
+        snprintf(af->tmp_path, n + 64, "%s.tmp.%ld.%u", path, (long)getpid(),
+                 atomic_fetch_add(&tmp_counter, 1u));
+        fd = open(af->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        err = errno;
+        if (fd < 0 && err != EEXIST)
+            break;
+    }
+    if (fd < 0) {
+        int r = pt_fail(PT_EIO, "%s: cannot create a temporary file to write it: %s", path,
+                        strerror(err));
+        release(af);
+        return r;
+    }
+    af->f = fdopen(fd, "wb");
+    if (!af->f) {
+        err = errno;
+        close(fd);
+        unlink(af->tmp_path);
+        int r = pt_fail(PT_EIO, "%s: %s", path, strerror(err));
+        release(af);
+        return r;
+    }
+    return PT_OK;
+}
+
+int pt_atomic_write(pt_atomic_file *af, const void *data, size_t n)
+{
+    if (af->failed)
+        return PT_EIO;
+    if (n > 0 && fwrite(data, 1, n, af->f) != n) {
+        af->failed = errno ? errno : EIO;
+        return pt_fail(PT_EIO, "%s: write failed: %s", af->path, strerror(af->failed));
+    }
+    return PT_OK;
+}
+
+void pt_atomic_abort(pt_atomic_file *af)
+{
+    if (af->f)
+        fclose(af->f);
+    if (af->tmp_path)
+        unlink(af->tmp_path);
+    release(af);
+}
+
+/* Makes the rename itself durable. Some filesystems refuse fsync on a
+ * directory; the file's data is safe by then, so that is not an error. */
+static void sync_parent_dir(const char *path)
+{
+    char *copy = strdup(path);
+    if (!copy)
+        return;
+    char *slash = strrchr(copy, '/');
+    const char *dir = ".";
+    if (slash == copy)
+        dir = "/";
+    else if (slash) {
+        *slash = '\0';
+        dir = copy;
+    }
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    free(copy);
+}
+
+int pt_atomic_commit(pt_atomic_file *af)
+{
+    const char *step = NULL;
+    int err = 0;
+    if (af->failed || ferror(af->f)) {
+        step = "write";
+        err = af->failed ? af->failed : EIO;
+    } else if (fflush(af->f) != 0) {
+        step = "flush";
+        err = errno;
+    } else if (fsync(fileno(af->f)) != 0) {
+        step = "fsync";
+        err = errno;
+    }
+    int close_r = fclose(af->f);
+    af->f = NULL;
+    if (!step && close_r != 0) {
+        step = "close";
+        err = errno;
+    }
+    if (!step && rename(af->tmp_path, af->path) != 0) {
+        step = "rename";
+        err = errno;
+    }
+    if (step) {
+        unlink(af->tmp_path);
+        int r = pt_fail(PT_EIO, "%s: %s of the temporary file %s failed (%s); the file was not changed",
+                        af->path, step, af->tmp_path, strerror(err));
+        release(af);
+        return r;
+    }
+    sync_parent_dir(af->path);
+    release(af);
+    return PT_OK;
+}

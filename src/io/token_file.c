@@ -1,0 +1,160 @@
+/* token_file.c: pre-tokenized corpora in llm.c's and nanoGPT's formats (see
+ * text_data.h). For users who tokenize elsewhere; the train command reads
+ * them through pt_token_data_load_files().
+ *
+ * llm.c: 256 little-endian int32 (magic 20240520, version 1, token count,
+ * the rest zero), then count uint16 tokens. nanoGPT: uint16 tokens, nothing
+ * else. A file whose first int32 is the magic is taken as llm.c's; a nanoGPT
+ * file would need its first two tokens to be 55432 and 308 to be mistaken
+ * for one, and is then refused for its size rather than misread. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "io/text_data.h"
+#include "tensor/error.h"
+
+#define LLMC_MAGIC 20240520
+#define LLMC_HEADER_BYTES 1024
+
+static int32_t le_i32(const unsigned char *p)
+{
+    return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                     (uint32_t)p[3] << 24);
+}
+
+/* Where the tokens start and how many there are, from the size and head. */
+static int locate_tokens(const char *path, FILE *f, uint64_t size, long *start, size_t *count)
+{
+    unsigned char head[12];
+    size_t got = fread(head, 1, sizeof head, f);
+    if (got >= 4 && le_i32(head) == LLMC_MAGIC) {
+        if (size < LLMC_HEADER_BYTES)
+            return pt_fail(PT_EFORMAT,
+                           "%s: llm.c token file truncated: %llu bytes, shorter than its "
+                           "%d-byte header",
+                           path, (unsigned long long)size, LLMC_HEADER_BYTES);
+        int32_t version = le_i32(head + 4), n = le_i32(head + 8);
+        if (version != 1)
+            return pt_fail(PT_EFORMAT,
+                           "%s: llm.c token file version %d is not supported (version 1: "
+                           "uint16 tokens)",
+                           path, version);
+        if (n <= 0)
+            return pt_fail(PT_EFORMAT, "%s: llm.c header gives %d tokens", path, n);
+        uint64_t body = size - LLMC_HEADER_BYTES, want = 2 * (uint64_t)n;
+        if (body != want)
+            return pt_fail(PT_EFORMAT,
+                           "%s: llm.c header says %d tokens (%llu bytes) but %llu bytes follow "
+                           "the header (%s)",
+                           path, n, (unsigned long long)want, (unsigned long long)body,
+                           body < want ? "truncated" : "trailing bytes");
+        *start = LLMC_HEADER_BYTES;
+        *count = (size_t)n;
+        return PT_OK;
+    }
+    if (size == 0)
+        return pt_fail(PT_EFORMAT, "%s: empty token file", path);
+    if (size % 2 != 0)
+        return pt_fail(PT_EFORMAT,
+                       "%s: no llm.c magic (%d), and %llu bytes is an odd size for a headerless "
+                       "file of uint16 tokens",
+                       path, LLMC_MAGIC, (unsigned long long)size);
+    *start = 0;
+    *count = (size_t)(size / 2);
+    return PT_OK;
+}
+
+int pt_token_file_read(const char *path, int vocab, uint16_t **tokens, size_t *n)
+{
+    *tokens = NULL;
+    *n = 0;
+    if (vocab < 1 || vocab > 65536)
+        return pt_fail(PT_EINVAL, "vocabulary size %d is not in 1..65536 (uint16 tokens)",
+                       vocab);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return pt_fail(PT_EIO, "%s: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        fclose(f);
+        return pt_fail(PT_EIO, "%s: not a readable regular file", path);
+    }
+    long start;
+    size_t count;
+    int r = locate_tokens(path, f, (uint64_t)sb.st_size, &start, &count);
+    if (r != PT_OK) {
+        fclose(f);
+        return r;
+    }
+    unsigned char *raw = malloc(count * 2);
+    uint16_t *t = malloc(count * sizeof *t);
+    if (!raw || !t) {
+        free(raw);
+        free(t);
+        fclose(f);
+        return pt_fail(PT_ENOMEM, "%s: out of memory for %zu tokens", path, count);
+    }
+    if (fseek(f, start, SEEK_SET) != 0 || fread(raw, 2, count, f) != count) {
+        free(raw);
+        free(t);
+        fclose(f);
+        return pt_fail(PT_EIO, "%s: read failed", path);
+    }
+    fclose(f);
+    for (size_t i = 0; i < count; i++) {
+        t[i] = (uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8);
+        if (t[i] >= vocab) {
+            r = pt_fail(PT_EFORMAT,
+                        "%s: token %zu is %u, not below the vocabulary size %d (--vocab)", path,
+                        i, (unsigned)t[i], vocab);
+            free(raw);
+            free(t);
+            return r;
+        }
+    }
+    free(raw);
+    *tokens = t;
+    *n = count;
+    return PT_OK;
+}
+
+int pt_token_data_load_files(const char *train_path, const char *val_path, int vocab,
+                             double val_fraction, pt_token_data *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!(val_fraction >= 0.0 && val_fraction < 1.0))
+        return pt_fail(PT_EINVAL, "validation fraction %g is not in [0, 1)", val_fraction);
+    uint16_t *train;
+    size_t n_train;
+    int r = pt_token_file_read(train_path, vocab, &train, &n_train);
+    if (r != PT_OK)
+        return r;
+    out->vocab = vocab;
+    if (val_path) {
+        r = pt_token_file_read(val_path, vocab, &out->val, &out->n_val);
+        if (r != PT_OK) {
+            free(train);
+            return r;
+        }
+        out->train = train;
+        out->n_train = n_train;
+        out->n_files = 2;
+        return PT_OK;
+    }
+    size_t n_val = (size_t)((double)n_train * val_fraction);
+    if (n_val > 0) {
+        out->val = malloc(n_val * sizeof *out->val);
+        if (!out->val) {
+            free(train);
+            return pt_fail(PT_ENOMEM, "out of memory");
+        }
+        memcpy(out->val, train + (n_train - n_val), n_val * sizeof *out->val);
+    }
+    out->train = train;
+    out->n_train = n_train - n_val;
+    out->n_files = 1;
+    return PT_OK;
+}
