@@ -69,7 +69,8 @@ int pt_atomic_write(pt_atomic_file *af, const void *data, size_t n)
         return PT_EIO;
     if (n > 0 && fwrite(data, 1, n, af->f) != n) {
         af->failed = errno ? errno : EIO;
-        return pt_fail(PT_EIO, "%s: write failed: %s", af->path, strerror(af->failed));
+        return pt_fail(PT_EIO, "%s: write failed (%s); the file was not changed", af->path,
+                       strerror(af->failed));
     }
     return PT_OK;
 }

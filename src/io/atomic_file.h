@@ -10,6 +10,8 @@
 #ifndef PT_IO_ATOMIC_FILE_H
 #define PT_IO_ATOMIC_FILE_H
 
+#include "pipetrain.h"
+
 #include <stddef.h>
 #include <stdio.h>
 

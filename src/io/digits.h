@@ -14,6 +14,8 @@
 #ifndef PT_IO_DIGITS_H
 #define PT_IO_DIGITS_H
 
+#include "pipetrain.h"
+
 #include <stddef.h>
 #include <stdint.h>
 

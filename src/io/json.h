@@ -12,6 +12,8 @@
 #ifndef PT_IO_JSON_H
 #define PT_IO_JSON_H
 
+#include "pipetrain.h"
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -10,6 +10,8 @@
 #ifndef PT_IO_METRICS_H
 #define PT_IO_METRICS_H
 
+#include "pipetrain.h"
+
 #include <stdint.h>
 
 typedef struct pt_metrics_log pt_metrics_log;

@@ -15,6 +15,8 @@
 #ifndef PT_IO_SAFETENSORS_H
 #define PT_IO_SAFETENSORS_H
 
+#include "pipetrain.h"
+
 #include <stddef.h>
 #include <stdint.h>
 

@@ -116,8 +116,8 @@ static int add_file(corpus *c, const char *path, const struct stat *sb, int skip
     int r = seen_before(c, sb);
     if (r != 0)
         return r < 0 ? r : PT_OK;
-    unsigned char *bytes;
-    size_t n;
+    unsigned char *bytes = NULL;
+    size_t n = 0;
     r = read_whole_file(path, &bytes, &n);
     if (r != PT_OK)
         return r;

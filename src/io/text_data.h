@@ -19,6 +19,8 @@
 #ifndef PT_IO_TEXT_DATA_H
 #define PT_IO_TEXT_DATA_H
 
+#include "pipetrain.h"
+
 #include <stddef.h>
 #include <stdint.h>
 

@@ -82,8 +82,8 @@ int pt_token_file_read(const char *path, int vocab, uint16_t **tokens, size_t *n
         fclose(f);
         return pt_fail(PT_EIO, "%s: not a readable regular file", path);
     }
-    long start;
-    size_t count;
+    long start = 0;
+    size_t count = 0;
     int r = locate_tokens(path, f, (uint64_t)sb.st_size, &start, &count);
     if (r != PT_OK) {
         fclose(f);
