@@ -1,0 +1,205 @@
+/* threads_collective.c: allreduce and barrier of the threads transport.
+ * Called through the transport's table by the executor (gradient all-reduce
+ * across a stage's replicas, barriers between steps).
+ *
+ * The members of a group meet at the collective slot of their lowest rank
+ * and publish their buffers' addresses. After a first barrier, member m owns
+ * slice m of the element range: it sums that slice over every member's
+ * buffer in ascending rank order and writes the sum back into every buffer;
+ * no two members touch the same element, so nothing is copied to a scratch
+ * area. A second barrier ends the call. The fold order is the one
+ * transport_mpi.c uses, hence bit-identical results across transports. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/threads_world.h"
+#include "tensor/error.h"
+
+#define SLICE_ALIGN 16 /* floats: slices start on cache-line boundaries */
+#define BLOCK 1024     /* floats summed at a time on the stack */
+
+int pt_threads_collectives_init(pt_threads_world *w)
+{
+    w->colls = calloc((size_t)w->n, sizeof *w->colls);
+    if (!w->colls)
+        return PT_ENOMEM;
+    for (int r = 0; r < w->n; r++) {
+        pt_coll_slot *c = &w->colls[r];
+        c->members = malloc(sizeof(int) * (size_t)w->n);
+        c->bufs = calloc((size_t)w->n, sizeof *c->bufs);
+        c->arrived_at = calloc((size_t)w->n, 1);
+        if (!c->members || !c->bufs || !c->arrived_at)
+            return PT_ENOMEM;
+        pthread_mutex_init(&c->mu, NULL);
+        pt_threads_cond_init(&c->cv);
+    }
+    return PT_OK;
+}
+
+void pt_threads_collectives_free(pt_threads_world *w)
+{
+    if (!w->colls)
+        return;
+    for (int r = 0; r < w->n; r++) {
+        pt_coll_slot *c = &w->colls[r];
+        if (c->members && c->bufs && c->arrived_at) {
+            pthread_mutex_destroy(&c->mu);
+            pthread_cond_destroy(&c->cv);
+        }
+        free(c->members);
+        free(c->bufs);
+        free(c->arrived_at);
+    }
+    free(w->colls);
+    w->colls = NULL;
+}
+
+void pt_threads_collectives_wake(pt_threads_world *w)
+{
+    if (!w->colls)
+        return;
+    for (int r = 0; r < w->n; r++) {
+        pthread_mutex_lock(&w->colls[r].mu);
+        pthread_cond_broadcast(&w->colls[r].cv);
+        pthread_mutex_unlock(&w->colls[r].mu);
+    }
+}
+
+/* A deadline passed in a collective: blame `blamed` if >= 0, else the first
+ * member that has not arrived at the current barrier. */
+static int collective_timeout(pt_transport *t, pt_coll_slot *c, int blamed)
+{
+    for (int i = 0; blamed < 0 && i < c->n; i++)
+        if (!c->arrived_at[i]) {
+            blamed = c->members[i];
+            break;
+        }
+    pthread_mutex_unlock(&c->mu);
+    char why[160];
+    snprintf(why, sizeof why, "rank %d waited %.3g s in a collective for rank %d", t->rank,
+             t->timeout_s, blamed);
+    pt_threads_world_abort(pt_threads_endpoint_world(t), blamed, why);
+    return pt_fail(PT_ETRANSPORT, "rank %d stopped answering: %s", blamed, why);
+}
+
+/* Every member of the slot's group arrives before any leaves. Holds c->mu;
+ * on failure returns with it released. */
+static int meet(pt_transport *t, pt_coll_slot *c, int pos, double deadline)
+{
+    pt_threads_world *w = pt_threads_endpoint_world(t);
+    unsigned gen = c->gen;
+    c->arrived_at[pos] = 1;
+    if (++c->arrived == c->n) {
+        c->arrived = 0;
+        memset(c->arrived_at, 0, (size_t)c->n);
+        c->gen++;
+        pthread_cond_broadcast(&c->cv);
+        return PT_OK;
+    }
+    while (c->gen == gen) {
+        if (pt_threads_aborted(w)) {
+            pthread_mutex_unlock(&c->mu);
+            return pt_threads_fail_aborted(w, t->rank);
+        }
+        if (pt_threads_cond_wait(&c->cv, &c->mu, deadline))
+            return collective_timeout(t, c, -1);
+    }
+    return PT_OK;
+}
+
+/* Sums slice [lo, hi) over the members' buffers, in member (= rank) order,
+ * and writes it back to every buffer. */
+static void reduce_slice(float *const *bufs, int n, size_t lo, size_t hi)
+{
+    float acc[BLOCK];
+    for (size_t b = lo; b < hi; b += BLOCK) {
+        size_t len = hi - b < BLOCK ? hi - b : BLOCK;
+        memcpy(acc, bufs[0] + b, len * sizeof(float));
+        for (int j = 1; j < n; j++)
+            pt_transport_add_f32(acc, bufs[j] + b, len);
+        for (int j = 0; j < n; j++)
+            memcpy(bufs[j] + b, acc, len * sizeof(float));
+    }
+}
+
+/* The members are e->group[0..n_group-1], ascending; the caller is at pos. */
+static int collective(pt_transport *t, int n_group, int pos, float *buf, size_t count)
+{
+    pt_threads_endpoint *e = t->impl;
+    pt_threads_world *w = e->world;
+    int rc;
+    if (pt_threads_aborted(w))
+        return pt_threads_fail_aborted(w, t->rank);
+    if (n_group == 1)
+        return PT_OK;
+
+    pt_coll_slot *c = &w->colls[e->group[0]];
+    double deadline = t->timeout_s > 0.0 ? pt_threads_now() + t->timeout_s : 0.0;
+    size_t group_bytes = sizeof(int) * (size_t)n_group;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        if (pos == 0 ? c->users == 0
+                     : (c->users > 0 && c->epoch != e->joined[e->group[0]] && c->n == n_group &&
+                        memcmp(c->members, e->group, group_bytes) == 0))
+            break;
+        if (pt_threads_aborted(w)) {
+            pthread_mutex_unlock(&c->mu);
+            return pt_threads_fail_aborted(w, t->rank);
+        }
+        if (pt_threads_cond_wait(&c->cv, &c->mu, deadline))
+            /* a member waits for the leader to open; the leader for the
+             * previous group to leave */
+            return collective_timeout(t, c, pos ? e->group[0] : c->members[c->n - 1]);
+    }
+    if (pos == 0) {
+        c->epoch++;
+        c->n = n_group;
+        memcpy(c->members, e->group, group_bytes);
+        pthread_cond_broadcast(&c->cv);
+    }
+    e->joined[e->group[0]] = c->epoch;
+    c->users++;
+    c->bufs[pos] = buf;
+    rc = meet(t, c, pos, deadline);
+    if (rc)
+        return rc;
+    pthread_mutex_unlock(&c->mu);
+
+    size_t share = (count + (size_t)n_group - 1) / (size_t)n_group;
+    share = (share + SLICE_ALIGN - 1) / SLICE_ALIGN * SLICE_ALIGN;
+    size_t lo = share * (size_t)pos;
+    size_t hi = lo + share < count ? lo + share : count;
+    if (lo < hi)
+        reduce_slice(c->bufs, n_group, lo, hi);
+
+    pthread_mutex_lock(&c->mu);
+    rc = meet(t, c, pos, deadline);
+    if (rc)
+        return rc;
+    if (--c->users == 0)
+        pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return PT_OK;
+}
+
+int pt_threads_allreduce_sum_f32(pt_transport *t, const int *group, int n_group, float *buf,
+                                 size_t count)
+{
+    pt_threads_endpoint *e = t->impl;
+    int pos;
+    int rc = pt_transport_sort_group(t, group, n_group, e->group, &pos);
+    if (rc)
+        return rc;
+    if (count && !buf)
+        return pt_fail(PT_EINVAL, "allreduce: no buffer for %zu floats", count);
+    return collective(t, n_group, pos, buf, count);
+}
+
+int pt_threads_barrier(pt_transport *t)
+{
+    pt_threads_endpoint *e = t->impl;
+    for (int r = 0; r < t->size; r++)
+        e->group[r] = r;
+    return collective(t, t->size, t->rank, NULL, 0);
+}
