@@ -1,5 +1,5 @@
 /* test_safetensors_python: files from and for another program. A Python
- * script using only json and struct (tests/data/io/hf_safetensors.py) writes
+ * script using only json and struct (tests/test_safetensors_python.py) writes
  * a GPT-2 checkpoint under Hugging Face's names and layout (space-padded
  * header, __metadata__, header keys in another order than the data); the
  * reader must find every tensor with its exact values. Then the script
@@ -22,7 +22,7 @@ static int failures;
         }                                                                                         \
     } while (0)
 
-/* Must match TENSORS in hf_safetensors.py. */
+/* Must match TENSORS in test_safetensors_python.py. */
 static const struct {
     const char *name;
     int ndim, shape[4];
@@ -64,7 +64,7 @@ int main(void)
         return 1;
     }
     char script[1024], dir[] = "/tmp/pt_st_python_XXXXXX", from_py[256], from_c[256], cmd[2048];
-    snprintf(script, sizeof script, "%s/io/hf_safetensors.py", data);
+    snprintf(script, sizeof script, "%s/../test_safetensors_python.py", data);
     if (access(script, R_OK) != 0 || !mkdtemp(dir)) {
         fprintf(stderr, "%s: missing, or no temporary directory\n", script);
         return 1;
