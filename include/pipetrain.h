@@ -159,6 +159,100 @@ int pt_model_backward_weight(pt_model *m, int first, int last, const pt_microbat
 int pt_model_step_microbatch(pt_model *m, const pt_microbatch *mb, float loss_scale,
                              pt_activations *acts, float *loss);
 
+/* ---- Schedules --------------------------------------------------------- */
+
+/* A schedule is, for each worker, the ordered list of actions it runs: F
+ * (forward of a chunk for a micro-batch), B (gradient w.r.t. the chunk's
+ * input), W (gradient w.r.t. the chunk's weights) or BW (B and W fused). The
+ * model's blocks are cut into chunks (virtual stages) in model order; a
+ * worker holds one chunk, or several for interleaved, loopedbfs and zbv.
+ * Building, checking, simulating and drawing a schedule needs no tensors.
+ * docs/schedules.md describes the families and the text format. */
+typedef struct pt_schedule pt_schedule;
+
+typedef struct {
+    const char *name;   /* gpipe 1f1b interleaved loopedbfs zbh1 zbv pipedream
+                           1f1b-rr (default "1f1b") */
+    int stages;         /* P, pipeline stages, >= 1 (default 4) */
+    int microbatches;   /* M, micro-batches per mini-batch, >= 1 (default 8) */
+    int virtual_stages; /* v, chunks per worker: interleaved and loopedbfs take
+                           any v >= 1, zbv only 2, the others only 1; 0 = the
+                           schedule's own (2 for interleaved, loopedbfs, zbv;
+                           1 otherwise) (default 0) */
+    int replicas;       /* data-parallel copies of every stage, 1f1b-rr only
+                           (workers = stages x replicas); 0 = the schedule's
+                           own (2 for 1f1b-rr, 1 otherwise) (default 0) */
+} pt_schedule_config;
+
+pt_schedule_config pt_schedule_config_default(void);
+/* Generates a schedule; PT_EINVAL names the parameter the schedule cannot
+ * take (M < P for interleaved, v != 2 for zbv, P = 0, ...). */
+int pt_schedule_create(const pt_schedule_config *cfg, pt_schedule **out);
+/* The same with replicas left to the schedule. */
+int pt_schedule_generate(const char *name, int stages, int microbatches, int virtual_stages,
+                         pt_schedule **out);
+void pt_schedule_destroy(pt_schedule *s);
+/* The generators' names, NULL-terminated. */
+const char *const *pt_schedule_names(void);
+
+/* The text format: reads a schedule (PT_EFORMAT with the line on a fault). */
+int pt_schedule_parse(const char *text, pt_schedule **out);
+int pt_schedule_load(const char *path, pt_schedule **out);
+/* Writes a schedule as text into *text (malloc'd; the caller frees it). */
+int pt_schedule_format(const pt_schedule *s, char **text);
+
+const char *pt_schedule_name(const pt_schedule *s);
+int pt_schedule_workers(const pt_schedule *s);       /* stages x replicas */
+int pt_schedule_stages(const pt_schedule *s);        /* P */
+int pt_schedule_chunks(const pt_schedule *s);        /* virtual stages in all */
+int pt_schedule_virtual_stages(const pt_schedule *s); /* chunks per worker */
+int pt_schedule_microbatches(const pt_schedule *s);  /* M */
+int pt_schedule_replicas(const pt_schedule *s);
+
+/* Proves the schedule complete and deadlock-free: every F and backward of
+ * every chunk and micro-batch exactly once on the worker that holds it,
+ * dependencies in order, no cycle when played with blocking receives.
+ * PT_EINVAL for a missing, repeated or misplaced action or one ordered before
+ * what it needs on its own worker, PT_EDEADLOCK for a cycle across workers;
+ * the message names the worker, the action and what it waits for. */
+int pt_schedule_validate(const pt_schedule *s);
+
+/* Costs for the simulator, in any time unit. A fused BW costs b + w. */
+typedef struct {
+    double f, b, w;       /* time of one chunk's F, B, W (defaults 1, 1, 1) */
+    double latency;       /* per transfer between two workers (default 0) */
+    int n_chunk_costs;    /* 0, or pt_schedule_chunks(): then chunk_f[c],
+                             chunk_b[c], chunk_w[c] replace f, b, w */
+    const double *chunk_f, *chunk_b, *chunk_w;
+} pt_schedule_costs;
+
+pt_schedule_costs pt_schedule_costs_default(void);
+
+/* What playing a schedule against a cost model gives. Arrays have one entry
+ * per worker; start[w][i] and end[w][i] time worker w's i-th action. */
+typedef struct {
+    int workers;
+    double makespan;
+    double bubble_fraction;  /* sum of idle / (workers x makespan) */
+    double *busy, *idle;
+    int *peak_activations;   /* most (chunk, micro-batch) pairs whose F is done
+                                and whose last backward piece is not */
+    int *n_actions;
+    double **start, **end;
+} pt_schedule_sim;
+
+/* Fails with PT_EDEADLOCK on a schedule that cannot complete. */
+int pt_schedule_simulate(const pt_schedule *s, const pt_schedule_costs *costs,
+                         pt_schedule_sim **out);
+void pt_schedule_sim_destroy(pt_schedule_sim *sim);
+
+/* Pictures of a simulated schedule, each a malloc'd string the caller frees:
+ * an ASCII timeline (one row per worker, ".." for idle time), an SVG Gantt
+ * chart, and Chrome/Perfetto trace-event JSON (one track per worker). */
+int pt_schedule_draw_ascii(const pt_schedule *s, const pt_schedule_sim *sim, char **text);
+int pt_schedule_draw_svg(const pt_schedule *s, const pt_schedule_sim *sim, char **text);
+int pt_schedule_draw_trace(const pt_schedule *s, const pt_schedule_sim *sim, char **text);
+
 #ifdef __cplusplus
 }
 #endif

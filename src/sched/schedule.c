@@ -1,0 +1,273 @@
+/* schedule.c: the schedule object itself: building one action at a time
+ * (generators, parser), the placement queries the executor relies on (who
+ * holds a chunk for a micro-batch, whom an action sends to), and the public
+ * entry point that picks a generator by name and checks its parameters. */
+#include "sched/schedule.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/error.h"
+
+int pt_sched_alloc(int n_workers, int n_chunks, int n_micro, int replicas, pt_schedule **out)
+{
+    *out = NULL;
+    if (n_workers < 1 || n_chunks < 1 || n_micro < 1 || replicas < 1 ||
+        n_workers % replicas != 0)
+        return pt_fail(PT_EINVAL, "schedule of %d workers, %d chunks, %d micro-batches, "
+                                  "%d replicas is not possible",
+                       n_workers, n_chunks, n_micro, replicas);
+    pt_schedule *s = calloc(1, sizeof *s);
+    if (!s)
+        return pt_fail(PT_ENOMEM, "out of memory for a schedule");
+    s->n_workers = n_workers;
+    s->n_chunks = n_chunks;
+    s->n_micro = n_micro;
+    s->replicas = replicas;
+    s->chunk_worker = calloc((size_t)n_chunks * (size_t)replicas, sizeof(int));
+    s->route = calloc((size_t)n_micro * (size_t)n_chunks, sizeof(int));
+    s->n_actions = calloc((size_t)n_workers, sizeof(int));
+    s->cap_actions = calloc((size_t)n_workers, sizeof(int));
+    s->actions = calloc((size_t)n_workers, sizeof(pt_action *));
+    if (!s->chunk_worker || !s->route || !s->n_actions || !s->cap_actions || !s->actions) {
+        pt_schedule_destroy(s);
+        return pt_fail(PT_ENOMEM, "out of memory for a schedule");
+    }
+    for (int c = 0; c < n_chunks; c++)
+        for (int k = 0; k < replicas; k++)
+            s->chunk_worker[c * replicas + k] = (c * replicas + k) % n_workers;
+    *out = s;
+    return PT_OK;
+}
+
+void pt_schedule_destroy(pt_schedule *s)
+{
+    if (!s)
+        return;
+    if (s->actions)
+        for (int w = 0; w < s->n_workers; w++)
+            free(s->actions[w]);
+    free(s->actions);
+    free(s->cap_actions);
+    free(s->n_actions);
+    free(s->route);
+    free(s->chunk_worker);
+    free(s);
+}
+
+int pt_sched_push_async(pt_schedule *s, int w, pt_action_kind kind, int chunk, int mb,
+                        int version, bool update)
+{
+    if (w < 0 || w >= s->n_workers)
+        return pt_fail(PT_EINVAL, "worker %d out of range (0..%d)", w, s->n_workers - 1);
+    if (s->n_actions[w] == s->cap_actions[w]) {
+        int cap = s->cap_actions[w] ? 2 * s->cap_actions[w] : 16;
+        pt_action *p = realloc(s->actions[w], (size_t)cap * sizeof *p);
+        if (!p)
+            return pt_fail(PT_ENOMEM, "out of memory for schedule actions");
+        s->actions[w] = p;
+        s->cap_actions[w] = cap;
+    }
+    s->actions[w][s->n_actions[w]++] =
+        (pt_action){.kind = kind, .chunk = chunk, .mb = mb, .version = version, .update = update};
+    return PT_OK;
+}
+
+int pt_sched_push(pt_schedule *s, int w, pt_action_kind kind, int chunk, int mb)
+{
+    return pt_sched_push_async(s, w, kind, chunk, mb, -1, false);
+}
+
+void pt_sched_set_name(pt_schedule *s, const char *name)
+{
+    snprintf(s->name, sizeof s->name, "%s", name);
+}
+
+int pt_sched_stages(const pt_schedule *s) { return s->n_workers / s->replicas; }
+
+int pt_sched_virtual(const pt_schedule *s)
+{
+    int stages = pt_sched_stages(s);
+    if (s->n_chunks % stages != 0)
+        return 0;
+    int v = s->n_chunks / stages;
+    /* every worker must hold exactly v chunks (counting replicas) */
+    int *held = calloc((size_t)s->n_workers, sizeof(int));
+    if (!held)
+        return 0;
+    for (int i = 0; i < s->n_chunks * s->replicas; i++)
+        held[s->chunk_worker[i]]++;
+    for (int w = 0; w < s->n_workers; w++)
+        if (held[w] != v)
+            v = 0;
+    free(held);
+    return v;
+}
+
+int pt_sched_worker_of(const pt_schedule *s, int chunk, int mb)
+{
+    if (chunk < 0 || chunk >= s->n_chunks || mb < 0 || mb >= s->n_micro)
+        return -1;
+    int k = s->route[mb * s->n_chunks + chunk];
+    return s->chunk_worker[chunk * s->replicas + k];
+}
+
+int pt_sched_send_to(const pt_schedule *s, const pt_action *a)
+{
+    switch (a->kind) {
+    case PT_ACT_F:
+        return pt_sched_is_last_chunk(s, a->chunk) ? -1 : pt_sched_worker_of(s, a->chunk + 1, a->mb);
+    case PT_ACT_B:
+    case PT_ACT_BW:
+        return pt_sched_is_first_chunk(s, a->chunk) ? -1 : pt_sched_worker_of(s, a->chunk - 1, a->mb);
+    default:
+        return -1;
+    }
+}
+
+int pt_sched_recv_from(const pt_schedule *s, const pt_action *a)
+{
+    switch (a->kind) {
+    case PT_ACT_F:
+        return pt_sched_is_first_chunk(s, a->chunk) ? -1 : pt_sched_worker_of(s, a->chunk - 1, a->mb);
+    case PT_ACT_B:
+    case PT_ACT_BW:
+        return pt_sched_is_last_chunk(s, a->chunk) ? -1 : pt_sched_worker_of(s, a->chunk + 1, a->mb);
+    default:
+        return -1;
+    }
+}
+
+bool pt_sched_is_async(const pt_schedule *s)
+{
+    for (int w = 0; w < s->n_workers; w++)
+        for (int i = 0; i < s->n_actions[w]; i++)
+            if (s->actions[w][i].update || s->actions[w][i].version >= 0)
+                return true;
+    return false;
+}
+
+const char *pt_sched_action_str(const pt_action *a, char *buf, size_t n)
+{
+    static const char *const kinds[] = {"F", "B", "W", "BW"};
+    int len = snprintf(buf, n, "%s%d.%d", kinds[a->kind & 3], a->chunk, a->mb);
+    if (a->version >= 0 && len >= 0 && (size_t)len < n)
+        len += snprintf(buf + len, n - (size_t)len, "@%d", a->version);
+    if (a->update && len >= 0 && (size_t)len < n)
+        snprintf(buf + len, n - (size_t)len, "!");
+    return buf;
+}
+
+bool pt_sched_equal(const pt_schedule *a, const pt_schedule *b)
+{
+    if (strcmp(a->name, b->name) || a->n_workers != b->n_workers || a->n_chunks != b->n_chunks ||
+        a->n_micro != b->n_micro || a->replicas != b->replicas)
+        return false;
+    if (memcmp(a->chunk_worker, b->chunk_worker,
+               (size_t)a->n_chunks * (size_t)a->replicas * sizeof(int)) ||
+        memcmp(a->route, b->route, (size_t)a->n_micro * (size_t)a->n_chunks * sizeof(int)))
+        return false;
+    for (int w = 0; w < a->n_workers; w++) {
+        if (a->n_actions[w] != b->n_actions[w])
+            return false;
+        for (int i = 0; i < a->n_actions[w]; i++) {
+            const pt_action *x = &a->actions[w][i], *y = &b->actions[w][i];
+            if (x->kind != y->kind || x->chunk != y->chunk || x->mb != y->mb ||
+                x->version != y->version || x->update != y->update)
+                return false;
+        }
+    }
+    return true;
+}
+
+/* ---- the public entry points ---- */
+
+static const char *const names[] = {"gpipe", "1f1b",     "interleaved", "loopedbfs",
+                                    "zbh1",  "zbv",      "pipedream",   "1f1b-rr", NULL};
+
+const char *const *pt_schedule_names(void) { return names; }
+
+pt_schedule_config pt_schedule_config_default(void)
+{
+    return (pt_schedule_config){
+        .name = "1f1b", .stages = 4, .microbatches = 8, .virtual_stages = 0, .replicas = 0};
+}
+
+int pt_schedule_create(const pt_schedule_config *cfg, pt_schedule **out)
+{
+    *out = NULL;
+    const char *name = cfg->name ? cfg->name : "1f1b";
+    int P = cfg->stages, M = cfg->microbatches, v = cfg->virtual_stages, R = cfg->replicas;
+    int known = 0;
+    for (int i = 0; names[i]; i++)
+        known |= !strcmp(name, names[i]);
+    if (!known)
+        return pt_fail(PT_EINVAL, "unknown schedule '%s' (gpipe, 1f1b, interleaved, loopedbfs, "
+                                  "zbh1, zbv, pipedream, 1f1b-rr)", name);
+    if (P < 1)
+        return pt_fail(PT_EINVAL, "%s: stages must be at least 1 (got %d)", name, P);
+    if (M < 1)
+        return pt_fail(PT_EINVAL, "%s: micro-batches must be at least 1 (got %d)", name, M);
+    if (v < 0)
+        return pt_fail(PT_EINVAL, "%s: virtual stages must be at least 1 (got %d)", name, v);
+    if (R < 0)
+        return pt_fail(PT_EINVAL, "%s: replicas must be at least 1 (got %d)", name, R);
+    bool chunked = !strcmp(name, "interleaved") || !strcmp(name, "loopedbfs");
+    bool is_zbv = !strcmp(name, "zbv");
+    if (v == 0)
+        v = chunked || is_zbv ? 2 : 1;
+    if (is_zbv && v != 2)
+        return pt_fail(PT_EINVAL, "zbv: holds exactly 2 chunks per worker (a V); "
+                                  "virtual stages %d is not possible", v);
+    if (!chunked && !is_zbv && v != 1)
+        return pt_fail(PT_EINVAL, "%s: has no chunks; virtual stages must be 1 (got %d)", name, v);
+    bool is_rr = !strcmp(name, "1f1b-rr");
+    if (R == 0)
+        R = is_rr ? 2 : 1;
+    if (!is_rr && R != 1)
+        return pt_fail(PT_EINVAL, "%s: has no replicas; replicas must be 1 (got %d)", name, R);
+    if ((long)P * v > 4096 || (long)P * R > 4096 || M > 1000000)
+        return pt_fail(PT_EINVAL, "%s: %d stages x %d chunks x %d replicas, %d micro-batches "
+                                  "is too large", name, P, v, R, M);
+
+    int rc;
+    if (!strcmp(name, "gpipe"))
+        rc = pt_sched_gen_gpipe(P, M, out);
+    else if (!strcmp(name, "1f1b"))
+        rc = pt_sched_gen_1f1b(P, M, out);
+    else if (!strcmp(name, "interleaved"))
+        rc = pt_sched_gen_interleaved(P, M, v, out);
+    else if (!strcmp(name, "loopedbfs"))
+        rc = pt_sched_gen_loopedbfs(P, M, v, out);
+    else if (!strcmp(name, "zbh1"))
+        rc = pt_sched_gen_zbh1(P, M, out);
+    else if (is_zbv)
+        rc = pt_sched_gen_zbv(P, M, out);
+    else if (!strcmp(name, "pipedream"))
+        rc = pt_sched_gen_pipedream(P, M, out);
+    else
+        rc = pt_sched_gen_1f1b_rr(P, M, R, out);
+    if (rc == PT_OK)
+        pt_sched_set_name(*out, name);
+    return rc;
+}
+
+int pt_schedule_generate(const char *name, int stages, int microbatches, int virtual_stages,
+                         pt_schedule **out)
+{
+    pt_schedule_config cfg = pt_schedule_config_default();
+    cfg.name = name;
+    cfg.stages = stages;
+    cfg.microbatches = microbatches;
+    cfg.virtual_stages = virtual_stages;
+    return pt_schedule_create(&cfg, out);
+}
+
+const char *pt_schedule_name(const pt_schedule *s) { return s->name; }
+int pt_schedule_workers(const pt_schedule *s) { return s->n_workers; }
+int pt_schedule_stages(const pt_schedule *s) { return pt_sched_stages(s); }
+int pt_schedule_chunks(const pt_schedule *s) { return s->n_chunks; }
+int pt_schedule_virtual_stages(const pt_schedule *s) { return pt_sched_virtual(s); }
+int pt_schedule_microbatches(const pt_schedule *s) { return s->n_micro; }
+int pt_schedule_replicas(const pt_schedule *s) { return s->replicas; }

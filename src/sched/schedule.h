@@ -1,0 +1,130 @@
+/* schedule.h: the in-memory form of a pipeline schedule, shared by the
+ * generators, the text format, the validator, the simulator and the
+ * renderers in src/sched/, and read by the executor (src/runtime/), which
+ * walks one worker's action list per thread or rank.
+ *
+ * The model's blocks are cut into n_chunks consecutive pieces, the chunks
+ * (virtual stages), numbered in model order: chunk 0 takes the micro-batch,
+ * chunk n_chunks-1 computes the loss. Each chunk is placed on `replicas`
+ * workers (1 except for 1f1b-rr, where every stage has data-parallel copies);
+ * every micro-batch is routed to one replica of every chunk, and its forward
+ * and backward of that chunk run there.
+ *
+ * Each worker has an ordered array of actions:
+ *   F  (chunk, mb)  forward: needs F(chunk-1, mb)'s output, sends to chunk+1
+ *   B  (chunk, mb)  gradient w.r.t. the chunk's input: needs F(chunk, mb) and
+ *                   B(chunk+1, mb)'s gradient, sends to chunk-1
+ *   W  (chunk, mb)  gradient w.r.t. the chunk's weights: needs B(chunk, mb);
+ *                   nobody waits for it
+ *   BW (chunk, mb)  B then W, fused
+ * Sends and receives are not stored: pt_sched_send_to()/pt_sched_recv_from()
+ * derive them from the placement. The executor posts each receive before the
+ * action that needs it and each send right after the action that produces it.
+ *
+ * Asynchronous schedules (pipedream) carry two more facts per action:
+ * `version`, the weight version a forward uses (counted in weight updates the
+ * worker has applied to that chunk before it) and that its backward repeats,
+ * so the executor stashes one weight copy per in-flight micro-batch; and
+ * `update`, set on every backward after which the worker applies the
+ * optimizer step to that chunk at once (no flush, no gradient accumulation).
+ * Synchronous schedules have version -1 and update 0 everywhere: the executor
+ * accumulates gradients over all micro-batches, all-reduces across replicas
+ * (1f1b-rr) and steps once after the whole action list.
+ */
+#ifndef PT_SCHED_SCHEDULE_H
+#define PT_SCHED_SCHEDULE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "pipetrain.h"
+
+typedef enum {
+    PT_ACT_F = 0,  /* forward */
+    PT_ACT_B = 1,  /* backward w.r.t. the input only */
+    PT_ACT_W = 2,  /* backward w.r.t. the weights only */
+    PT_ACT_BW = 3  /* fused backward: B then W */
+} pt_action_kind;
+
+typedef struct {
+    pt_action_kind kind;
+    int chunk;   /* 0..n_chunks-1, model order */
+    int mb;      /* micro-batch, 0..n_micro-1 */
+    int version; /* async: weight version used by this F and its backward; else -1 */
+    bool update; /* async: apply the weight update of `chunk` after this backward */
+} pt_action;
+
+struct pt_schedule {
+    char name[32];    /* the generator's name, or what a text file says */
+    int n_workers;    /* stages x replicas */
+    int n_chunks;     /* virtual stages in total */
+    int n_micro;      /* micro-batches */
+    int replicas;     /* copies of every chunk, >= 1 */
+    int *chunk_worker; /* [n_chunks * replicas]: worker of (chunk c, replica k) at c*replicas+k */
+    int *route;        /* [n_micro * n_chunks]: replica of chunk c that runs micro-batch m, at m*n_chunks+c */
+    int *n_actions;    /* [n_workers] */
+    int *cap_actions;  /* [n_workers] allocated length of actions[w] */
+    pt_action **actions; /* [n_workers][n_actions[w]] in execution order */
+};
+
+/* ---- building (generators, parser) ---- */
+
+/* An empty schedule: placement chunk c on worker c % n_workers (replica 0),
+ * every route 0, no actions. n_workers must be a multiple of replicas. */
+int pt_sched_alloc(int n_workers, int n_chunks, int n_micro, int replicas,
+                   pt_schedule **out);
+/* Appends an action to worker w's list. */
+int pt_sched_push(pt_schedule *s, int w, pt_action_kind kind, int chunk, int mb);
+/* The same with the async fields. */
+int pt_sched_push_async(pt_schedule *s, int w, pt_action_kind kind, int chunk, int mb,
+                        int version, bool update);
+void pt_sched_set_name(pt_schedule *s, const char *name);
+
+/* ---- queries (everyone) ---- */
+
+/* Pipeline depth in workers: n_workers / replicas. */
+int pt_sched_stages(const pt_schedule *s);
+/* Chunks per worker when every worker holds the same number, else 0. */
+int pt_sched_virtual(const pt_schedule *s);
+/* The worker that runs chunk's F, B and W for micro-batch mb. */
+int pt_sched_worker_of(const pt_schedule *s, int chunk, int mb);
+static inline bool pt_sched_is_first_chunk(const pt_schedule *s, int chunk)
+{
+    (void)s;
+    return chunk == 0;
+}
+static inline bool pt_sched_is_last_chunk(const pt_schedule *s, int chunk)
+{
+    return chunk == s->n_chunks - 1;
+}
+/* The worker that a's result goes to: F -> holder of (chunk+1, mb), B/BW ->
+ * holder of (chunk-1, mb). -1 when nothing is sent (last chunk's F, first
+ * chunk's backward, any W). May equal the action's own worker when
+ * neighbouring chunks share it: a local hand-off, no transfer. */
+int pt_sched_send_to(const pt_schedule *s, const pt_action *a);
+/* The worker a's input comes from: F <- holder of (chunk-1, mb), B/BW <-
+ * holder of (chunk+1, mb). -1 when nothing is received (first chunk's F: the
+ * data; last chunk's backward: the loss; any W). */
+int pt_sched_recv_from(const pt_schedule *s, const pt_action *a);
+/* True if the schedule is asynchronous (its backwards carry weight updates). */
+bool pt_sched_is_async(const pt_schedule *s);
+/* Writes "F3.12", "BW0.5@2!" (async) into buf; returns buf. */
+const char *pt_sched_action_str(const pt_action *a, char *buf, size_t n);
+/* Deep equality, for the round-trip tests. */
+bool pt_sched_equal(const pt_schedule *a, const pt_schedule *b);
+
+/* ---- generators (one file per family) ---- */
+
+/* gen_flush.c */
+int pt_sched_gen_gpipe(int stages, int micro, pt_schedule **out);
+int pt_sched_gen_1f1b(int stages, int micro, pt_schedule **out);
+int pt_sched_gen_1f1b_rr(int stages, int micro, int replicas, pt_schedule **out);
+int pt_sched_gen_pipedream(int stages, int micro, pt_schedule **out);
+/* gen_interleaved.c */
+int pt_sched_gen_interleaved(int stages, int micro, int v, pt_schedule **out);
+int pt_sched_gen_loopedbfs(int stages, int micro, int v, pt_schedule **out);
+/* gen_zerobubble.c */
+int pt_sched_gen_zbh1(int stages, int micro, pt_schedule **out);
+int pt_sched_gen_zbv(int stages, int micro, pt_schedule **out);
+
+#endif

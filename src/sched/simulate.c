@@ -1,0 +1,218 @@
+/* simulate.c: plays a schedule against a cost model and says how long it
+ * takes, how much each worker idles, and how many activations each holds at
+ * its peak. The planner compares schedules with it, `pipetrain schedule`
+ * prints and draws what it returns, and the tests hold it to the closed forms
+ * of the field (tests/test_sched_bubble.c).
+ *
+ * Model: every worker runs its actions in order, one at a time, each as soon
+ * as the worker is free and its inputs are there. F(c, m) needs F(c-1, m);
+ * B or BW(c, m) needs F(c, m) and B(c+1, m); W(c, m) needs B(c, m). An input
+ * produced on another worker arrives `latency` after the producing action
+ * ends; on the same worker at once. F, B and W of chunk c cost f, b, w (or
+ * the per-chunk arrays); a fused BW costs b + w.
+ *
+ * A micro-batch's activations on a chunk are live from the end of its F to
+ * the end of the last backward piece that reads them (its W, or its BW);
+ * the peak is counted in (chunk, micro-batch) pairs.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "sched/schedule.h"
+#include "tensor/error.h"
+
+pt_schedule_costs pt_schedule_costs_default(void)
+{
+    return (pt_schedule_costs){.f = 1.0, .b = 1.0, .w = 1.0, .latency = 0.0};
+}
+
+static bool bad_cost(double x) { return !isfinite(x) || x < 0; }
+
+static int check_costs(const pt_schedule *s, const pt_schedule_costs *c)
+{
+    if (bad_cost(c->f) || bad_cost(c->b) || bad_cost(c->w) || bad_cost(c->latency))
+        return pt_fail(PT_EINVAL, "costs must be finite and >= 0 (F %g, B %g, W %g, latency %g)",
+                       c->f, c->b, c->w, c->latency);
+    if (c->n_chunk_costs == 0)
+        return PT_OK;
+    if (c->n_chunk_costs != s->n_chunks || !c->chunk_f || !c->chunk_b || !c->chunk_w)
+        return pt_fail(PT_EINVAL, "per-chunk costs: %d given, the schedule has %d chunks",
+                       c->n_chunk_costs, s->n_chunks);
+    for (int i = 0; i < s->n_chunks; i++)
+        if (bad_cost(c->chunk_f[i]) || bad_cost(c->chunk_b[i]) || bad_cost(c->chunk_w[i]))
+            return pt_fail(PT_EINVAL, "chunk %d: costs must be finite and >= 0", i);
+    return PT_OK;
+}
+
+static double duration(const pt_schedule_costs *c, const pt_action *a)
+{
+    bool per = c->n_chunk_costs > 0;
+    double f = per ? c->chunk_f[a->chunk] : c->f;
+    double b = per ? c->chunk_b[a->chunk] : c->b;
+    double w = per ? c->chunk_w[a->chunk] : c->w;
+    switch (a->kind) {
+    case PT_ACT_F: return f;
+    case PT_ACT_B: return b;
+    case PT_ACT_W: return w;
+    default: return b + w;
+    }
+}
+
+void pt_schedule_sim_destroy(pt_schedule_sim *sim)
+{
+    if (!sim)
+        return;
+    for (int w = 0; w < sim->workers; w++) {
+        if (sim->start)
+            free(sim->start[w]);
+        if (sim->end)
+            free(sim->end[w]);
+    }
+    free(sim->start);
+    free(sim->end);
+    free(sim->busy);
+    free(sim->idle);
+    free(sim->peak_activations);
+    free(sim->n_actions);
+    free(sim);
+}
+
+static pt_schedule_sim *sim_alloc(const pt_schedule *s)
+{
+    int P = s->n_workers;
+    pt_schedule_sim *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->workers = P;
+    r->busy = calloc((size_t)P, sizeof(double));
+    r->idle = calloc((size_t)P, sizeof(double));
+    r->peak_activations = calloc((size_t)P, sizeof(int));
+    r->n_actions = calloc((size_t)P, sizeof(int));
+    r->start = calloc((size_t)P, sizeof(double *));
+    r->end = calloc((size_t)P, sizeof(double *));
+    if (!r->busy || !r->idle || !r->peak_activations || !r->n_actions || !r->start || !r->end) {
+        pt_schedule_sim_destroy(r);
+        return NULL;
+    }
+    for (int w = 0; w < P; w++) {
+        size_t n = (size_t)(s->n_actions[w] > 0 ? s->n_actions[w] : 1);
+        r->n_actions[w] = s->n_actions[w];
+        r->start[w] = calloc(n, sizeof(double));
+        r->end[w] = calloc(n, sizeof(double));
+        if (!r->start[w] || !r->end[w]) {
+            pt_schedule_sim_destroy(r);
+            return NULL;
+        }
+    }
+    return r;
+}
+
+/* When the input of a, produced by `from` ending at `end`, is on a's worker. */
+static double arrival(const pt_schedule *s, const pt_schedule_costs *c, int from, int to,
+                      double end)
+{
+    (void)s;
+    return from == to ? end : end + c->latency;
+}
+
+int pt_schedule_simulate(const pt_schedule *s, const pt_schedule_costs *costs,
+                         pt_schedule_sim **out)
+{
+    *out = NULL;
+    pt_schedule_costs dflt = pt_schedule_costs_default();
+    if (!costs)
+        costs = &dflt;
+    int rc = check_costs(s, costs);
+    if (rc == PT_OK)
+        rc = pt_schedule_validate(s);
+    if (rc != PT_OK)
+        return rc;
+
+    int P = s->n_workers, M = s->n_micro;
+    size_t n = (size_t)s->n_chunks * (size_t)M;
+    pt_schedule_sim *r = sim_alloc(s);
+    double *f_end = malloc(n * sizeof(double)), *b_end = malloc(n * sizeof(double));
+    double *free_at = calloc((size_t)P, sizeof(double));
+    int *next = calloc((size_t)P, sizeof(int)), *live = calloc((size_t)P, sizeof(int));
+    if (!r || !f_end || !b_end || !free_at || !next || !live) {
+        rc = pt_fail(PT_ENOMEM, "out of memory simulating a schedule");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++)
+        f_end[i] = b_end[i] = -1;
+
+    /* The validator has proved a topological order exists; any order of
+     * evaluation gives the same times, so sweep until every worker is done. */
+    for (bool progress = true; progress;) {
+        progress = false;
+        for (int w = 0; w < P; w++)
+            while (next[w] < s->n_actions[w]) {
+                const pt_action *a = &s->actions[w][next[w]];
+                size_t k = (size_t)a->chunk * (size_t)M + (size_t)a->mb;
+                double ready = free_at[w];
+                if (a->kind == PT_ACT_F && a->chunk > 0) {
+                    size_t up = k - (size_t)M;
+                    if (f_end[up] < 0)
+                        break;
+                    double t = arrival(s, costs, pt_sched_recv_from(s, a), w, f_end[up]);
+                    ready = t > ready ? t : ready;
+                } else if (a->kind == PT_ACT_W) {
+                    if (b_end[k] < 0)
+                        break;
+                    ready = b_end[k] > ready ? b_end[k] : ready;
+                } else if (a->kind != PT_ACT_F) {
+                    if (f_end[k] < 0)
+                        break;
+                    ready = f_end[k] > ready ? f_end[k] : ready;
+                    if (!pt_sched_is_last_chunk(s, a->chunk)) {
+                        size_t down = k + (size_t)M;
+                        if (b_end[down] < 0)
+                            break;
+                        double t = arrival(s, costs, pt_sched_recv_from(s, a), w, b_end[down]);
+                        ready = t > ready ? t : ready;
+                    }
+                }
+                double d = duration(costs, a);
+                r->start[w][next[w]] = ready;
+                r->end[w][next[w]] = ready + d;
+                free_at[w] = ready + d;
+                r->busy[w] += d;
+                if (a->kind == PT_ACT_F) {
+                    f_end[k] = ready + d;
+                    if (++live[w] > r->peak_activations[w])
+                        r->peak_activations[w] = live[w];
+                } else {
+                    if (a->kind != PT_ACT_W)
+                        b_end[k] = ready + d;
+                    if (a->kind != PT_ACT_B)
+                        live[w]--;
+                }
+                next[w]++;
+                progress = true;
+            }
+    }
+    for (int w = 0; w < P; w++)
+        if (next[w] < s->n_actions[w]) {
+            rc = pt_fail(PT_EDEADLOCK, "simulation stalled on worker %d", w);
+            goto done;
+        }
+    double idle = 0;
+    for (int w = 0; w < P; w++)
+        r->makespan = free_at[w] > r->makespan ? free_at[w] : r->makespan;
+    for (int w = 0; w < P; w++) {
+        r->idle[w] = r->makespan - r->busy[w];
+        idle += r->idle[w];
+    }
+    r->bubble_fraction = r->makespan > 0 ? idle / ((double)P * r->makespan) : 0.0;
+done:
+    free(f_end);
+    free(b_end);
+    free(free_at);
+    free(next);
+    free(live);
+    if (rc == PT_OK)
+        *out = r;
+    else
+        pt_schedule_sim_destroy(r);
+    return rc;
+}
