@@ -73,8 +73,9 @@ static int fail_aborted(mpi_endpoint *e)
                    e->reason, e->t.rank);
 }
 
-/* Marks this endpoint aborted and tells every other rank. Sends to a dead
- * rank may never complete, so they are given a moment and then let go. */
+/* Marks this endpoint aborted and tells every other rank (the failed one
+ * too: it may only be slow). Sends to a dead rank may never complete, so
+ * they are given a moment and then let go. */
 static void abort_world(mpi_endpoint *e, int failed_rank, const char *reason)
 {
     if (e->aborted)
@@ -90,7 +91,7 @@ static void abort_world(mpi_endpoint *e, int failed_rank, const char *reason)
         return;
     for (int r = 0; r < n; r++) {
         reqs[r] = MPI_REQUEST_NULL;
-        if (r != e->t.rank && r != failed_rank)
+        if (r != e->t.rank)
             MPI_Isend(&e->notice_out, (int)sizeof e->notice_out, MPI_BYTE, r, TAG_ABORT,
                       e->ctrl, &reqs[r]);
     }
@@ -403,13 +404,15 @@ static void mpi_abort(pt_transport *t, const char *reason)
 static void mpi_destroy(pt_transport *t)
 {
     mpi_endpoint *e = t->impl;
+    int flag = 0;
+    MPI_Test(&e->notice_req, &flag, MPI_STATUS_IGNORE);
+    if (!flag) {
+        MPI_Cancel(&e->notice_req);
+        MPI_Wait(&e->notice_req, MPI_STATUS_IGNORE); /* a cancelled receive ends locally */
+    }
+    /* After an abort a peer may be dead: freeing communicators or finalizing
+     * could wait for it forever, so both are left to the process's exit. */
     if (!e->aborted) {
-        int flag = 0;
-        MPI_Test(&e->notice_req, &flag, MPI_STATUS_IGNORE);
-        if (!flag) {
-            MPI_Cancel(&e->notice_req);
-            MPI_Wait(&e->notice_req, MPI_STATUS_IGNORE);
-        }
         MPI_Comm_free(&e->data);
         MPI_Comm_free(&e->coll);
         MPI_Comm_free(&e->ctrl);
