@@ -72,8 +72,8 @@ int pt_token_file_read(const char *path, int vocab, uint16_t **tokens, size_t *n
     *tokens = NULL;
     *n = 0;
     if (vocab < 1 || vocab > 65536)
-        return pt_fail(PT_EINVAL, "vocabulary size %d is not in 1..65536 (uint16 tokens)",
-                       vocab);
+        return pt_fail(PT_EINVAL, "%s: vocabulary size %d is not in 1..65536 (uint16 tokens)",
+                       path, vocab);
     FILE *f = fopen(path, "rb");
     if (!f)
         return pt_fail(PT_EIO, "%s: %s", path, strerror(errno));
@@ -155,6 +155,7 @@ int pt_token_data_load_files(const char *train_path, const char *val_path, int v
     }
     out->train = train;
     out->n_train = n_train - n_val;
+    out->n_val = n_val;
     out->n_files = 1;
     return PT_OK;
 }
