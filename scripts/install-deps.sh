@@ -6,7 +6,7 @@
 # Runs apt-get only when something is missing; needs root (or sudo) then.
 set -euo pipefail
 
-packages=(build-essential cmake pkg-config libopenblas-dev zlib1g-dev
+packages=(build-essential cmake pkg-config libopenblas-dev zlib1g-dev libopenmpi-dev openmpi-bin
           fortunes-min fortunes python3)
 
 missing=()
