@@ -81,6 +81,8 @@ static void log_lines(const char *path)
             row.extra[0].key = "val_acc";
             row.extra[0].value = 0.9375;
         }
+        if (step == 4)
+            row.loss = 2.31f; /* a float loss: written as 2.31 */
         if (step == 3) {
             row.loss = NAN;
             row.tokens_per_s = INFINITY;
@@ -110,6 +112,11 @@ static void log_lines(const char *path)
         if (i == 3) {
             CHECK(is_null(o, "loss") && is_null(o, "tokens_per_s") && is_null(o, "val_loss"),
                   "line 4: NaN and infinities are not null");
+        } else if (i == 4) {
+            const pt_json *loss = pt_json_get(o, "loss");
+            CHECK(loss && (float)loss->number == 2.31f && loss->number == 2.31,
+                  "line 5: float loss not written as 2.31");
+            CHECK(number_is(o, "tokens_per_s", want.tokens_per_s), "line 5: tokens_per_s");
         } else {
             CHECK(number_is(o, "loss", want.loss), "line %d: loss not exact", i + 1);
             CHECK(number_is(o, "tokens_per_s", want.tokens_per_s), "line %d: tokens_per_s",

@@ -3,6 +3,7 @@
  * bounded by PT_JSON_MAX_DEPTH, which bounds the recursion too. */
 #include "io/json.h"
 
+#include <float.h>
 #include <locale.h>
 #include <math.h>
 #include <pthread.h>
@@ -583,9 +584,14 @@ int pt_json_write_number(FILE *f, double x)
         return fputs("null", f) < 0 ? -1 : 0;
     char buf[40];
     locale_t old = uselocale(c_locale());
-    for (int prec = 15; prec <= 17; prec++) {
+    /* A value that is a float (a loss computed in float) prints as the
+     * shortest decimal that reads back as that float: 2.31, not
+     * 2.3099999427795410. */
+    int is_float = fabs(x) <= FLT_MAX && (double)(float)x == x;
+    for (int prec = is_float ? 6 : 15; prec <= 17; prec++) {
         snprintf(buf, sizeof buf, "%.*g", prec, x);
-        if (strtod(buf, NULL) == x)
+        double back = strtod(buf, NULL);
+        if (is_float ? (float)back == (float)x : back == x)
             break;
     }
     uselocale(old);

@@ -4,7 +4,8 @@
  * A line: {"step":12,"loss":2.31,"lr":0.0003,"tokens_per_s":10450.2,
  * "step_ms":196.1} plus "val_loss" on the steps that measure it and any
  * extra fields the caller adds (e.g. "val_acc"). Numbers are written so JSON
- * parsers read them back exactly; NaN and infinities are written as null.
+ * parsers read them back exactly (a double as that double, a value that is a
+ * float as that float); NaN and infinities are written as null.
  * Each line is flushed as it is written, so a crash loses at most the line
  * being written. Callers: the train command. */
 #ifndef PT_IO_METRICS_H
