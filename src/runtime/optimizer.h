@@ -1,0 +1,44 @@
+/* optimizer.h: AdamW and SGD with momentum over a model's parameters, with
+ * clipping by global gradient norm and the learning-rate schedule (linear
+ * warm-up, then cosine decay).
+ *
+ * The state (moments) is laid out like the model's parameter arena, so a
+ * pipeline worker steps just the blocks it holds (first..last) and workers
+ * never touch each other's state. A global clip needs every worker's sum of
+ * squares: pt_optimizer_grad_sq() gives a range's share, the caller adds the
+ * shares (a plain sum on one worker, an all-reduce across a pipeline) and
+ * passes the clip factor to pt_optimizer_step().
+ * Tied copies (lm_head.weight) hold the same gradient as what they copy once
+ * pt_model_sum_tied_grads() has run; they are stepped like any parameter, so
+ * both copies stay equal, and counted once in the norm. */
+#ifndef PT_RUNTIME_OPTIMIZER_H
+#define PT_RUNTIME_OPTIMIZER_H
+
+#include "pipetrain.h"
+
+typedef struct pt_optimizer pt_optimizer;
+
+int pt_optimizer_create(const pt_model *m, const pt_optim_config *cfg, pt_optimizer **out);
+void pt_optimizer_destroy(pt_optimizer *o);
+const pt_optim_config *pt_optimizer_config(const pt_optimizer *o);
+
+/* The learning rate of step `step` (0-based) under the config's schedule. */
+float pt_optimizer_lr(const pt_optim_config *cfg, long step);
+
+/* Sum of squared gradients of blocks first..last, tied copies left out. */
+double pt_optimizer_grad_sq(const pt_model *m, int first, int last);
+/* The factor that brings a gradient of global norm `norm` within the
+ * config's clip (1 when clipping is off or not needed). */
+float pt_optimizer_clip_factor(const pt_optim_config *cfg, double norm);
+
+/* Updates the parameters of blocks first..last from their gradients times
+ * clip, at learning rate lr. `step` is the 0-based count of updates made
+ * before this one (AdamW's bias correction uses step + 1). */
+void pt_optimizer_step(pt_optimizer *o, pt_model *m, int first, int last, long step, float lr,
+                       float clip);
+
+/* The moment buffers of parameter i (NULL when the optimizer has none):
+ * AdamW: exp_avg, exp_avg_sq; SGD: momentum, NULL. Checkpoints save these. */
+float *pt_optimizer_state(pt_optimizer *o, const pt_model *m, int i, int which);
+
+#endif
