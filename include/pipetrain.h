@@ -159,6 +159,25 @@ int pt_model_backward_weight(pt_model *m, int first, int last, const pt_microbat
 int pt_model_step_microbatch(pt_model *m, const pt_microbatch *mb, float loss_scale,
                              pt_activations *acts, float *loss);
 
+/* ---- Optimizers ------------------------------------------------------- */
+
+typedef enum { PT_OPTIM_ADAMW = 0, PT_OPTIM_SGD = 1 } pt_optim_kind;
+
+typedef struct {
+    pt_optim_kind kind;  /* default AdamW */
+    float lr;            /* peak learning rate (default 3e-4) */
+    float min_lr;        /* cosine decay ends here (default lr / 10) */
+    long warmup_steps;   /* linear warm-up from lr / warmup (default 0) */
+    long decay_steps;    /* cosine decay over this many steps (0: constant) */
+    float beta1, beta2;  /* AdamW moments (0.9, 0.95) */
+    float eps;           /* AdamW (1e-8) */
+    float weight_decay;  /* decoupled, on 2-D weights only (0.1 AdamW, 0 SGD) */
+    float momentum;      /* SGD (0.9) */
+    float grad_clip;     /* max global gradient norm; 0 disables (1.0) */
+} pt_optim_config;
+
+pt_optim_config pt_optim_config_default(pt_optim_kind kind);
+
 /* ---- Schedules --------------------------------------------------------- */
 
 /* A schedule is, for each worker, the ordered list of actions it runs: F
