@@ -163,6 +163,10 @@ static int parse_header_line(header *h, char *key, char *rest, int line)
         char *name = strtok_r(rest, " \t", &save);
         if (!name || strtok_r(NULL, " \t", &save))
             return pt_fail(PT_EFORMAT, "line %d: schedule takes one name", line);
+        for (const char *p = name; *p; p++)
+            if (!isalnum((unsigned char)*p) && !strchr("_-+.", *p))
+                return pt_fail(PT_EFORMAT, "line %d: a schedule name holds letters, digits and "
+                                           "_-+. only", line);
         snprintf(h->name, sizeof h->name, "%s", name);
         return PT_OK;
     }

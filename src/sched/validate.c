@@ -101,17 +101,19 @@ static int check_actions(const pt_schedule *s, slot *slots)
         for (int m = 0; m < s->n_micro; m++) {
             const slot *sl = &slots[c * s->n_micro + m];
             int owner = pt_sched_worker_of(s, c, m);
-            const char *what = NULL;
             if (!sl->n_f)
-                what = "F";
-            else if (!sl->n_bw && !sl->n_b)
-                what = sl->n_w ? "B" : "B or BW";
-            else if (sl->n_b && !sl->n_w)
-                what = "W";
-            if (what)
-                return pt_fail(PT_EINVAL, "worker %d: %s%d.%d is missing (chunk %d, "
-                                          "micro-batch %d has no %s)",
-                               owner, what, c, m, c, m, what);
+                return pt_fail(PT_EINVAL, "worker %d: F%d.%d is missing (chunk %d never runs "
+                                          "forward for micro-batch %d)", owner, c, m, c, m);
+            if (!sl->n_bw && !sl->n_b && !sl->n_w)
+                return pt_fail(PT_EINVAL, "worker %d: BW%d.%d (or B%d.%d and W%d.%d) is missing "
+                                          "(chunk %d never runs backward for micro-batch %d)",
+                               owner, c, m, c, m, c, m, c, m);
+            if (!sl->n_bw && !sl->n_b)
+                return pt_fail(PT_EINVAL, "worker %d: B%d.%d is missing (W%d.%d has no B to "
+                                          "follow)", owner, c, m, c, m);
+            if (sl->n_b && !sl->n_w)
+                return pt_fail(PT_EINVAL, "worker %d: W%d.%d is missing (B%d.%d is never "
+                                          "followed by its weight gradient)", owner, c, m, c, m);
         }
     return PT_OK;
 }

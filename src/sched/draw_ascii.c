@@ -1,0 +1,91 @@
+/* draw_ascii.c: the text picture of a simulated schedule that `pipetrain
+ * schedule` prints: one row per worker, one column per time unit, each
+ * action's label in the column where it starts and "--" over the rest of its
+ * length, ".." where the worker idles:
+ *
+ *   worker 0: F0 F1 F2 F3 .. .. .. .. .. .. B0 -- B1 -- B2 -- B3 --
+ *
+ * A label is the kind (F, B for a B or fused BW, W) and the micro-batch; when
+ * some worker holds several chunks the chunk comes first: F1.3 is chunk 1's
+ * forward of micro-batch 3. The time unit is the shortest action's length,
+ * so unit costs give one column per action; other costs are rounded to it.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/schedule.h"
+#include "sched/textbuf.h"
+
+static void label(const pt_schedule *s, const pt_action *a, bool chunked, char *buf, size_t n)
+{
+    const char *kind = a->kind == PT_ACT_F ? "F" : a->kind == PT_ACT_W ? "W" : "B";
+    (void)s;
+    if (chunked)
+        snprintf(buf, n, "%s%d.%d", kind, a->chunk, a->mb);
+    else
+        snprintf(buf, n, "%s%d", kind, a->mb);
+}
+
+int pt_schedule_draw_ascii(const pt_schedule *s, const pt_schedule_sim *sim, char **text)
+{
+    *text = NULL;
+    bool chunked = s->n_chunks > pt_sched_stages(s);
+    double unit = 0;
+    int width = 2;
+    char buf[48];
+    for (int w = 0; w < s->n_workers; w++)
+        for (int i = 0; i < s->n_actions[w]; i++) {
+            double d = sim->end[w][i] - sim->start[w][i];
+            if (d > 0 && (unit == 0 || d < unit))
+                unit = d;
+            label(s, &s->actions[w][i], chunked, buf, sizeof buf);
+            int len = (int)strlen(buf);
+            width = len > width ? len : width;
+        }
+    if (unit == 0)
+        unit = 1;
+    long n_cells = (long)ceil(sim->makespan / unit - 1e-9);
+    if (n_cells > 100000)
+        return pt_fail(PT_EINVAL, "the timeline has %ld columns; too long to draw", n_cells);
+    int wdigits = snprintf(buf, sizeof buf, "%d", s->n_workers - 1);
+    /* cells: 0 idle, 1 continuation, 2 + index of the action whose label starts there */
+    long *cell = malloc((size_t)(n_cells > 0 ? n_cells : 1) * sizeof(long));
+    if (!cell)
+        return pt_fail(PT_ENOMEM, "out of memory drawing a schedule");
+    pt_textbuf b = {0};
+    for (int w = 0; w < s->n_workers; w++) {
+        for (long j = 0; j < n_cells; j++)
+            cell[j] = 0;
+        long next_free = 0;
+        for (int i = 0; i < s->n_actions[w]; i++) {
+            if (sim->end[w][i] <= sim->start[w][i])
+                continue;
+            long c0 = lround(sim->start[w][i] / unit), c1 = lround(sim->end[w][i] / unit);
+            if (c0 < next_free)
+                c0 = next_free;
+            if (c1 <= c0)
+                c1 = c0 + 1;
+            for (long j = c0; j < c1 && j < n_cells; j++)
+                cell[j] = j == c0 ? 2 + i : 1;
+            next_free = c1;
+        }
+        pt_textbuf_printf(&b, "worker %*d:", wdigits, w);
+        long last = n_cells - 1;
+        while (last >= 0 && cell[last] == 0)
+            last--;
+        for (long j = 0; j <= last; j++) {
+            pt_textbuf_puts(&b, " ");
+            if (cell[j] >= 2) {
+                label(s, &s->actions[w][cell[j] - 2], chunked, buf, sizeof buf);
+                pt_textbuf_printf(&b, "%-*s", width, buf);
+            } else {
+                pt_textbuf_repeat(&b, cell[j] ? '-' : '.', width);
+            }
+        }
+        pt_textbuf_puts(&b, "\n");
+    }
+    free(cell);
+    return pt_textbuf_finish(&b, text);
+}
