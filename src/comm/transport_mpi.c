@@ -9,8 +9,8 @@
  * killing the job (MPI_ERRORS_RETURN).
  *
  * Waiting never calls MPI_Wait: a dead peer would block it forever. wait()
- * polls MPI_Test, spinning at first and then sleeping a little longer each
- * round (up to 100 us), and checks two things between polls: an abort notice
+ * polls MPI_Test (spinning, then yielding, then sleeping: see
+ * poll_request) and checks two things between polls: an abort notice
  * from any rank (a receive on `ctrl` posted at start), and the deadline
  * (timeout_s, default 30 s or PIPETRAIN_TIMEOUT). At the deadline the rank
  * names the peer it waited for, tells every rank (so the others stop within
@@ -23,6 +23,7 @@
  * the scratch memory. The result is bit-identical to the threads transport's.
  * barrier() is the same exchange with no data. */
 #include <mpi.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,13 +136,21 @@ static int mpi_error(mpi_endpoint *e, int code, int peer, const char *what)
 }
 
 /* Polls one MPI request to completion, an abort notice, or the deadline.
- * `what` and `peer` name the operation in messages. */
+ * `what` and `peer` name the operation in messages. MPI moves large messages
+ * only while someone calls into it, so the loop keeps polling: flat out for
+ * SPIN_S, then yielding the core between polls (which costs nothing when the
+ * rank has its core to itself and lets another rank run when ranks share
+ * cores), and only after YIELD_S sleeping a little longer each round (up to
+ * 100 us): a long wait (a peer computing) should not burn a core. */
+#define SPIN_S 100e-6
+#define YIELD_S 10e-3
 static int poll_request(mpi_endpoint *e, MPI_Request *r, MPI_Status *st, int peer,
                         const char *what, int tag)
 {
     double start = now();
     double deadline = e->t.timeout_s > 0.0 ? start + e->t.timeout_s : 0.0;
     long sleep_ns = 0;
+    double waited = 0.0;
     for (int round = 0;; round++) {
         if (e->aborted)
             return fail_aborted(e);
@@ -158,11 +167,14 @@ static int poll_request(mpi_endpoint *e, MPI_Request *r, MPI_Status *st, int pee
         }
         if (flag)
             return PT_OK;
-        if (round < 2000 || (round & 63) != 0)
-            continue; /* spin first; look at the clock and notices every 64 polls */
+        if (waited > SPIN_S && waited <= YIELD_S)
+            sched_yield();
+        if ((round & 63) != 0)
+            continue; /* look at the clock and for notices every 64 polls */
         if (notice_arrived(e))
             return fail_aborted(e);
         double t = now();
+        waited = t - start;
         if (deadline > 0.0 && t >= deadline) {
             char why[252];
             snprintf(why, sizeof why, "rank %d waited %.3g s for rank %d (%s, tag %d)",
@@ -170,9 +182,11 @@ static int poll_request(mpi_endpoint *e, MPI_Request *r, MPI_Status *st, int pee
             abort_world(e, peer, why);
             return pt_fail(PT_ETRANSPORT, "rank %d stopped answering: %s", peer, why);
         }
-        sleep_ns = sleep_ns < 1000 ? 1000 : (sleep_ns * 2 > 100000 ? 100000 : sleep_ns * 2);
-        struct timespec ts = {0, sleep_ns};
-        nanosleep(&ts, NULL);
+        if (waited > YIELD_S) {
+            sleep_ns = sleep_ns < 1000 ? 1000 : (sleep_ns * 2 > 100000 ? 100000 : sleep_ns * 2);
+            struct timespec ts = {0, sleep_ns};
+            nanosleep(&ts, NULL);
+        }
     }
 }
 
