@@ -1,0 +1,77 @@
+#!/bin/bash
+# test_schedule_cli: `pipetrain schedule` end to end: the ASCII pictures of
+# gpipe and 1f1b at P=4, M=4 match the golden fill-drain and 1F1B pictures;
+# --json carries the fields scripts read; --svg and --trace write a chart and
+# a trace with one bar / event per action; --from loads a hand-written file
+# and reports a bad one naming the worker; parameters a schedule cannot take
+# exit 2 with a message.
+set -u
+PT=${PIPETRAIN:?PIPETRAIN not set}
+DATA=${PT_TEST_DATA:?PT_TEST_DATA not set}/sched
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail=0
+bad() { echo "FAIL: $*" >&2; fail=1; }
+
+for s in gpipe 1f1b; do
+    "$PT" schedule --schedule $s --stages 4 --microbatches 4 > "$TMP/$s.txt" || bad "$s exited $?"
+    diff -u "$DATA/${s}_p4_m4.txt" "$TMP/$s.txt" || bad "$s picture differs from the golden one"
+done
+
+json=$("$PT" schedule --schedule 1f1b --stages 4 --microbatches 8 --json) || bad "--json exited $?"
+for field in '"schedule":"1f1b"' '"stages":4' '"microbatches":8' '"virtual":1' \
+             '"bubble_fraction":0.2727272727' '"peak_activations":[4,3,2,1]' '"valid":true' \
+             '"makespan":33'; do
+    [[ $json == *"$field"* ]] || bad "--json lacks $field: $json"
+done
+[[ $(printf '%s\n' "$json" | wc -l) -eq 1 && $json == \{*\} ]] || bad "--json is not one object"
+
+"$PT" schedule --schedule zbh1 --stages 4 --microbatches 8 --svg "$TMP/z.svg" \
+    --trace "$TMP/z.json" > /dev/null || bad "--svg/--trace exited $?"
+# 4 workers x 8 micro-batches x (F, B, W) = 96 actions
+[[ $(grep -c 'stroke="white"' "$TMP/z.svg") -eq 96 ]] || bad "svg: bars != 96"
+grep -q '^<svg ' "$TMP/z.svg" && grep -q '</svg>' "$TMP/z.svg" || bad "svg: not an svg"
+grep -q 'W weight gradient' "$TMP/z.svg" || bad "svg: no legend"
+[[ $(grep -c '"ph":"X"' "$TMP/z.json") -eq 96 ]] || bad "trace: events != 96"
+[[ $(grep -c '"thread_name"' "$TMP/z.json") -eq 4 ]] || bad "trace: tracks != 4"
+tail -c 4 "$TMP/z.json" | grep -q ']}' || bad "trace: not closed"
+
+# --save writes the text format; --from reads it back to the same picture
+"$PT" schedule --schedule interleaved --stages 2 --microbatches 4 --virtual 2 \
+    --save "$TMP/i.sched" > "$TMP/i1.txt" || bad "--save exited $?"
+"$PT" schedule --from "$TMP/i.sched" > "$TMP/i2.txt" || bad "--from saved file exited $?"
+diff -q "$TMP/i1.txt" "$TMP/i2.txt" > /dev/null || bad "--save/--from changed the schedule"
+
+out=$("$PT" schedule --from "$DATA/good_1f1b_p2_m3.sched" 2>&1) || bad "--from good file: $out"
+[[ $out == *"bubble fraction 0.2500"* ]] || bad "--from good file: $out"
+out=$("$PT" schedule --from "$DATA/bad_deadlock.sched" 2>&1); rc=$?
+[[ $rc -eq 1 && $out == *"worker 0 waits at BW0.0"* ]] || bad "--from deadlock: rc $rc: $out"
+out=$("$PT" schedule --from "$DATA/bad_missing.sched" --json 2>/dev/null); rc=$?
+[[ $rc -eq 1 && $out == *'"valid":false'* ]] || bad "--from bad --json: rc $rc: $out"
+
+# per-chunk costs: a slow last stage (F 3, BW 6) sets the pace: forwards
+# reach it at 2 and run to 8, its backwards to 20, the other two stages' last
+# backwards (2 each) end at 22 and 24
+printf '1 1 1\n1 1 1\n3 3 3\n' > "$TMP/costs"
+out=$("$PT" schedule --schedule gpipe --stages 3 --microbatches 2 --costs "$TMP/costs" --json)
+[[ $out == *'"makespan":24'* ]] || bad "--costs: $out"
+
+expect2() {
+    local want=$1; shift
+    local err
+    err=$("$PT" schedule "$@" 2>&1 >/dev/null); local rc=$?
+    [[ $rc -eq 2 ]] || bad "'$*' exited $rc, want 2"
+    [[ $err == *"$want"* ]] || bad "'$*' said '$err', want '$want'"
+}
+expect2 "stages must be at least 1" --schedule 1f1b --stages 0 --microbatches 4
+expect2 "multiple of stages" --schedule interleaved --stages 4 --microbatches 6 --virtual 2
+expect2 "has no chunks" --schedule gpipe --stages 4 --microbatches 4 --virtual 2
+expect2 "has no chunks" --schedule 1f1b --stages 4 --microbatches 4 --virtual 3
+expect2 "exactly 2 chunks" --schedule zbv --stages 4 --microbatches 4 --virtual 3
+expect2 "micro-batches must be at least 1" --schedule gpipe --stages 2 --microbatches 0
+expect2 "unknown schedule" --schedule nonesuch --stages 2 --microbatches 2
+expect2 "expected a number" --schedule 1f1b --cost-f -1
+expect2 "unknown flag" --schedule 1f1b --bogus 1
+expect2 "drop --schedule" --from "$DATA/good_1f1b_p2_m3.sched" --stages 2
+
+exit $fail
