@@ -39,10 +39,8 @@ static void interleaved_step(int P, int v, int r, int k, bool forward, int *chun
 
 int pt_sched_gen_interleaved(int P, int M, int v, pt_schedule **out)
 {
-    if (v == 1) {
-        int rc = pt_sched_gen_1f1b(P, M, out);
-        return rc;
-    }
+    if (v == 1)
+        return pt_sched_gen_1f1b(P, M, out);
     if (M % P != 0)
         return pt_fail(PT_EINVAL, "interleaved: micro-batches (%d) must be a multiple of "
                                   "stages (%d) when virtual stages > 1", M, P);

@@ -107,11 +107,9 @@ static pt_schedule_sim *sim_alloc(const pt_schedule *s)
     return r;
 }
 
-/* When the input of a, produced by `from` ending at `end`, is on a's worker. */
-static double arrival(const pt_schedule *s, const pt_schedule_costs *c, int from, int to,
-                      double end)
+/* When an input produced on worker `from` at `end` is there for worker `to`. */
+static double arrival(const pt_schedule_costs *c, int from, int to, double end)
 {
-    (void)s;
     return from == to ? end : end + c->latency;
 }
 
@@ -154,7 +152,7 @@ int pt_schedule_simulate(const pt_schedule *s, const pt_schedule_costs *costs,
                     size_t up = k - (size_t)M;
                     if (f_end[up] < 0)
                         break;
-                    double t = arrival(s, costs, pt_sched_recv_from(s, a), w, f_end[up]);
+                    double t = arrival(costs, pt_sched_recv_from(s, a), w, f_end[up]);
                     ready = t > ready ? t : ready;
                 } else if (a->kind == PT_ACT_W) {
                     if (b_end[k] < 0)
@@ -168,7 +166,7 @@ int pt_schedule_simulate(const pt_schedule *s, const pt_schedule_costs *costs,
                         size_t down = k + (size_t)M;
                         if (b_end[down] < 0)
                             break;
-                        double t = arrival(s, costs, pt_sched_recv_from(s, a), w, b_end[down]);
+                        double t = arrival(costs, pt_sched_recv_from(s, a), w, b_end[down]);
                         ready = t > ready ? t : ready;
                     }
                 }

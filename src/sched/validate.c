@@ -257,7 +257,7 @@ static int check_deadlock(const pt_schedule *s, const slot *slots)
         goto done;
     /* Follow who waits for whom from the first stuck worker until a worker
      * repeats: that loop is the cycle. */
-    int *seen = next; /* reuse: mark visited by negating after the walk */
+    const int *seen = next; /* where each worker is stuck */
     char *on_path = calloc((size_t)P, 1);
     int *path = calloc((size_t)(P + 1), sizeof(int));
     if (!on_path || !path) {
