@@ -272,6 +272,130 @@ int pt_schedule_draw_ascii(const pt_schedule *s, const pt_schedule_sim *sim, cha
 int pt_schedule_draw_svg(const pt_schedule *s, const pt_schedule_sim *sim, char **text);
 int pt_schedule_draw_trace(const pt_schedule *s, const pt_schedule_sim *sim, char **text);
 
+/* ---- Training --------------------------------------------------------- */
+
+typedef enum {
+    PT_DATA_AUTO = 0, /* gpt: a single *.bin file is tokens, anything else text; mlp: digits */
+    PT_DATA_TEXT,     /* bytes of text files or directories, vocab 256 */
+    PT_DATA_TOKENS,   /* llm.c or nanoGPT token file */
+    PT_DATA_DIGITS    /* scikit-learn's digits.csv.gz */
+} pt_data_kind;
+
+/* What the trainer tells its caller after every step. */
+typedef struct {
+    long step, steps;    /* steps done, of the run's total */
+    float loss, lr;
+    double tokens_per_s; /* samples/s for mlp */
+    double step_ms, eta_s;
+    int has_val;         /* val_loss (and for mlp val_accuracy) measured this step */
+    float val_loss, val_accuracy;
+} pt_train_report;
+
+typedef struct {
+    pt_model_config model;
+    pt_optim_config optim;
+    int batch;          /* samples per optimizer step (default 16) */
+    int microbatches;   /* the batch is cut into this many (default 1) */
+    long steps;         /* total steps, counted from 0 also when resuming */
+    uint64_t seed;      /* data order (default 1) */
+    const char *const *data; /* files or directories */
+    int n_data;
+    pt_data_kind data_kind;
+    const char *val_data;    /* token file for validation (tokens only) */
+    double val_fraction;     /* held out when val_data is NULL (default 0.1) */
+    int eval_every;     /* validation every K steps and at the end; 0: only at the end */
+    int eval_batches;   /* batches per validation (default 8; mlp: the whole test set) */
+    const char *save;   /* checkpoint path, written at the end and every save_every */
+    long save_every;
+    const char *resume; /* checkpoint to continue from */
+    const char *metrics; /* JSONL log */
+    void (*on_report)(const pt_train_report *r, void *user);
+    void *user;
+} pt_train_config;
+
+pt_train_config pt_train_config_default(void);
+
+typedef struct {
+    long steps;
+    float loss, val_loss, val_accuracy;
+    double tokens_per_s;
+} pt_train_result;
+
+/* Trains as configured; a usage mistake (batch not divisible, ...) returns
+ * PT_EINVAL with a message, before anything is written. */
+int pt_train(const pt_train_config *cfg, pt_train_result *result);
+
+/* Samples n_new tokens after the prompt from a gpt, feeding it at most
+ * seq_len tokens of context. temperature 0 takes the most likely token.
+ * out receives the n_new tokens; on_token (may be NULL) sees each one. */
+int pt_generate(pt_model *m, const int *prompt, int n_prompt, int n_new, float temperature,
+                uint64_t seed, int *out, void (*on_token)(int token, void *user), void *user);
+
+/* ---- Pipelines ---------------------------------------------------------- */
+
+/* A pipeline trains one model on P workers, each a thread of this process
+ * holding a contiguous range of blocks (a chunk; several for interleaved and
+ * zbv), talking through the threads transport. The schedule's action lists
+ * alone drive the workers. docs/pipeline.md describes it. */
+typedef struct pt_pipeline pt_pipeline;
+typedef struct pt_optimizer pt_optimizer;
+
+typedef struct {
+    int stages;              /* P, workers (default 1) */
+    int virtual_stages;      /* chunks per worker; 0 = the schedule's own (default 0) */
+    int microbatches;        /* M per train_step (default 1) */
+    int micro_batch_size;    /* samples per micro-batch (default 1) */
+    const char *schedule;    /* generator name (default "1f1b") */
+    const char *schedule_file; /* a schedule in the text format; overrides schedule */
+    const int *balance;      /* blocks per chunk, n_balance = chunks; NULL = profile
+                                the blocks and choose (default NULL) */
+    int n_balance;
+    size_t max_stage_memory; /* bytes per chunk for the partitioner; 0 = no cap */
+    int checkpoint_activations; /* keep only chunk inputs; recompute before backward */
+    int blas_threads;        /* BLAS threads (process-wide); 0 = max(1, cores / P) */
+    int record_trace;        /* keep each action's start and end (default 1) */
+} pt_pipeline_config;
+
+pt_pipeline_config pt_pipeline_config_default(void);
+/* The model and optimizer stay the caller's and must outlive the pipeline.
+ * PT_EINVAL names what is refused (a balance that does not sum to the
+ * model's block count, a schedule that cannot take P and M, replicas). */
+int pt_pipeline_create(pt_model *m, pt_optimizer *opt, const pt_pipeline_config *cfg,
+                       pt_pipeline **out);
+void pt_pipeline_destroy(pt_pipeline *p);
+/* One optimizer step on a batch of microbatches x micro_batch_size samples:
+ * micro-batch k is samples [k*mbs, (k+1)*mbs). Synchronous schedules
+ * accumulate every micro-batch's gradient (loss scale 1/M), sum the tied
+ * copies, clip by the global norm and step once; pipedream updates each chunk
+ * after each backward. mean_loss may be NULL. */
+int pt_pipeline_train_step(pt_pipeline *p, const pt_microbatch *batch, long step, float lr,
+                           float *mean_loss);
+/* The M per-micro-batch losses of the last train_step or eval. */
+const float *pt_pipeline_losses(const pt_pipeline *p);
+/* Forward only over a batch of the same shape; the mean loss. */
+int pt_pipeline_eval(pt_pipeline *p, const pt_microbatch *batch, float *mean_loss);
+/* Forward of one micro-batch (any batch size) across the stages; copies the
+ * last block's output (probabilities, batch x its width) into probs. */
+int pt_pipeline_forward_probs(pt_pipeline *p, const pt_microbatch *mb, float *probs);
+/* Chrome/Perfetto trace-event JSON of the last step, one track per worker. */
+int pt_pipeline_write_trace(const pt_pipeline *p, const char *path);
+/* Per worker: measured bubble of the last step next to the simulator's
+ * prediction for the measured per-chunk F/B/W times. */
+int pt_pipeline_bubble_report(const pt_pipeline *p, char *buf, size_t n);
+/* Measured bubble fractions of the last step, per worker (measured may be
+ * NULL, predicted may be NULL); arrays of pt_pipeline_workers() entries. */
+int pt_pipeline_bubbles(const pt_pipeline *p, double *measured, double *predicted);
+int pt_pipeline_workers(const pt_pipeline *p);
+int pt_pipeline_chunks(const pt_pipeline *p);
+/* Blocks of chunk c: first..last. */
+int pt_pipeline_chunk_blocks(const pt_pipeline *p, int c, int *first, int *last);
+/* The worker that holds chunk c. */
+int pt_pipeline_chunk_worker(const pt_pipeline *p, int c);
+/* Most activation bytes live at once on a worker since create (records and
+ * boundary buffers taken from its pool). */
+size_t pt_pipeline_peak_activation_bytes(const pt_pipeline *p, int worker);
+const char *pt_pipeline_schedule_name(const pt_pipeline *p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,73 @@
+/* generate.c: pt_generate(), sampling text from a gpt one token at a time.
+ *
+ * Each new token runs the model forward on the last seq_len tokens (no key /
+ * value cache: the model is small and this keeps the blocks as they are) and
+ * samples from the probabilities at the last position, sharpened or
+ * flattened by the temperature. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/error.h"
+#include "tensor/rng.h"
+
+static int sample(const float *probs, int V, float temperature, pt_rng *rng)
+{
+    int best = 0;
+    for (int v = 1; v < V; v++)
+        if (probs[v] > probs[best])
+            best = v;
+    if (temperature <= 0.0f)
+        return best;
+    /* p^(1/temperature), renormalised: softmax(logits / temperature) */
+    double total = 0.0;
+    for (int v = 0; v < V; v++)
+        total += pow((double)probs[v], 1.0 / temperature);
+    double u = pt_rng_uniform(rng) * total, acc = 0.0;
+    for (int v = 0; v < V; v++) {
+        acc += pow((double)probs[v], 1.0 / temperature);
+        if (u < acc)
+            return v;
+    }
+    return best;
+}
+
+int pt_generate(pt_model *m, const int *prompt, int n_prompt, int n_new, float temperature,
+                uint64_t seed, int *out, void (*on_token)(int token, void *user), void *user)
+{
+    const pt_model_config *c = pt_model_get_config(m);
+    if (c->kind != PT_MODEL_GPT)
+        return pt_fail(PT_EINVAL, "only a gpt generates text");
+    if (n_prompt < 1 || n_new < 0)
+        return pt_fail(PT_EINVAL, "generation needs a prompt of at least one token");
+    int T = c->seq_len, V = c->vocab, last = pt_model_n_blocks(m) - 1;
+    int *context = malloc(sizeof(int) * (size_t)(n_prompt + n_new));
+    int *window = calloc((size_t)T, sizeof(int));
+    pt_activations *acts = NULL;
+    int rc = context && window ? pt_activations_create(m, 0, last, 1, &acts)
+                               : pt_fail(PT_ENOMEM, "cannot allocate the context");
+    pt_rng rng;
+    pt_rng_seed(&rng, seed);
+    if (rc == PT_OK)
+        memcpy(context, prompt, sizeof(int) * (size_t)n_prompt);
+    int len = n_prompt;
+    for (int i = 0; rc == PT_OK && i < n_new; i++) {
+        int start = len > T ? len - T : 0, n = len - start;
+        memset(window, 0, sizeof(int) * (size_t)T); /* positions past n are masked out */
+        memcpy(window, context + start, sizeof(int) * (size_t)n);
+        pt_microbatch mb = {.batch = 1, .tokens = window};
+        rc = pt_model_forward(m, 0, last, &mb, NULL, acts, NULL);
+        if (rc != PT_OK)
+            break;
+        const float *probs = pt_activations_output(acts) + (size_t)(n - 1) * V;
+        int token = sample(probs, V, temperature, &rng);
+        context[len++] = token;
+        out[i] = token;
+        if (on_token)
+            on_token(token, user);
+    }
+    pt_activations_destroy(acts);
+    free(window);
+    free(context);
+    return rc;
+}
