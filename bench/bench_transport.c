@@ -21,7 +21,8 @@
 #include <mpi.h>
 #endif
 
-static const size_t sizes[] = {8, 4096, 65536, 1 << 20, 4 << 20, 16 << 20};
+#define MAX_BYTES ((size_t)16 << 20)
+static const size_t sizes[] = {8, 4096, 65536, 1 << 20, 4 << 20, MAX_BYTES};
 #define NSIZES (sizeof sizes / sizeof sizes[0])
 
 static double now(void)
@@ -99,7 +100,7 @@ static void threads_bench(double *seconds)
     pthread_t th[2];
     for (int r = 0; r < 2; r++) {
         a[r].t = pt_threads_world_endpoint(w, r);
-        a[r].buf = calloc(1, sizes[NSIZES - 1]);
+        a[r].buf = calloc(1, MAX_BYTES);
         pthread_create(&th[r], NULL, threads_worker, &a[r]);
     }
     for (int r = 0; r < 2; r++)
@@ -134,7 +135,7 @@ int main(void)
         have_mpi = pt_transport_size(t) >= 2;
     }
     if (have_mpi && me < 2) {
-        char *buf = calloc(1, sizes[NSIZES - 1]);
+        char *buf = calloc(1, MAX_BYTES);
         MPI_Comm pair;
         MPI_Comm_split(MPI_COMM_WORLD, 0, me, &pair);
         for (size_t k = 0; k < NSIZES; k++) {
