@@ -307,7 +307,7 @@ typedef struct {
     int eval_batches;   /* batches per validation (default 8; mlp: the whole test set) */
     const char *save;   /* checkpoint path, written at the end and every save_every */
     long save_every;
-    const char *resume; /* checkpoint to continue from */
+    const char *resume; /* checkpoint to continue from; of the same model config */
     const char *metrics; /* JSONL log */
     void (*on_report)(const pt_train_report *r, void *user);
     void *user;

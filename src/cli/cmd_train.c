@@ -47,9 +47,11 @@ static void on_report(const pt_train_report *r, void *user)
 
 static const char summary[] =
     "Trains a gpt on text (or token files) or an mlp on the digits data set.\n"
-    "--steps counts from 0 also when resuming: --resume ck --steps 400 continues a run\n"
-    "saved at step 200 up to step 400. --resume takes the model's shape from the\n"
-    "checkpoint, along with its parameters, optimizer moments and data position.";
+    "To resume, repeat the command that saved the checkpoint and add --resume FILE:\n"
+    "the model flags must match the checkpoint's (a mismatch is refused), and the\n"
+    "run continues its parameters, optimizer moments and data position. --steps\n"
+    "counts from 0 also when resuming: a run saved at step 200 and resumed with\n"
+    "--steps 400 trains 200 more steps.";
 
 int cmd_train(int argc, char **argv)
 {

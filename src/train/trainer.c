@@ -245,9 +245,7 @@ static int setup(trainer *t, const pt_train_config *c)
         return rc;
     t->cfg = c;
     t->mbs = c->batch / c->microbatches;
-    pt_model_config mc = c->model;
-    if (c->resume && (rc = pt_checkpoint_read_config(c->resume, mc.n_head, &mc)) != PT_OK)
-        return rc;
+    const pt_model_config mc = c->model;
     if ((rc = pt_model_create(&mc, &t->m)) != PT_OK)
         return rc;
     if ((rc = pt_optimizer_create(t->m, &c->optim, &t->opt)) != PT_OK)
