@@ -1,0 +1,184 @@
+/* activation_store.c: a pipeline worker's memory for micro-batches in flight.
+ *
+ * Two kinds of things live from one action to a later one:
+ *   activation records  everything a chunk's forward keeps for its backward
+ *                       (pt_activations), one per (chunk, micro-batch) in
+ *                       flight, or one per recomputation with checkpointing;
+ *   boundary buffers    the tensor crossing the boundary into chunk c: its
+ *                       input activation (kept until its last backward piece)
+ *                       and the gradient going back (kept until sent).
+ * Both come from free lists per chunk, filled up front by pt_store_reserve()
+ * (the executor sizes them by walking its action list) and grown only if a
+ * schedule needs more. The store counts the bytes taken and not yet given
+ * back: its peak is the figure the memory tests and the planner read.
+ * Called by executor.c; one store per worker, used by that worker only. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/pipeline_internal.h"
+#include "tensor/error.h"
+
+static int grow(void ***list, int *cap, int need)
+{
+    if (need <= *cap)
+        return PT_OK;
+    int n = *cap ? *cap * 2 : 8;
+    while (n < need)
+        n *= 2;
+    void **l = realloc(*list, sizeof(void *) * (size_t)n);
+    if (!l)
+        return pt_fail(PT_ENOMEM, "cannot grow a pool's free list");
+    *list = l;
+    *cap = n;
+    return PT_OK;
+}
+
+int pt_store_init(pt_activation_store *s, pt_model *m, int n_chunks, const int *chunk_first,
+                  const int *chunk_last, int batch)
+{
+    memset(s, 0, sizeof *s);
+    s->m = m;
+    s->batch = batch;
+    s->n_chunks = n_chunks;
+    s->acts = calloc((size_t)n_chunks, sizeof *s->acts);
+    s->boundary = calloc((size_t)n_chunks, sizeof *s->boundary);
+    if (!s->acts || !s->boundary)
+        return pt_fail(PT_ENOMEM, "cannot allocate an activation store");
+    for (int c = 0; c < n_chunks; c++) {
+        s->acts[c].first = chunk_first[c];
+        s->acts[c].last = chunk_last[c];
+        s->boundary[c].floats =
+            c == 0 ? 0 : (size_t)batch * (size_t)pt_model_block_input_floats(m, chunk_first[c]);
+    }
+    return PT_OK;
+}
+
+void pt_store_free(pt_activation_store *s)
+{
+    for (int c = 0; s->acts && c < s->n_chunks; c++) {
+        for (int i = 0; i < s->acts[c].n_free; i++)
+            pt_activations_destroy(s->acts[c].free[i]);
+        free(s->acts[c].free);
+    }
+    for (int c = 0; s->boundary && c < s->n_chunks; c++) {
+        for (int i = 0; i < s->boundary[c].n_free; i++)
+            pt_free(s->boundary[c].free[i]);
+        free(s->boundary[c].free);
+    }
+    free(s->acts);
+    free(s->boundary);
+    memset(s, 0, sizeof *s);
+}
+
+static int new_record(pt_activation_store *s, int c)
+{
+    pt_acts_pool *ap = &s->acts[c];
+    int rc = grow((void ***)&ap->free, &ap->cap, ap->n_alloc + 1);
+    pt_activations *a;
+    if (rc == PT_OK)
+        rc = pt_activations_create(s->m, ap->first, ap->last, s->batch, &a);
+    if (rc != PT_OK)
+        return rc;
+    ap->bytes = pt_activations_bytes(a);
+    ap->free[ap->n_free++] = a;
+    ap->n_alloc++;
+    return PT_OK;
+}
+
+static int new_buffer(pt_activation_store *s, int c)
+{
+    pt_float_pool *fp = &s->boundary[c];
+    int rc = grow((void ***)&fp->free, &fp->cap, fp->n_alloc + 1);
+    if (rc != PT_OK)
+        return rc;
+    float *b = pt_alloc_floats(fp->floats);
+    if (!b)
+        return pt_fail(PT_ENOMEM, "cannot allocate a %zu-float boundary buffer", fp->floats);
+    fp->free[fp->n_free++] = b;
+    fp->n_alloc++;
+    return PT_OK;
+}
+
+int pt_store_reserve(pt_activation_store *s, const bool *own, const int *records, int buffers)
+{
+    for (int c = 0; c < s->n_chunks; c++) {
+        if (!own[c])
+            continue;
+        while (s->acts[c].n_alloc < records[c]) {
+            int rc = new_record(s, c);
+            if (rc != PT_OK)
+                return rc;
+        }
+        for (int k = 0; k < 2; k++) { /* the input of c and the boundary after it */
+            int b = c + k;
+            if (b < 1 || b >= s->n_chunks)
+                continue;
+            while (s->boundary[b].n_alloc < buffers) {
+                int rc = new_buffer(s, b);
+                if (rc != PT_OK)
+                    return rc;
+            }
+        }
+    }
+    return PT_OK;
+}
+
+static void count(pt_activation_store *s, size_t bytes, int sign)
+{
+    if (sign > 0) {
+        s->live_bytes += bytes;
+        if (s->live_bytes > s->peak_bytes)
+            s->peak_bytes = s->live_bytes;
+    } else {
+        s->live_bytes -= bytes;
+    }
+}
+
+int pt_store_take_acts(pt_activation_store *s, int c, pt_activations **out)
+{
+    pt_acts_pool *ap = &s->acts[c];
+    if (ap->n_free == 0) {
+        int rc = new_record(s, c);
+        if (rc != PT_OK)
+            return rc;
+    }
+    *out = ap->free[--ap->n_free];
+    count(s, ap->bytes, +1);
+    return PT_OK;
+}
+
+void pt_store_give_acts(pt_activation_store *s, int c, pt_activations *a)
+{
+    if (!a)
+        return;
+    pt_acts_pool *ap = &s->acts[c];
+    ap->free[ap->n_free++] = a; /* never more than n_alloc: the list has room */
+    count(s, ap->bytes, -1);
+}
+
+int pt_store_take_buffer(pt_activation_store *s, int b, float **out)
+{
+    pt_float_pool *fp = &s->boundary[b];
+    if (fp->n_free == 0) {
+        int rc = new_buffer(s, b);
+        if (rc != PT_OK)
+            return rc;
+    }
+    *out = fp->free[--fp->n_free];
+    count(s, fp->floats * sizeof(float), +1);
+    return PT_OK;
+}
+
+void pt_store_give_buffer(pt_activation_store *s, int b, float *buf)
+{
+    if (!buf)
+        return;
+    pt_float_pool *fp = &s->boundary[b];
+    fp->free[fp->n_free++] = buf;
+    count(s, fp->floats * sizeof(float), -1);
+}
+
+size_t pt_store_buffer_bytes(const pt_activation_store *s, int b)
+{
+    return s->boundary[b].floats * sizeof(float);
+}

@@ -1,0 +1,517 @@
+/* executor.c: one pipeline worker walking its action list.
+ *
+ * The schedule is the whole program: for each action F, B, W or BW of
+ * (chunk, micro-batch) in the worker's list, the executor
+ *   - has posted the receive of its input earlier (while the previous action
+ *     ran: receives for action i+1 go out before action i starts) and waits
+ *     for it only now;
+ *   - runs the chunk's blocks (pt_model_forward / backward_input /
+ *     backward_weight) on the micro-batch's activation record;
+ *   - sends the result at once (a forward's output to the holder of the next
+ *     chunk, a backward's input gradient to the holder of the previous one)
+ *     and does not wait for the send until its buffer is needed again;
+ *   - returns each record and buffer to the worker's store right after its
+ *     last use: the record after W (or BW), the received gradient after B.
+ * When neighbouring chunks sit on the same worker (interleaved, zbv) the
+ * tensor is handed over in memory, with no transfer.
+ * Activation checkpointing keeps only each chunk's input after F; the
+ * backward first re-runs the chunk's forward into a fresh record, which then
+ * lives until the W that ends the micro-batch's backward.
+ * Asynchronous schedules (pipedream) stash weight versions around each
+ * backward and update the chunk after every backward that carries `update`.
+ * Tags name (receiving chunk, micro-batch, direction), so receives may be
+ * posted in any order. Nothing here depends on which schedule it is.
+ * Called by pipeline.c on the worker's own thread. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/pipeline_internal.h"
+#include "tensor/error.h"
+
+enum { DIR_ACT = 0, DIR_GRAD = 1 };
+
+double pt_pipeline_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+pt_microbatch pt_pipeline_microbatch(const pt_pipeline *p, const pt_microbatch *batch, int k)
+{
+    const pt_model_config *c = pt_model_get_config(p->m);
+    size_t rows = (size_t)k * (size_t)p->mbs;
+    pt_microbatch mb = {.batch = p->mbs};
+    if (c->kind == PT_MODEL_GPT) {
+        size_t off = rows * (size_t)c->seq_len;
+        mb.tokens = batch->tokens ? batch->tokens + off : NULL;
+        mb.targets = batch->targets ? batch->targets + off : NULL;
+    } else {
+        mb.inputs = batch->inputs ? batch->inputs + rows * (size_t)c->widths[0] : NULL;
+        mb.targets = batch->targets ? batch->targets + rows : NULL;
+    }
+    return mb;
+}
+
+static int tag_of(const pt_pipeline *p, int chunk, int mb, int dir)
+{
+    return (chunk * p->M + mb) * 2 + dir;
+}
+
+static pt_slot *slot_of(pt_worker *w, int chunk, int mb)
+{
+    return &w->slots[chunk * w->p->M + mb];
+}
+
+static bool is_backward(pt_action_kind k) { return k == PT_ACT_B || k == PT_ACT_BW; }
+
+/* ---- communication ---- */
+
+static int post_receive(pt_worker *w, const pt_action *a)
+{
+    pt_pipeline *p = w->p;
+    int src = pt_sched_recv_from(p->s, a);
+    if (src < 0 || src == w->rank)
+        return PT_OK; /* nothing comes, or it is handed over in memory */
+    pt_slot *sl = slot_of(w, a->chunk, a->mb);
+    bool grad = is_backward(a->kind);
+    int boundary = grad ? a->chunk + 1 : a->chunk;
+    bool *posted = grad ? &sl->gin_posted : &sl->in_posted;
+    bool ready = grad ? sl->gin_ready : sl->in_ready;
+    float **buf = grad ? &sl->gin : &sl->in;
+    if (*posted || ready)
+        return PT_OK;
+    int rc = pt_store_take_buffer(&w->store, boundary, buf);
+    if (rc == PT_OK)
+        rc = pt_transport_irecv(w->t, src, tag_of(p, a->chunk, a->mb, grad ? DIR_GRAD : DIR_ACT),
+                                *buf, pt_store_buffer_bytes(&w->store, boundary),
+                                grad ? &sl->gin_req : &sl->in_req);
+    if (rc == PT_OK)
+        *posted = true;
+    return rc;
+}
+
+static int await_input(pt_worker *w, const pt_action *a)
+{
+    pt_pipeline *p = w->p;
+    pt_slot *sl = slot_of(w, a->chunk, a->mb);
+    char name[32];
+    if (a->kind == PT_ACT_F && a->chunk > 0) {
+        if (sl->in_posted) {
+            int rc = pt_transport_wait(w->t, &sl->in_req);
+            sl->in_posted = false;
+            if (rc != PT_OK)
+                return rc;
+            sl->in_ready = true;
+        }
+        if (!sl->in_ready)
+            return pt_fail(PT_EDEADLOCK, "worker %d: %s runs before its input exists", w->rank,
+                           pt_sched_action_str(a, name, sizeof name));
+    }
+    if (is_backward(a->kind) && !pt_sched_is_last_chunk(p->s, a->chunk)) {
+        if (sl->gin_posted) {
+            int rc = pt_transport_wait(w->t, &sl->gin_req);
+            sl->gin_posted = false;
+            if (rc != PT_OK)
+                return rc;
+            sl->gin_ready = true;
+        }
+        if (!sl->gin_ready)
+            return pt_fail(PT_EDEADLOCK, "worker %d: %s runs before its output's gradient "
+                                         "exists", w->rank, pt_sched_action_str(a, name, sizeof name));
+    }
+    return PT_OK;
+}
+
+/* Frees the buffers of finished sends; with `all`, waits for every send. */
+static int settle_sends(pt_worker *w, bool all)
+{
+    int first_rc = PT_OK;
+    for (int i = 0; i < w->n_sends; i++) {
+        pt_pending_send *ps = &w->sends[i];
+        if (!ps->active)
+            continue;
+        int done = 0, rc;
+        if (all) {
+            rc = pt_transport_wait(w->t, &ps->req);
+            done = 1;
+        } else {
+            rc = pt_transport_test(w->t, &ps->req, &done);
+        }
+        if (rc != PT_OK && first_rc == PT_OK)
+            first_rc = rc;
+        if (done || rc != PT_OK) {
+            pt_store_give_buffer(&w->store, ps->boundary, ps->buf);
+            ps->active = false;
+        }
+    }
+    while (w->n_sends > 0 && !w->sends[w->n_sends - 1].active)
+        w->n_sends--;
+    return first_rc;
+}
+
+/* Sends buf (owned by the store when give_back) to `peer`; the buffer returns to
+ * the store once the send is done. */
+static int send_async(pt_worker *w, int peer, int tag, float *buf, int boundary, bool give_back)
+{
+    int i = 0;
+    while (i < w->n_sends && w->sends[i].active)
+        i++;
+    int cap = w->p->n_chunks * w->p->M * 2 + 4;
+    if (i >= cap)
+        return pt_fail(PT_ENOMEM, "worker %d: more than %d sends in flight", w->rank, cap);
+    pt_pending_send *ps = &w->sends[i];
+    int rc = pt_transport_isend(w->t, peer, tag, buf, pt_store_buffer_bytes(&w->store, boundary),
+                                &ps->req);
+    if (rc != PT_OK)
+        return rc;
+    ps->buf = give_back ? buf : NULL;
+    ps->boundary = boundary;
+    ps->active = true;
+    if (i == w->n_sends)
+        w->n_sends++;
+    return PT_OK;
+}
+
+/* ---- compute ---- */
+
+static void chunk_range(const pt_pipeline *p, int c, int *first, int *last)
+{
+    *first = p->chunk_first[c];
+    *last = p->chunk_last[c];
+}
+
+static void note_time(pt_worker *w, int chunk, int piece, double secs)
+{
+    w->chunk_time[chunk * 3 + piece] += secs;
+    w->chunk_count[chunk * 3 + piece]++;
+}
+
+static int run_forward(pt_worker *w, const pt_action *a, const pt_microbatch *batch,
+                       bool forward_only)
+{
+    pt_pipeline *p = w->p;
+    pt_slot *sl = slot_of(w, a->chunk, a->mb);
+    pt_microbatch mb = pt_pipeline_microbatch(p, batch, a->mb);
+    int first, last;
+    chunk_range(p, a->chunk, &first, &last);
+    bool is_last = pt_sched_is_last_chunk(p->s, a->chunk);
+    int rc = pt_store_take_acts(&w->store, a->chunk, &sl->acts);
+    if (rc != PT_OK)
+        return rc;
+    if (p->async && !forward_only) {
+        sl->version = a->version;
+        if ((rc = pt_stash_forward(&p->stash[a->chunk], a->version)) != PT_OK)
+            return rc;
+    }
+    float loss = 0.0f;
+    rc = pt_model_forward(p->m, first, last, &mb, sl->in, sl->acts, is_last ? &loss : NULL);
+    if (rc != PT_OK)
+        return rc;
+    if (is_last)
+        p->losses[a->mb] = loss;
+
+    int dst = pt_sched_send_to(p->s, a);
+    const float *out = pt_activations_output(sl->acts);
+    bool drop = forward_only || p->checkpoint; /* the record is not kept */
+    if (dst == w->rank) {
+        pt_slot *next = slot_of(w, a->chunk + 1, a->mb);
+        if ((rc = pt_store_take_buffer(&w->store, a->chunk + 1, &next->in)) != PT_OK)
+            return rc;
+        memcpy(next->in, out, pt_store_buffer_bytes(&w->store, a->chunk + 1));
+        next->in_ready = true;
+    } else if (dst >= 0) {
+        int tag = tag_of(p, a->chunk + 1, a->mb, DIR_ACT);
+        if (drop) {
+            /* the record goes back to the pool now, so the send must be done */
+            pt_request req;
+            rc = pt_transport_isend(w->t, dst, tag, out,
+                                    pt_store_buffer_bytes(&w->store, a->chunk + 1), &req);
+            if (rc == PT_OK)
+                rc = pt_transport_wait(w->t, &req);
+        } else {
+            rc = send_async(w, dst, tag, (float *)out, a->chunk + 1, false);
+        }
+        if (rc != PT_OK)
+            return rc;
+    }
+    if (drop) {
+        pt_store_give_acts(&w->store, a->chunk, sl->acts);
+        sl->acts = NULL;
+    }
+    if (forward_only && a->chunk > 0) {
+        pt_store_give_buffer(&w->store, a->chunk, sl->in);
+        sl->in = NULL;
+        sl->in_ready = false;
+    }
+    return PT_OK;
+}
+
+/* The end of a micro-batch's backward on a chunk: the record and the input
+ * go back to the store. */
+static void release_micro_batch(pt_worker *w, int chunk, pt_slot *sl)
+{
+    pt_store_give_acts(&w->store, chunk, sl->acts);
+    sl->acts = NULL;
+    if (chunk > 0) {
+        pt_store_give_buffer(&w->store, chunk, sl->in);
+        sl->in = NULL;
+        sl->in_ready = false;
+    }
+}
+
+/* pipedream: the chunk's own update right after its backward, from this
+ * micro-batch's gradient alone, clipped by the chunk's own norm (a global
+ * norm would need every worker at once, which an asynchronous schedule never
+ * has). */
+static void async_update(pt_worker *w, int chunk)
+{
+    pt_pipeline *p = w->p;
+    int first = p->chunk_first[chunk], last = p->chunk_last[chunk];
+    double norm = sqrt(pt_optimizer_grad_sq(p->m, first, last));
+    float clip = pt_optimizer_clip_factor(pt_optimizer_config(p->opt), norm);
+    pt_optimizer_step(p->opt, p->m, first, last, p->chunk_updates[chunk], p->job_lr, clip);
+    p->chunk_updates[chunk]++;
+    p->stash[chunk].version++;
+}
+
+static int run_backward(pt_worker *w, const pt_action *a, const pt_microbatch *batch,
+                        pt_trace_event *ev)
+{
+    pt_pipeline *p = w->p;
+    pt_slot *sl = slot_of(w, a->chunk, a->mb);
+    pt_microbatch mb = pt_pipeline_microbatch(p, batch, a->mb);
+    int first, last, rc;
+    chunk_range(p, a->chunk, &first, &last);
+    bool is_last = pt_sched_is_last_chunk(p->s, a->chunk);
+    bool fused = a->kind == PT_ACT_BW, swapped = false;
+    pt_weight_stash *st = p->async ? &p->stash[a->chunk] : NULL;
+    if (st) {
+        if ((rc = pt_stash_enter(st, sl->version, &swapped)) != PT_OK)
+            return rc;
+        /* each update uses this micro-batch's gradient only */
+        memset(st->grad, 0, st->floats * sizeof(float));
+    }
+    if (p->checkpoint) {
+        if ((rc = pt_store_take_acts(&w->store, a->chunk, &sl->acts)) != PT_OK)
+            return rc;
+        if ((rc = pt_model_forward(p->m, first, last, &mb, sl->in, sl->acts, NULL)) != PT_OK)
+            return rc;
+    }
+    if (!sl->acts) {
+        char name[32];
+        return pt_fail(PT_EDEADLOCK, "worker %d: %s runs before its forward", w->rank,
+                       pt_sched_action_str(a, name, sizeof name));
+    }
+    float *din = NULL;
+    if (a->chunk > 0 && (rc = pt_store_take_buffer(&w->store, a->chunk, &din)) != PT_OK)
+        return rc;
+    float scale = p->async ? 1.0f : 1.0f / (float)p->M;
+    rc = pt_model_backward_input(p->m, first, last, &mb, sl->in, sl->acts,
+                                 is_last ? NULL : sl->gin, din, scale);
+    if (rc != PT_OK) {
+        pt_store_give_buffer(&w->store, a->chunk, din);
+        return rc;
+    }
+    if (!is_last) {
+        pt_store_give_buffer(&w->store, a->chunk + 1, sl->gin);
+        sl->gin = NULL;
+        sl->gin_ready = false;
+    }
+    if (din) {
+        int dst = pt_sched_send_to(p->s, a);
+        if (dst == w->rank) {
+            pt_slot *prev = slot_of(w, a->chunk - 1, a->mb);
+            prev->gin = din;
+            prev->gin_ready = true;
+        } else if (dst >= 0) {
+            if ((rc = send_async(w, dst, tag_of(p, a->chunk - 1, a->mb, DIR_GRAD), din,
+                                 a->chunk, true)) != PT_OK) {
+                pt_store_give_buffer(&w->store, a->chunk, din);
+                return rc;
+            }
+        } else {
+            pt_store_give_buffer(&w->store, a->chunk, din);
+        }
+    }
+    ev->tb = pt_pipeline_now() - p->step_t0;
+    if (fused) {
+        rc = pt_model_backward_weight(p->m, first, last, &mb, sl->in, sl->acts);
+        release_micro_batch(w, a->chunk, sl);
+    }
+    if (st)
+        pt_stash_leave(st, sl->version, swapped);
+    if (rc == PT_OK && st && fused && a->update)
+        async_update(w, a->chunk);
+    return rc;
+}
+
+static int run_weight(pt_worker *w, const pt_action *a, const pt_microbatch *batch)
+{
+    pt_pipeline *p = w->p;
+    pt_slot *sl = slot_of(w, a->chunk, a->mb);
+    pt_microbatch mb = pt_pipeline_microbatch(p, batch, a->mb);
+    int first, last, rc;
+    chunk_range(p, a->chunk, &first, &last);
+    if (!sl->acts) {
+        char name[32];
+        return pt_fail(PT_EDEADLOCK, "worker %d: %s runs before its backward", w->rank,
+                       pt_sched_action_str(a, name, sizeof name));
+    }
+    bool swapped = false;
+    pt_weight_stash *st = p->async ? &p->stash[a->chunk] : NULL;
+    if (st && (rc = pt_stash_enter(st, sl->version, &swapped)) != PT_OK)
+        return rc;
+    rc = pt_model_backward_weight(p->m, first, last, &mb, sl->in, sl->acts);
+    release_micro_batch(w, a->chunk, sl);
+    if (st) {
+        pt_stash_leave(st, sl->version, swapped);
+        if (rc == PT_OK && a->update)
+            async_update(w, a->chunk);
+    }
+    return rc;
+}
+
+/* Returns whatever a failed or forward-only walk left in the slots. */
+static void clear_slots(pt_worker *w)
+{
+    pt_pipeline *p = w->p;
+    for (int c = 0; c < p->n_chunks; c++)
+        for (int m = 0; m < p->M; m++) {
+            pt_slot *sl = slot_of(w, c, m);
+            if (sl->in_posted)
+                pt_transport_wait(w->t, &sl->in_req);
+            if (sl->gin_posted)
+                pt_transport_wait(w->t, &sl->gin_req);
+            pt_store_give_acts(&w->store, c, sl->acts);
+            if (c > 0)
+                pt_store_give_buffer(&w->store, c, sl->in);
+            if (c + 1 < p->n_chunks)
+                pt_store_give_buffer(&w->store, c + 1, sl->gin);
+            memset(sl, 0, sizeof *sl);
+        }
+}
+
+static bool wanted(const pt_action *a, bool forward_only)
+{
+    return !forward_only || a->kind == PT_ACT_F;
+}
+
+int pt_executor_run(pt_worker *w, const pt_microbatch *batch, bool forward_only)
+{
+    pt_pipeline *p = w->p;
+    int n = p->s->n_actions[w->rank];
+    const pt_action *acts = p->s->actions[w->rank];
+    w->n_events = 0;
+    memset(w->chunk_time, 0, sizeof(double) * 3 * (size_t)p->n_chunks);
+    memset(w->chunk_count, 0, sizeof(int) * 3 * (size_t)p->n_chunks);
+    int rc = PT_OK, next = 0;
+    while (next < n && !wanted(&acts[next], forward_only))
+        next++;
+    if (next < n)
+        rc = post_receive(w, &acts[next]);
+    for (int i = next; rc == PT_OK && i < n; i = next) {
+        const pt_action *a = &acts[i];
+        next = i + 1;
+        while (next < n && !wanted(&acts[next], forward_only))
+            next++;
+        if (next < n && (rc = post_receive(w, &acts[next])) != PT_OK)
+            break;
+        if ((rc = await_input(w, a)) != PT_OK)
+            break;
+        pt_trace_event *ev = &w->events[w->n_events++];
+        ev->kind = a->kind, ev->chunk = a->chunk, ev->mb = a->mb;
+        ev->t0 = pt_pipeline_now() - p->step_t0;
+        ev->tb = -1;
+        switch (a->kind) {
+        case PT_ACT_F: rc = run_forward(w, a, batch, forward_only); break;
+        case PT_ACT_B:
+        case PT_ACT_BW: rc = run_backward(w, a, batch, ev); break;
+        case PT_ACT_W: rc = run_weight(w, a, batch); break;
+        }
+        ev->t1 = pt_pipeline_now() - p->step_t0;
+        switch (a->kind) {
+        case PT_ACT_F: note_time(w, a->chunk, 0, ev->t1 - ev->t0); break;
+        case PT_ACT_B: note_time(w, a->chunk, 1, ev->t1 - ev->t0); break;
+        case PT_ACT_W: note_time(w, a->chunk, 2, ev->t1 - ev->t0); break;
+        case PT_ACT_BW:
+            note_time(w, a->chunk, 1, ev->tb - ev->t0);
+            note_time(w, a->chunk, 2, ev->t1 - ev->tb);
+            break;
+        }
+        if (rc == PT_OK)
+            rc = settle_sends(w, false);
+    }
+    if (rc != PT_OK)
+        return rc; /* the pipeline aborts the world, then calls pt_executor_reset() */
+    return pt_executor_reset(w);
+}
+
+int pt_executor_reset(pt_worker *w)
+{
+    int rc = settle_sends(w, true);
+    clear_slots(w);
+    return rc;
+}
+
+/* ---- one micro-batch forward across the stages (generation) ---- */
+
+int pt_executor_probs(pt_worker *w, const pt_microbatch *mb, float *probs)
+{
+    pt_pipeline *p = w->p;
+    int rc = PT_OK;
+    if (w->probe_batch != mb->batch) {
+        pt_store_free(&w->probe);
+        w->probe_batch = 0;
+        if ((rc = pt_store_init(&w->probe, p->m, p->n_chunks, p->chunk_first, p->chunk_last,
+                                mb->batch)) != PT_OK)
+            return rc;
+        w->probe_batch = mb->batch;
+    }
+    pt_activation_store *st = &w->probe;
+    float *in = NULL; /* the input of the chunk about to run, when it is local */
+    for (int c = 0; rc == PT_OK && c < p->n_chunks; c++) {
+        if (pt_sched_worker_of(p->s, c, 0) != w->rank)
+            continue;
+        if (c > 0 && !in) {
+            int src = pt_sched_worker_of(p->s, c - 1, 0);
+            pt_request req;
+            if ((rc = pt_store_take_buffer(st, c, &in)) != PT_OK)
+                break;
+            rc = pt_transport_irecv(w->t, src, tag_of(p, c, 0, DIR_ACT), in,
+                                    pt_store_buffer_bytes(st, c), &req);
+            if (rc == PT_OK)
+                rc = pt_transport_wait(w->t, &req);
+            if (rc != PT_OK)
+                break;
+        }
+        pt_activations *acts;
+        if ((rc = pt_store_take_acts(st, c, &acts)) != PT_OK)
+            break;
+        float loss;
+        rc = pt_model_forward(p->m, p->chunk_first[c], p->chunk_last[c], mb, in, acts, &loss);
+        if (c > 0)
+            pt_store_give_buffer(st, c, in);
+        in = NULL;
+        const float *out = pt_activations_output(acts);
+        if (rc == PT_OK && c == p->n_chunks - 1) {
+            memcpy(probs, out, pt_activations_output_floats(acts) * sizeof(float));
+        } else if (rc == PT_OK) {
+            int dst = pt_sched_worker_of(p->s, c + 1, 0);
+            if (dst == w->rank) {
+                if ((rc = pt_store_take_buffer(st, c + 1, &in)) == PT_OK)
+                    memcpy(in, out, pt_store_buffer_bytes(st, c + 1));
+            } else {
+                pt_request req;
+                rc = pt_transport_isend(w->t, dst, tag_of(p, c + 1, 0, DIR_ACT), out,
+                                        pt_store_buffer_bytes(st, c + 1), &req);
+                if (rc == PT_OK)
+                    rc = pt_transport_wait(w->t, &req);
+            }
+        }
+        pt_store_give_acts(st, c, acts);
+    }
+    return rc;
+}

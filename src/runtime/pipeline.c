@@ -1,0 +1,505 @@
+/* pipeline.c: pt_pipeline, training one model on P workers that are threads
+ * of this process (pipetrain.h, "Pipelines"). Called by the trainer
+ * (src/train/), `pipetrain generate --stages` and the tests.
+ *
+ * Creating a pipeline builds or loads the schedule, cuts the model into its
+ * chunks (a given balance, or the profiler and partitioner of src/plan/),
+ * creates the threads transport's world and starts one persistent thread per
+ * worker. Each call then hands the workers a job and waits for all of them:
+ *   TRAIN  walk the action list (executor.c);
+ *   STEP   (synchronous schedules) step the optimizer on the worker's own
+ *          chunks, after this thread has summed the tied gradients and taken
+ *          the global norm over every worker's blocks;
+ *   EVAL   the action list's forwards only;
+ *   PROBS  one micro-batch forward across the chunks.
+ * A failing worker records the first error, aborts the world so the others
+ * wake, and the call returns that error; the next call builds a new world. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "plan/partition.h"
+#include "runtime/pipeline_internal.h"
+#include "tensor/error.h"
+
+pt_pipeline_config pt_pipeline_config_default(void)
+{
+    return (pt_pipeline_config){.stages = 1, .microbatches = 1, .micro_batch_size = 1,
+                                .schedule = "1f1b", .record_trace = 1};
+}
+
+/* ---- workers ---- */
+
+static void record_error(pt_worker *w, int rc)
+{
+    pt_pipeline *p = w->p;
+    pthread_mutex_lock(&p->mu);
+    if (p->err_rc == PT_OK) {
+        p->err_rc = rc;
+        snprintf(p->err_msg, sizeof p->err_msg, "%s", pt_last_error());
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+static int step_own_chunks(pt_worker *w)
+{
+    pt_pipeline *p = w->p;
+    for (int c = 0; c < p->n_chunks; c++)
+        if (pt_sched_worker_of(p->s, c, 0) == w->rank)
+            pt_optimizer_step(p->opt, p->m, p->chunk_first[c], p->chunk_last[c], p->job_step,
+                              p->job_lr, p->job_clip);
+    return PT_OK;
+}
+
+static void *worker_main(void *arg)
+{
+    pt_worker *w = arg;
+    pt_pipeline *p = w->p;
+    long seen = 0;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        while (p->job_gen == seen)
+            pthread_cond_wait(&p->start_cv, &p->mu);
+        seen = p->job_gen;
+        int job = p->job;
+        pthread_mutex_unlock(&p->mu);
+        if (job == PT_JOB_EXIT)
+            return NULL;
+        int rc = PT_OK;
+        switch (job) {
+        case PT_JOB_TRAIN: rc = pt_executor_run(w, p->job_batch, false); break;
+        case PT_JOB_EVAL: rc = pt_executor_run(w, p->job_batch, true); break;
+        case PT_JOB_STEP: rc = step_own_chunks(w); break;
+        case PT_JOB_PROBS: rc = pt_executor_probs(w, p->job_batch, p->job_probs); break;
+        }
+        if (rc != PT_OK) {
+            record_error(w, rc);
+            pt_transport_abort(w->t, pt_last_error());
+            if (job == PT_JOB_TRAIN || job == PT_JOB_EVAL)
+                pt_executor_reset(w);
+        }
+        pthread_mutex_lock(&p->mu);
+        if (++p->n_done == p->P)
+            pthread_cond_signal(&p->done_cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
+static int new_world(pt_pipeline *p)
+{
+    if (p->world)
+        pt_threads_world_destroy(p->world);
+    p->world = NULL;
+    int rc = pt_threads_world_create(p->P, NULL, &p->world);
+    if (rc != PT_OK)
+        return rc;
+    for (int r = 0; r < p->P; r++)
+        p->workers[r].t = pt_threads_world_endpoint(p->world, r);
+    p->world_aborted = false;
+    return PT_OK;
+}
+
+/* Runs a job on every worker and waits for all of them. */
+static int run_job(pt_pipeline *p, int job)
+{
+    if (p->world_aborted) {
+        int rc = new_world(p);
+        if (rc != PT_OK)
+            return rc;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->job = job;
+    p->n_done = 0;
+    p->err_rc = PT_OK;
+    p->err_msg[0] = '\0';
+    p->job_gen++;
+    pthread_cond_broadcast(&p->start_cv);
+    while (p->n_done < p->P)
+        pthread_cond_wait(&p->done_cv, &p->mu);
+    int rc = p->err_rc;
+    pthread_mutex_unlock(&p->mu);
+    if (rc != PT_OK) {
+        p->world_aborted = true;
+        return pt_fail(rc, "%s", p->err_msg);
+    }
+    return PT_OK;
+}
+
+/* ---- create ---- */
+
+/* Activation records each chunk needs at once on its worker, found by
+ * walking the worker's list the way the executor will. */
+static void count_records(const pt_pipeline *p, int rank, int *records)
+{
+    int *live = calloc((size_t)p->n_chunks, sizeof(int));
+    if (!live)
+        return;
+    for (int i = 0; i < p->s->n_actions[rank]; i++) {
+        const pt_action *a = &p->s->actions[rank][i];
+        int c = a->chunk;
+        int grow = 0, shrink = a->kind == PT_ACT_W || a->kind == PT_ACT_BW;
+        if (a->kind == PT_ACT_F)
+            grow = !p->checkpoint, shrink = 0;
+        if (a->kind == PT_ACT_B || a->kind == PT_ACT_BW)
+            grow = p->checkpoint;
+        int peak = live[c] + (grow || a->kind == PT_ACT_F);
+        live[c] += grow - shrink;
+        if (peak > records[c])
+            records[c] = peak;
+    }
+    free(live);
+}
+
+static int make_schedule(pt_pipeline *p, const pt_pipeline_config *cfg)
+{
+    int rc;
+    if (cfg->schedule_file && cfg->schedule_file[0]) {
+        if ((rc = pt_schedule_load(cfg->schedule_file, &p->s)) != PT_OK)
+            return rc;
+    } else {
+        pt_schedule_config sc = pt_schedule_config_default();
+        sc.name = cfg->schedule ? cfg->schedule : "1f1b";
+        sc.stages = cfg->stages;
+        sc.microbatches = cfg->microbatches;
+        sc.virtual_stages = cfg->virtual_stages;
+        if (!strcmp(sc.name, "1f1b-rr"))
+            return pt_fail(PT_EINVAL, "1f1b-rr needs data-parallel replicas of every stage, "
+                                      "which the threads pipeline does not run (each replica "
+                                      "needs its own parameters): use the MPI transport");
+        if ((rc = pt_schedule_create(&sc, &p->s)) != PT_OK)
+            return rc;
+    }
+    if ((rc = pt_schedule_validate(p->s)) != PT_OK)
+        return rc;
+    const char *name = pt_schedule_name(p->s);
+    if (p->s->replicas != 1)
+        return pt_fail(PT_EINVAL, "schedule %s has %d replicas per stage; the threads pipeline "
+                                  "runs one copy of each chunk (use the MPI transport)",
+                       name, p->s->replicas);
+    if (p->s->n_workers != cfg->stages)
+        return pt_fail(PT_EINVAL, "schedule %s is for %d workers, but %d stages were asked for",
+                       name, p->s->n_workers, cfg->stages);
+    if (p->s->n_micro != cfg->microbatches)
+        return pt_fail(PT_EINVAL, "schedule %s has %d micro-batches, but %d were asked for",
+                       name, p->s->n_micro, cfg->microbatches);
+    return PT_OK;
+}
+
+static int make_partition(pt_pipeline *p, const pt_pipeline_config *cfg)
+{
+    int n_blocks = pt_model_n_blocks(p->m), K = p->n_chunks, rc;
+    int *balance = calloc((size_t)K, sizeof(int));
+    p->chunk_first = calloc((size_t)K, sizeof(int));
+    p->chunk_last = calloc((size_t)K, sizeof(int));
+    if (!balance || !p->chunk_first || !p->chunk_last) {
+        free(balance);
+        return pt_fail(PT_ENOMEM, "cannot allocate the partition");
+    }
+    if (cfg->balance) {
+        rc = pt_partition_check_balance(cfg->balance, cfg->n_balance, K, n_blocks);
+        if (rc == PT_OK)
+            memcpy(balance, cfg->balance, sizeof(int) * (size_t)K);
+    } else if (K > n_blocks) {
+        rc = pt_fail(PT_EINVAL, "%d chunks (stages x virtual stages) need at least %d blocks, "
+                                "but the model has %d", K, K, n_blocks);
+    } else {
+        pt_block_profile *prof = calloc((size_t)n_blocks, sizeof *prof);
+        rc = prof ? pt_profile_blocks(p->m, p->mbs, 3, prof)
+                  : pt_fail(PT_ENOMEM, "cannot allocate the profile");
+        int inflight = p->M < p->P ? p->M : p->P;
+        if (rc == PT_OK)
+            rc = pt_partition_solve(prof, n_blocks, K, cfg->max_stage_memory, inflight, balance,
+                                    NULL);
+        free(prof);
+    }
+    for (int c = 0, b = 0; rc == PT_OK && c < K; c++) {
+        p->chunk_first[c] = b;
+        b += balance[c];
+        p->chunk_last[c] = b - 1;
+    }
+    free(balance);
+    return rc;
+}
+
+static int make_worker(pt_pipeline *p, int r)
+{
+    pt_worker *w = &p->workers[r];
+    w->p = p;
+    w->rank = r;
+    size_t slots = (size_t)p->n_chunks * (size_t)p->M;
+    w->slots = calloc(slots, sizeof *w->slots);
+    w->sends = calloc(slots * 2 + 4, sizeof *w->sends);
+    w->events = calloc((size_t)p->s->n_actions[r] + 1, sizeof *w->events);
+    w->chunk_time = calloc((size_t)p->n_chunks * 3, sizeof(double));
+    w->chunk_count = calloc((size_t)p->n_chunks * 3, sizeof(int));
+    int *records = calloc((size_t)p->n_chunks, sizeof(int));
+    bool *own = calloc((size_t)p->n_chunks, sizeof(bool));
+    int rc = w->slots && w->sends && w->events && w->chunk_time && w->chunk_count && records &&
+                     own
+                 ? PT_OK
+                 : pt_fail(PT_ENOMEM, "cannot allocate worker %d", r);
+    if (rc == PT_OK)
+        rc = pt_store_init(&w->store, p->m, p->n_chunks, p->chunk_first, p->chunk_last, p->mbs);
+    if (rc == PT_OK) {
+        int most = 0;
+        count_records(p, r, records);
+        for (int c = 0; c < p->n_chunks; c++) {
+            own[c] = pt_sched_worker_of(p->s, c, 0) == r;
+            most = records[c] > most ? records[c] : most;
+        }
+        rc = pt_store_reserve(&w->store, own, records, most + 2);
+    }
+    free(records);
+    free(own);
+    return rc;
+}
+
+static int start_threads(pt_pipeline *p)
+{
+    for (int r = 0; r < p->P; r++) {
+        if (pthread_create(&p->workers[r].thread, NULL, worker_main, &p->workers[r]) != 0)
+            return pt_fail(PT_ENOMEM, "cannot start worker thread %d", r);
+        p->workers[r].started = true;
+    }
+    return PT_OK;
+}
+
+int pt_pipeline_create(pt_model *m, pt_optimizer *opt, const pt_pipeline_config *cfg,
+                       pt_pipeline **out)
+{
+    *out = NULL;
+    if (!m || !opt || !cfg)
+        return pt_fail(PT_EINVAL, "a pipeline needs a model, an optimizer and a config");
+    if (cfg->stages < 1 || cfg->microbatches < 1 || cfg->micro_batch_size < 1)
+        return pt_fail(PT_EINVAL, "stages (%d), micro-batches (%d) and the micro-batch size "
+                                  "(%d) must be at least 1",
+                       cfg->stages, cfg->microbatches, cfg->micro_batch_size);
+    if (cfg->blas_threads < 0)
+        return pt_fail(PT_EINVAL, "BLAS threads must not be negative (got %d)", cfg->blas_threads);
+    pt_pipeline *p = calloc(1, sizeof *p);
+    if (!p)
+        return pt_fail(PT_ENOMEM, "cannot allocate a pipeline");
+    p->m = m;
+    p->opt = opt;
+    p->cfg = *cfg;
+    p->cfg.balance = NULL; /* not kept: the caller's array */
+    p->cfg.schedule_file = NULL;
+    p->cfg.schedule = NULL;
+    p->P = cfg->stages;
+    p->M = cfg->microbatches;
+    p->mbs = cfg->micro_batch_size;
+    p->checkpoint = cfg->checkpoint_activations != 0;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->start_cv, NULL);
+    pthread_cond_init(&p->done_cv, NULL);
+
+    int rc = make_schedule(p, cfg);
+    if (rc == PT_OK) {
+        snprintf(p->schedule_name, sizeof p->schedule_name, "%s", pt_schedule_name(p->s));
+        p->n_chunks = p->s->n_chunks;
+        p->async = pt_sched_is_async(p->s);
+        if ((long)p->n_chunks * p->M * 2 > PT_TAG_MAX + 1L)
+            rc = pt_fail(PT_EINVAL, "%d chunks x %d micro-batches are more than the transport's "
+                                    "tags can name", p->n_chunks, p->M);
+    }
+    if (rc == PT_OK)
+        rc = make_partition(p, cfg);
+    if (rc == PT_OK) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        int threads = cfg->blas_threads ? cfg->blas_threads
+                                        : (int)(cores / p->P > 1 ? cores / p->P : 1);
+        rc = pt_blas_set_threads(threads);
+    }
+    if (rc == PT_OK) {
+        p->losses = calloc((size_t)p->M, sizeof(float));
+        p->workers = calloc((size_t)p->P, sizeof *p->workers);
+        p->stash = calloc((size_t)p->n_chunks, sizeof *p->stash);
+        p->chunk_updates = calloc((size_t)p->n_chunks, sizeof(long));
+        if (!p->losses || !p->workers || !p->stash || !p->chunk_updates)
+            rc = pt_fail(PT_ENOMEM, "cannot allocate the pipeline's workers");
+    }
+    for (int c = 0; rc == PT_OK && p->async && c < p->n_chunks; c++)
+        rc = pt_stash_init(&p->stash[c], m, p->chunk_first[c], p->chunk_last[c]);
+    for (int r = 0; rc == PT_OK && r < p->P; r++)
+        rc = make_worker(p, r);
+    if (rc == PT_OK)
+        rc = new_world(p);
+    if (rc == PT_OK)
+        rc = start_threads(p);
+    if (rc != PT_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", pt_last_error());
+        pt_pipeline_destroy(p);
+        return pt_fail(rc, "%s", msg);
+    }
+    *out = p;
+    return PT_OK;
+}
+
+void pt_pipeline_destroy(pt_pipeline *p)
+{
+    if (!p)
+        return;
+    bool any = false;
+    for (int r = 0; p->workers && r < p->P; r++)
+        any |= p->workers[r].started;
+    if (any) {
+        pthread_mutex_lock(&p->mu);
+        p->job = PT_JOB_EXIT;
+        p->job_gen++;
+        pthread_cond_broadcast(&p->start_cv);
+        pthread_mutex_unlock(&p->mu);
+        for (int r = 0; r < p->P; r++)
+            if (p->workers[r].started)
+                pthread_join(p->workers[r].thread, NULL);
+    }
+    for (int r = 0; p->workers && r < p->P; r++) {
+        pt_worker *w = &p->workers[r];
+        pt_store_free(&w->store);
+        pt_store_free(&w->probe);
+        free(w->slots);
+        free(w->sends);
+        free(w->events);
+        free(w->chunk_time);
+        free(w->chunk_count);
+    }
+    for (int c = 0; p->stash && c < p->n_chunks; c++)
+        pt_stash_free(&p->stash[c]);
+    if (p->world)
+        pt_threads_world_destroy(p->world);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->start_cv);
+    pthread_cond_destroy(&p->done_cv);
+    pt_schedule_destroy(p->s);
+    free(p->workers);
+    free(p->stash);
+    free(p->chunk_updates);
+    free(p->losses);
+    free(p->chunk_first);
+    free(p->chunk_last);
+    free(p);
+}
+
+/* ---- steps ---- */
+
+static int check_batch(const pt_pipeline *p, const pt_microbatch *batch, bool targets)
+{
+    const pt_model_config *c = pt_model_get_config(p->m);
+    if (!batch)
+        return pt_fail(PT_EINVAL, "no batch");
+    if (batch->batch != p->M * p->mbs)
+        return pt_fail(PT_EINVAL, "a batch of %d samples is not %d micro-batches of %d",
+                       batch->batch, p->M, p->mbs);
+    if (c->kind == PT_MODEL_GPT ? !batch->tokens : !batch->inputs)
+        return pt_fail(PT_EINVAL, "the batch has no %s", c->kind == PT_MODEL_GPT ? "tokens" : "inputs");
+    if (targets && !batch->targets)
+        return pt_fail(PT_EINVAL, "training needs targets");
+    return PT_OK;
+}
+
+static float mean_of(const float *x, int n)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        s += x[i];
+    return n ? (float)(s / n) : 0.0f;
+}
+
+/* pipedream: the wte and lm_head copies were updated apart, each from its own
+ * gradient, during the step; at its end both take their mean, so the tie
+ * holds between steps (the moments stay per copy). */
+static void rejoin_tied_copies(pt_model *m)
+{
+    for (int i = 0; i < pt_model_n_params(m); i++) {
+        const pt_param *p = pt_model_param(m, i);
+        if (!p->tied_to)
+            continue;
+        const pt_param *src = pt_model_find_param(m, p->tied_to);
+        for (size_t j = 0; j < p->numel; j++) {
+            float v = 0.5f * (src->data[j] + p->data[j]);
+            src->data[j] = v;
+            p->data[j] = v;
+        }
+    }
+}
+
+int pt_pipeline_train_step(pt_pipeline *p, const pt_microbatch *batch, long step, float lr,
+                           float *mean_loss)
+{
+    int rc = check_batch(p, batch, true);
+    if (rc != PT_OK)
+        return rc;
+    pt_model_zero_grads(p->m);
+    for (int c = 0; p->async && c < p->n_chunks; c++)
+        p->stash[c].version = 0;
+    p->job_batch = batch;
+    p->job_step = step;
+    p->job_lr = lr;
+    p->step_t0 = pt_pipeline_now();
+    if ((rc = run_job(p, PT_JOB_TRAIN)) != PT_OK)
+        return rc;
+    if (p->async) {
+        rejoin_tied_copies(p->m);
+    } else {
+        pt_model_sum_tied_grads(p->m);
+        double norm = sqrt(pt_optimizer_grad_sq(p->m, 0, pt_model_n_blocks(p->m) - 1));
+        p->job_clip = pt_optimizer_clip_factor(pt_optimizer_config(p->opt), norm);
+        if ((rc = run_job(p, PT_JOB_STEP)) != PT_OK)
+            return rc;
+    }
+    if (mean_loss)
+        *mean_loss = mean_of(p->losses, p->M);
+    return PT_OK;
+}
+
+int pt_pipeline_eval(pt_pipeline *p, const pt_microbatch *batch, float *mean_loss)
+{
+    int rc = check_batch(p, batch, false);
+    if (rc != PT_OK)
+        return rc;
+    p->job_batch = batch;
+    p->step_t0 = pt_pipeline_now();
+    if ((rc = run_job(p, PT_JOB_EVAL)) != PT_OK)
+        return rc;
+    if (mean_loss)
+        *mean_loss = mean_of(p->losses, p->M);
+    return PT_OK;
+}
+
+int pt_pipeline_forward_probs(pt_pipeline *p, const pt_microbatch *mb, float *probs)
+{
+    if (!mb || mb->batch < 1 || !probs)
+        return pt_fail(PT_EINVAL, "forward_probs needs a micro-batch of at least one sample "
+                                  "and an output buffer");
+    p->job_batch = mb;
+    p->job_probs = probs;
+    return run_job(p, PT_JOB_PROBS);
+}
+
+/* ---- accessors ---- */
+
+const float *pt_pipeline_losses(const pt_pipeline *p) { return p->losses; }
+int pt_pipeline_workers(const pt_pipeline *p) { return p->P; }
+int pt_pipeline_chunks(const pt_pipeline *p) { return p->n_chunks; }
+const char *pt_pipeline_schedule_name(const pt_pipeline *p) { return p->schedule_name; }
+
+int pt_pipeline_chunk_blocks(const pt_pipeline *p, int c, int *first, int *last)
+{
+    if (c < 0 || c >= p->n_chunks)
+        return pt_fail(PT_EINVAL, "chunk %d is not one of the pipeline's %d", c, p->n_chunks);
+    *first = p->chunk_first[c];
+    *last = p->chunk_last[c];
+    return PT_OK;
+}
+
+int pt_pipeline_chunk_worker(const pt_pipeline *p, int c)
+{
+    return c >= 0 && c < p->n_chunks ? pt_sched_worker_of(p->s, c, 0) : -1;
+}
+
+size_t pt_pipeline_peak_activation_bytes(const pt_pipeline *p, int worker)
+{
+    return worker >= 0 && worker < p->P ? p->workers[worker].store.peak_bytes : 0;
+}

@@ -1,0 +1,183 @@
+/* pipeline_internal.h: the inside of pt_pipeline, shared by the files of the
+ * threads pipeline in src/runtime/:
+ *
+ *   pipeline.c          create/destroy, the worker threads and their jobs,
+ *                       train_step / eval / forward_probs, the optimizer step
+ *   executor.c          one worker walking its action list (the heart)
+ *   activation_store.c  per-worker pools of activation records and boundary
+ *                       buffers, with the live-byte count behind the peak
+ *   weight_stash.c      PipeDream's weight versions per chunk
+ *   trace.c             the action trace, Chrome JSON, the bubble report
+ *
+ * One pt_model is shared by every worker: chunks are disjoint block ranges,
+ * so their parameters, gradients and optimizer state are disjoint memory, and
+ * no lock guards them. Everything per micro-batch lives in the worker that
+ * holds the chunk. */
+#ifndef PT_RUNTIME_PIPELINE_INTERNAL_H
+#define PT_RUNTIME_PIPELINE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "comm/transport.h"
+#include "model/model.h"
+#include "runtime/optimizer.h"
+#include "sched/schedule.h"
+
+/* ---- activation_store.c ---- */
+
+/* Free list of float buffers of one size. */
+typedef struct {
+    size_t floats;
+    float **free;
+    int n_free, n_alloc, cap;
+} pt_float_pool;
+
+/* Free list of activation records of one chunk. */
+typedef struct {
+    int first, last;
+    pt_activations **free;
+    int n_free, n_alloc, cap;
+    size_t bytes; /* of one record */
+} pt_acts_pool;
+
+typedef struct {
+    pt_model *m;
+    int batch;
+    int n_chunks;
+    pt_acts_pool *acts;       /* [n_chunks] */
+    pt_float_pool *boundary;  /* [n_chunks]: [c] holds chunk c's input (c >= 1) */
+    size_t live_bytes, peak_bytes;
+} pt_activation_store;
+
+int pt_store_init(pt_activation_store *s, pt_model *m, int n_chunks, const int *chunk_first,
+                  const int *chunk_last, int batch);
+void pt_store_free(pt_activation_store *s);
+/* Allocates `records` activation records for every chunk in `own` (a flag per
+ * chunk) up front, and `buffers` boundary buffers per own chunk. */
+int pt_store_reserve(pt_activation_store *s, const bool *own, const int *records, int buffers);
+int pt_store_take_acts(pt_activation_store *s, int chunk, pt_activations **out);
+void pt_store_give_acts(pt_activation_store *s, int chunk, pt_activations *a);
+/* A buffer the size of chunk `boundary`'s input (1 <= boundary < n_chunks). */
+int pt_store_take_buffer(pt_activation_store *s, int boundary, float **out);
+void pt_store_give_buffer(pt_activation_store *s, int boundary, float *buf);
+size_t pt_store_buffer_bytes(const pt_activation_store *s, int boundary);
+
+/* ---- weight_stash.c ---- */
+
+/* One chunk's parameter span in the model's data arena and its stashed
+ * versions (PipeDream weight stashing). */
+typedef struct {
+    float *data;    /* start of the chunk's parameters in the arena */
+    float *grad;    /* the same span of the gradient arena */
+    size_t floats;  /* length of the span */
+    int version;    /* updates applied to the chunk in this step */
+    int n_stash;
+    int *stash_version, *stash_refs;
+    float **stash;  /* [n_stash] copies; refs 0 = free */
+    float *current; /* where the current weights wait during a stashed backward */
+} pt_weight_stash;
+
+int pt_stash_init(pt_weight_stash *w, pt_model *m, int first, int last);
+void pt_stash_free(pt_weight_stash *w);
+/* A forward of version v starts: keep a copy of the weights it uses. */
+int pt_stash_forward(pt_weight_stash *w, int version);
+/* Before / after the backward of a forward that used version v. */
+int pt_stash_enter(pt_weight_stash *w, int version, bool *swapped);
+void pt_stash_leave(pt_weight_stash *w, int version, bool swapped);
+
+/* ---- trace.c ---- */
+
+typedef struct {
+    pt_action_kind kind;
+    int chunk, mb;
+    double t0, t1; /* seconds since the step began */
+    double tb;     /* BW: where B ends and W begins */
+} pt_trace_event;
+
+/* ---- the pipeline ---- */
+
+enum { PT_JOB_NONE, PT_JOB_TRAIN, PT_JOB_STEP, PT_JOB_EVAL, PT_JOB_PROBS, PT_JOB_EXIT };
+
+typedef struct pt_pipeline pt_pipeline;
+
+/* What one worker keeps for (chunk, micro-batch) between its actions. */
+typedef struct {
+    pt_activations *acts;
+    float *in;   /* input of the chunk (chunks > 0), until the last backward piece */
+    float *gin;  /* gradient of the chunk's output, until B has read it */
+    pt_request in_req, gin_req;
+    bool in_posted, gin_posted; /* a receive is in flight */
+    bool in_ready, gin_ready;   /* the buffer holds its data */
+    int version;
+} pt_slot;
+
+typedef struct {
+    pt_request req;
+    float *buf; /* returned to the store when the send is done (NULL: none) */
+    int boundary;
+    bool active;
+} pt_pending_send;
+
+typedef struct {
+    pt_pipeline *p;
+    int rank;
+    pthread_t thread;
+    bool started;
+    pt_transport *t;
+    pt_activation_store store;
+    pt_slot *slots; /* [n_chunks * n_micro] */
+    pt_pending_send *sends;
+    int n_sends;
+    /* per-step record */
+    pt_trace_event *events;
+    int n_events;
+    double *chunk_time; /* [n_chunks * 3]: F, B, W seconds summed this step */
+    int *chunk_count;   /* [n_chunks * 3] */
+    /* probs job: records of another batch size */
+    pt_activation_store probe;
+    int probe_batch;
+    int rc;
+} pt_worker;
+
+struct pt_pipeline {
+    pt_model *m;
+    pt_optimizer *opt;
+    pt_pipeline_config cfg;
+    char schedule_name[32];
+    pt_schedule *s;
+    int P, n_chunks, M, mbs;
+    bool async, checkpoint;
+    int *chunk_first, *chunk_last; /* [n_chunks] */
+    int *worker_first, *worker_last; /* block span of each worker's chunks (for the optimizer) */
+    pt_threads_world *world;
+    bool world_aborted;
+    pt_worker *workers;
+    pt_weight_stash *stash;        /* [n_chunks], async only */
+    long *chunk_updates;           /* [n_chunks], async: updates applied so far */
+    float *losses;                 /* [n_micro] */
+    double step_t0;                /* when the last step's actions began */
+    /* the job being run */
+    pthread_mutex_t mu;
+    pthread_cond_t start_cv, done_cv;
+    int job;
+    long job_gen;
+    int n_done;
+    const pt_microbatch *job_batch;
+    long job_step;
+    float job_lr, job_clip;
+    float *job_probs;
+    int err_rc;
+    char err_msg[512];
+};
+
+/* executor.c */
+int pt_executor_run(pt_worker *w, const pt_microbatch *batch, bool forward_only);
+/* Waits for what is in flight and returns every record and buffer. */
+int pt_executor_reset(pt_worker *w);
+int pt_executor_probs(pt_worker *w, const pt_microbatch *mb, float *probs);
+/* The samples of micro-batch k of a batch. */
+pt_microbatch pt_pipeline_microbatch(const pt_pipeline *p, const pt_microbatch *batch, int k);
+double pt_pipeline_now(void);
+
+#endif
