@@ -13,6 +13,7 @@ static const struct {
     {"train", cmd_train, "train a model (single worker or pipelined)"},
     {"generate", cmd_generate, "sample text from a trained gpt checkpoint"},
     {"schedule", cmd_schedule, "build, check, simulate and draw a pipeline schedule"},
+    {"plan", cmd_plan, "profile a model, choose a partition, compare schedules"},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])
 

@@ -1,0 +1,288 @@
+/* cmd_plan.c: `pipetrain plan`: before a pipelined run, measures the model's
+ * blocks on this machine (forward, backward-input, backward-weight time and
+ * activation bytes per micro-batch), chooses the partition the pipeline
+ * would choose (src/plan/), prints each stage's time and memory, then plays
+ * every synchronous schedule through the simulator for a range of
+ * micro-batch counts and recommends the fastest (the least memory among
+ * those within 2% of it).
+ *
+ * Exit status: 0 done; 1 the model or the profile failed; 2 a bad flag or
+ * value (the message says which). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "pipetrain.h"
+#include "plan/partition.h"
+
+#define MAX_MS 16
+
+typedef struct {
+    int stages, virtual_stages, batch, reps;
+    int ms[MAX_MS], n_ms;
+    size_t max_memory;
+    int balance[PT_PARTITION_MAX_CHUNKS], n_balance;
+    pt_model_config model;
+} options;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: pipetrain plan --stages P [--microbatches M,...] [model flags]\n\n"
+            "profile the model, choose a partition and compare schedules by simulation\n\n"
+            "  --stages P            pipeline stages (default 2)\n"
+            "  --microbatches LIST   micro-batch counts to compare, like 4,8,16\n"
+            "                        (default P, 2P, 4P, 8P)\n"
+            "  --virtual V           chunks per worker for interleaved (default 2)\n"
+            "  --balance LIST        blocks per stage instead of the partitioner's choice\n"
+            "  --max-stage-memory B  bytes per stage the partition must fit (default: no cap)\n"
+            "  --reps N              profiling repetitions per block (default 3)\n"
+            "  --model gpt|mlp       (default gpt)\n"
+            "  --layers N            gpt transformer blocks (default 4)\n"
+            "  --heads N             gpt attention heads (default 4)\n"
+            "  --embd N              gpt channels (default 128)\n"
+            "  --seq N               gpt tokens per sample (default 128)\n"
+            "  --vocab N             gpt vocabulary (default 256)\n"
+            "  --widths LIST         mlp layer widths (default 784,256,256,10)\n"
+            "  --batch N             samples per micro-batch (default 1)\n");
+}
+
+static int bad(const char *flag, const char *value, const char *want)
+{
+    fprintf(stderr, "pipetrain plan: %s '%s': expected %s\n", flag, value, want);
+    return 2;
+}
+
+static int parse_pos(const char *flag, const char *v, int *out)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (!*v || *end || errno || x < 1 || x > 1000000)
+        return bad(flag, v, "a positive integer");
+    *out = (int)x;
+    return 0;
+}
+
+static int parse_list(const char *flag, const char *v, int *out, int max, int *n)
+{
+    if (pt_partition_parse_balance(v, out, max, n) != PT_OK)
+        return bad(flag, v, "a comma-separated list of positive integers");
+    return 0;
+}
+
+static int parse(int argc, char **argv, options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->stages = 2, o->virtual_stages = 2, o->batch = 1, o->reps = 3;
+    o->model = pt_model_config_gpt();
+    int widths[PT_MLP_MAX_WIDTHS] = {784, 256, 256, 10}, n_widths = 4;
+    int mlp = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i];
+        if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
+            usage(stdout);
+            return -1;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "pipetrain plan: %s needs a value (see --help)\n", f);
+            return 2;
+        }
+        const char *v = argv[++i];
+        int rc = 0;
+        if (!strcmp(f, "--stages"))
+            rc = parse_pos(f, v, &o->stages);
+        else if (!strcmp(f, "--microbatches"))
+            rc = parse_list(f, v, o->ms, MAX_MS, &o->n_ms);
+        else if (!strcmp(f, "--virtual"))
+            rc = parse_pos(f, v, &o->virtual_stages);
+        else if (!strcmp(f, "--balance"))
+            rc = parse_list(f, v, o->balance, PT_PARTITION_MAX_CHUNKS, &o->n_balance);
+        else if (!strcmp(f, "--max-stage-memory")) {
+            char *end;
+            errno = 0;
+            unsigned long long x = strtoull(v, &end, 10);
+            if (!*v || *end || errno || v[0] == '-')
+                return bad(f, v, "a byte count");
+            o->max_memory = (size_t)x;
+        } else if (!strcmp(f, "--reps"))
+            rc = parse_pos(f, v, &o->reps);
+        else if (!strcmp(f, "--model")) {
+            if (strcmp(v, "gpt") && strcmp(v, "mlp"))
+                return bad(f, v, "gpt or mlp");
+            mlp = !strcmp(v, "mlp");
+        } else if (!strcmp(f, "--layers"))
+            rc = parse_pos(f, v, &o->model.n_layer);
+        else if (!strcmp(f, "--heads"))
+            rc = parse_pos(f, v, &o->model.n_head);
+        else if (!strcmp(f, "--embd"))
+            rc = parse_pos(f, v, &o->model.n_embd);
+        else if (!strcmp(f, "--seq"))
+            rc = parse_pos(f, v, &o->model.seq_len);
+        else if (!strcmp(f, "--vocab"))
+            rc = parse_pos(f, v, &o->model.vocab);
+        else if (!strcmp(f, "--widths"))
+            rc = parse_list(f, v, widths, PT_MLP_MAX_WIDTHS, &n_widths);
+        else if (!strcmp(f, "--batch"))
+            rc = parse_pos(f, v, &o->batch);
+        else {
+            fprintf(stderr, "pipetrain plan: unknown flag '%s' (see --help)\n", f);
+            return 2;
+        }
+        if (rc)
+            return rc;
+    }
+    if (mlp) {
+        pt_model_config g = o->model;
+        o->model = pt_model_config_mlp(n_widths, widths);
+        o->model.seed = g.seed;
+    }
+    if (!o->n_ms) {
+        for (int k = 1; k <= 8; k *= 2)
+            o->ms[o->n_ms++] = k * o->stages;
+    }
+    return 0;
+}
+
+typedef struct {
+    const char *name;
+    int M;
+    double makespan, bubble;
+    int peak;
+} plan_row;
+
+/* Chunk costs from the profile for a cut into K chunks. */
+static int chunk_costs(const options *o, const pt_block_profile *prof, int n_blocks, int K,
+                       int *balance, double *f, double *b, double *w)
+{
+    if (o->n_balance && o->n_balance == K) {
+        if (pt_partition_check_balance(o->balance, o->n_balance, K, n_blocks) != PT_OK)
+            return PT_EINVAL;
+        memcpy(balance, o->balance, sizeof(int) * (size_t)K);
+    } else if (pt_partition_solve(prof, n_blocks, K, o->max_memory, o->stages, balance, NULL) !=
+               PT_OK) {
+        return PT_EINVAL;
+    }
+    for (int c = 0, first = 0; c < K; first += balance[c++]) {
+        f[c] = b[c] = w[c] = 0;
+        for (int i = first; i < first + balance[c]; i++)
+            f[c] += prof[i].f, b[c] += prof[i].b, w[c] += prof[i].w;
+    }
+    return PT_OK;
+}
+
+int cmd_plan(int argc, char **argv)
+{
+    options o;
+    int rc = parse(argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    pt_model *m;
+    if (pt_model_create(&o.model, &m) != PT_OK) {
+        fprintf(stderr, "pipetrain plan: %s\n", pt_last_error());
+        return 2;
+    }
+    int n = pt_model_n_blocks(m), P = o.stages;
+    if (o.n_balance && o.n_balance != P) {
+        fprintf(stderr, "pipetrain plan: --balance has %d entries for %d stages\n", o.n_balance,
+                P);
+        pt_model_destroy(m);
+        return 2;
+    }
+    if (o.n_balance && pt_partition_check_balance(o.balance, o.n_balance, P, n) != PT_OK) {
+        fprintf(stderr, "pipetrain plan: %s\n", pt_last_error());
+        pt_model_destroy(m);
+        return 2;
+    }
+    pt_blas_set_threads(1);
+    pt_block_profile *prof = calloc((size_t)n, sizeof *prof);
+    int K2 = P * o.virtual_stages;
+    int *balance = calloc((size_t)(K2 > P ? K2 : P), sizeof(int));
+    double *cost = calloc((size_t)(K2 > P ? K2 : P) * 3, sizeof(double));
+    int status = 0;
+    if (!prof || !balance || !cost || pt_profile_blocks(m, o.batch, o.reps, prof) != PT_OK) {
+        fprintf(stderr, "pipetrain plan: profiling failed: %s\n", pt_last_error());
+        status = 1;
+        goto done;
+    }
+    printf("model: %d blocks, micro-batch of %d sample%s, %d stages (profiled on one thread)\n\n",
+           n, o.batch, o.batch == 1 ? "" : "s", P);
+    int Kmax = K2 > P ? K2 : P;
+    double *f = cost, *b = cost + Kmax, *w = cost + 2 * Kmax;
+    if (chunk_costs(&o, prof, n, P, balance, f, b, w) != PT_OK) {
+        fprintf(stderr, "pipetrain plan: %s\n", pt_last_error());
+        status = 2;
+        goto done;
+    }
+    printf("partition (--balance ");
+    for (int s = 0; s < P; s++)
+        printf("%s%d", s ? "," : "", balance[s]);
+    printf("):\n%-6s %-8s %9s %9s %9s %9s %12s\n", "stage", "blocks", "F ms", "B ms", "W ms",
+           "F+B+W ms", "memory MiB");
+    for (int s = 0, first = 0; s < P; first += balance[s++]) {
+        size_t mem = pt_partition_chunk_memory(prof, first, first + balance[s] - 1, P - s);
+        printf("%-6d %3d..%-3d %9.3f %9.3f %9.3f %9.3f %12.2f\n", s, first,
+               first + balance[s] - 1, 1e3 * f[s], 1e3 * b[s], 1e3 * w[s],
+               1e3 * (f[s] + b[s] + w[s]), (double)mem / (1 << 20));
+    }
+    printf("(memory: parameters, gradients and AdamW moments, plus the activations of the "
+           "micro-batches 1f1b keeps in flight)\n\n");
+
+    const char *scheds[] = {"gpipe", "1f1b", "interleaved", "zbh1", "zbv"};
+    plan_row rows[5 * MAX_MS];
+    int n_rows = 0;
+    printf("%-12s %4s %10s %10s %12s %10s\n", "schedule", "M", "bubble", "step ms",
+           "ms per mb", "peak acts");
+    for (int si = 0; si < 5; si++)
+        for (int mi = 0; mi < o.n_ms; mi++) {
+            int v = !strcmp(scheds[si], "interleaved") ? o.virtual_stages
+                    : !strcmp(scheds[si], "zbv")       ? 2
+                                                       : 1;
+            pt_schedule *s;
+            if (pt_schedule_generate(scheds[si], P, o.ms[mi], v, &s) != PT_OK)
+                continue; /* the schedule cannot take this P, M */
+            int K = pt_schedule_chunks(s);
+            if (K > n || (K != P && chunk_costs(&o, prof, n, K, balance, f, b, w) != PT_OK) ||
+                (K == P && chunk_costs(&o, prof, n, P, balance, f, b, w) != PT_OK)) {
+                pt_schedule_destroy(s);
+                continue;
+            }
+            pt_schedule_costs sc = pt_schedule_costs_default();
+            sc.n_chunk_costs = K, sc.chunk_f = f, sc.chunk_b = b, sc.chunk_w = w;
+            pt_schedule_sim *sim;
+            if (pt_schedule_simulate(s, &sc, &sim) == PT_OK) {
+                int peak = 0;
+                for (int r = 0; r < sim->workers; r++)
+                    peak = sim->peak_activations[r] > peak ? sim->peak_activations[r] : peak;
+                plan_row *row = &rows[n_rows++];
+                *row = (plan_row){scheds[si], o.ms[mi], sim->makespan, sim->bubble_fraction, peak};
+                printf("%-12s %4d %9.1f%% %10.3f %12.4f %10d\n", row->name, row->M,
+                       100 * row->bubble, 1e3 * row->makespan, 1e3 * row->makespan / row->M,
+                       row->peak);
+                pt_schedule_sim_destroy(sim);
+            }
+            pt_schedule_destroy(s);
+        }
+    if (n_rows) {
+        int best = 0;
+        for (int i = 1; i < n_rows; i++)
+            if (rows[i].makespan / rows[i].M < rows[best].makespan / rows[best].M)
+                best = i;
+        double limit = 1.02 * rows[best].makespan / rows[best].M;
+        int pick = best;
+        for (int i = 0; i < n_rows; i++)
+            if (rows[i].makespan / rows[i].M <= limit && rows[i].peak < rows[pick].peak)
+                pick = i;
+        printf("\nrecommended: --schedule %s --microbatches %d (%.1f%% bubble; the least "
+               "activation memory within 2%% of the fastest time per micro-batch)\n",
+               rows[pick].name, rows[pick].M, 100 * rows[pick].bubble);
+    }
+done:
+    free(prof);
+    free(balance);
+    free(cost);
+    pt_model_destroy(m);
+    return status;
+}
