@@ -1,0 +1,169 @@
+/* bench_pipeline: does pipelining use this machine's cores as well as
+ * threading inside each product does?
+ *
+ * gpt with 4 layers, 6 heads, 384 embd, seq 256, vocab 256, micro-batches of
+ * 2 samples, 16 micro-batches per step (8192 tokens), AdamW, full training
+ * steps through pt_pipeline:
+ *   P = 1, one BLAS thread        the baseline
+ *   P = 1, two BLAS threads       threading inside each product
+ *   P = 2, 1f1b, one thread each  pipelining (the partitioner's cut)
+ * Prints tokens/s and the ratios to both baselines, utilisation (achieved
+ * FLOP/s / (2 x the one-thread sgemm GFLOP/s measured in the same run, at the
+ * model's MLP product shape)), and for P = 2 each worker's measured bubble
+ * next to the simulator's prediction for the measured per-chunk times. Each
+ * figure is the median of several steps after a warm-up step.
+ * Usage: bench_pipeline [steps] (default 3). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "pipetrain.h"
+#include "runtime/optimizer.h"
+#include "tensor/arena.h"
+#include "tensor/kernels.h"
+#include "tensor/rng.h"
+
+#define MBS 2
+#define M 16
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *x, int n)
+{
+    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    return x[n / 2];
+}
+
+static double sgemm_gflops(int m, int n, int k, int reps)
+{
+    const pt_kernels *kr = pt_kernels_cpu();
+    float *A = pt_alloc_floats((size_t)m * k), *B = pt_alloc_floats((size_t)k * n),
+          *C = pt_alloc_floats((size_t)m * n);
+    pt_rng r;
+    pt_rng_seed(&r, 1);
+    pt_rng_fill_normal(&r, A, (size_t)m * k, 1.0f);
+    pt_rng_fill_normal(&r, B, (size_t)k * n, 1.0f);
+    double t[32];
+    kr->matmul(0, 0, m, n, k, 1.0f, A, k, B, n, 0.0f, C, n);
+    for (int i = 0; i < reps; i++) {
+        double t0 = now();
+        for (int j = 0; j < 4; j++)
+            kr->matmul(0, 0, m, n, k, 1.0f, A, k, B, n, 0.0f, C, n);
+        t[i] = 4 * 2.0 * m * n * k / (now() - t0) / 1e9;
+    }
+    pt_free(A), pt_free(B), pt_free(C);
+    return median(t, reps);
+}
+
+typedef struct {
+    double step_s;
+    double bubble[2], predicted[2];
+    int balance[2];
+} result;
+
+static int run(const pt_model_config *c, int P, int threads, int steps, const pt_microbatch *b,
+               result *res)
+{
+    pt_model *m;
+    pt_optimizer *o;
+    pt_optim_config oc = pt_optim_config_default(PT_OPTIM_ADAMW);
+    if (pt_model_create(c, &m) || pt_optimizer_create(m, &oc, &o))
+        return fprintf(stderr, "bench_pipeline: %s\n", pt_last_error()), 1;
+    pt_pipeline_config pc = pt_pipeline_config_default();
+    pc.stages = P, pc.microbatches = M, pc.micro_batch_size = MBS, pc.schedule = "1f1b";
+    pc.blas_threads = threads;
+    pt_pipeline *p;
+    if (pt_pipeline_create(m, o, &pc, &p))
+        return fprintf(stderr, "bench_pipeline: %s\n", pt_last_error()), 1;
+    for (int ch = 0; ch < P && ch < 2; ch++) {
+        int first, last;
+        pt_pipeline_chunk_blocks(p, ch, &first, &last);
+        res->balance[ch] = last - first + 1;
+    }
+    double t[32];
+    float loss;
+    for (int s = 0; s <= steps; s++) {
+        double t0 = now();
+        if (pt_pipeline_train_step(p, b, s, oc.lr, &loss) != PT_OK)
+            return fprintf(stderr, "bench_pipeline: %s\n", pt_last_error()), 1;
+        if (s > 0)
+            t[s - 1] = now() - t0;
+    }
+    res->step_s = median(t, steps);
+    pt_pipeline_bubbles(p, res->bubble, res->predicted);
+    pt_pipeline_destroy(p);
+    pt_optimizer_destroy(o);
+    pt_model_destroy(m);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int steps = argc > 1 ? atoi(argv[1]) : 3;
+    if (steps < 1 || steps > 32)
+        steps = 3;
+    pt_model_config c = pt_model_config_gpt();
+    c.n_layer = 4, c.n_head = 6, c.n_embd = 384, c.seq_len = 256, c.vocab = 256;
+    int n = M * MBS, rows = n * c.seq_len;
+    int *tok = malloc(sizeof(int) * (size_t)(rows + 1));
+    pt_rng r;
+    pt_rng_seed(&r, 7);
+    for (int i = 0; i <= rows; i++)
+        tok[i] = (int)pt_rng_below(&r, (uint64_t)c.vocab);
+    pt_microbatch b = {.batch = n, .tokens = tok, .targets = tok + 1};
+
+    pt_model *m;
+    pt_model_create(&c, &m);
+    double flops_per_sample = 0;
+    for (int i = 0; i < pt_model_n_blocks(m); i++) {
+        pt_block_cost bc = pt_model_block_cost(m, i);
+        flops_per_sample += bc.forward_flops + bc.backward_input_flops + bc.backward_weight_flops;
+    }
+    pt_model_destroy(m);
+    double flops = flops_per_sample * n;
+
+    pt_blas_set_threads(1);
+    double sgemm1 = sgemm_gflops(MBS * c.seq_len, 4 * c.n_embd, c.n_embd, 7);
+    result one, two, pipe;
+    if (run(&c, 1, 1, steps, &b, &one) || run(&c, 1, 2, steps, &b, &two) ||
+        run(&c, 2, 1, steps, &b, &pipe))
+        return 1;
+    double sgemm1b = sgemm_gflops(MBS * c.seq_len, 4 * c.n_embd, c.n_embd, 7);
+    double peak = 2 * (sgemm1 + sgemm1b) / 2; /* the 2-core limit, before and after */
+
+    printf("gpt 4 layers, 6 heads, 384 embd, seq 256, vocab 256; %d micro-batches of %d "
+           "(%d tokens per step); %.1f GFLOP per step\n",
+           M, MBS, rows, flops / 1e9);
+    printf("one-thread sgemm (%dx%dx%d): %.1f GFLOP/s before, %.1f after; 2-core limit %.1f "
+           "GFLOP/s\n\n", MBS * c.seq_len, 4 * c.n_embd, c.n_embd, sgemm1, sgemm1b, peak);
+    printf("%-26s %9s %10s %9s %9s %11s\n", "configuration", "step s", "tokens/s", "vs P1x1",
+           "vs P1x2", "utilisation");
+    const char *names[] = {"P=1, 1 BLAS thread", "P=1, 2 BLAS threads",
+                           "P=2, 1f1b, 1 thread each"};
+    result *rs[] = {&one, &two, &pipe};
+    for (int i = 0; i < 3; i++) {
+        double tps = rows / rs[i]->step_s;
+        printf("%-26s %9.3f %10.0f %8.2fx %8.2fx %10.1f%%\n", names[i], rs[i]->step_s, tps,
+               one.step_s / rs[i]->step_s, two.step_s / rs[i]->step_s,
+               100 * flops / rs[i]->step_s / 1e9 / peak);
+    }
+    printf("\nP=2 partition --balance %d,%d; bubble of the last step:\n", pipe.balance[0],
+           pipe.balance[1]);
+    printf("%-8s %10s %10s %12s\n", "worker", "measured", "predicted", "difference");
+    for (int w = 0; w < 2; w++)
+        printf("%-8d %9.1f%% %9.1f%% %+10.1f pt\n", w, 100 * pipe.bubble[w],
+               100 * pipe.predicted[w], 100 * (pipe.bubble[w] - pipe.predicted[w]));
+    free(tok);
+    return 0;
+}
