@@ -15,15 +15,16 @@
  * float exp is finite and normal. */
 static inline float fast_expf(float x)
 {
-    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-    float n = __builtin_roundf(x * 1.44269504088896341f);
+    x = x < -87.0f ? -87.0f : x;
+    x = x > 88.0f ? 88.0f : x;
+    /* round to nearest by adding and taking away 1.5 * 2^23: no libm call */
+    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = x - n * 0.693359375f + n * 2.12194440e-4f; /* ln2 in two parts */
     float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
-    union {
-        float f;
-        int i;
-    } scale = {.i = ((int)n + 127) << 23};
-    return p * scale.f;
+    int bits = ((int)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
 }
 
 /* tanh(u) = 1 - 2 / (e^{2u} + 1): absolute error about 1e-7, which is what
