@@ -272,65 +272,6 @@ int pt_schedule_draw_ascii(const pt_schedule *s, const pt_schedule_sim *sim, cha
 int pt_schedule_draw_svg(const pt_schedule *s, const pt_schedule_sim *sim, char **text);
 int pt_schedule_draw_trace(const pt_schedule *s, const pt_schedule_sim *sim, char **text);
 
-/* ---- Training --------------------------------------------------------- */
-
-typedef enum {
-    PT_DATA_AUTO = 0, /* gpt: a single *.bin file is tokens, anything else text; mlp: digits */
-    PT_DATA_TEXT,     /* bytes of text files or directories, vocab 256 */
-    PT_DATA_TOKENS,   /* llm.c or nanoGPT token file */
-    PT_DATA_DIGITS    /* scikit-learn's digits.csv.gz */
-} pt_data_kind;
-
-/* What the trainer tells its caller after every step. */
-typedef struct {
-    long step, steps;    /* steps done, of the run's total */
-    float loss, lr;
-    double tokens_per_s; /* samples/s for mlp */
-    double step_ms, eta_s;
-    int has_val;         /* val_loss (and for mlp val_accuracy) measured this step */
-    float val_loss, val_accuracy;
-} pt_train_report;
-
-typedef struct {
-    pt_model_config model;
-    pt_optim_config optim;
-    int batch;          /* samples per optimizer step (default 16) */
-    int microbatches;   /* the batch is cut into this many (default 1) */
-    long steps;         /* total steps, counted from 0 also when resuming */
-    uint64_t seed;      /* data order (default 1) */
-    const char *const *data; /* files or directories */
-    int n_data;
-    pt_data_kind data_kind;
-    const char *val_data;    /* token file for validation (tokens only) */
-    double val_fraction;     /* held out when val_data is NULL (default 0.1) */
-    int eval_every;     /* validation every K steps and at the end; 0: only at the end */
-    int eval_batches;   /* batches per validation (default 8; mlp: the whole test set) */
-    const char *save;   /* checkpoint path, written at the end and every save_every */
-    long save_every;
-    const char *resume; /* checkpoint to continue from; of the same model config */
-    const char *metrics; /* JSONL log */
-    void (*on_report)(const pt_train_report *r, void *user);
-    void *user;
-} pt_train_config;
-
-pt_train_config pt_train_config_default(void);
-
-typedef struct {
-    long steps;
-    float loss, val_loss, val_accuracy;
-    double tokens_per_s;
-} pt_train_result;
-
-/* Trains as configured; a usage mistake (batch not divisible, ...) returns
- * PT_EINVAL with a message, before anything is written. */
-int pt_train(const pt_train_config *cfg, pt_train_result *result);
-
-/* Samples n_new tokens after the prompt from a gpt, feeding it at most
- * seq_len tokens of context. temperature 0 takes the most likely token.
- * out receives the n_new tokens; on_token (may be NULL) sees each one. */
-int pt_generate(pt_model *m, const int *prompt, int n_prompt, int n_new, float temperature,
-                uint64_t seed, int *out, void (*on_token)(int token, void *user), void *user);
-
 /* ---- Pipelines ---------------------------------------------------------- */
 
 /* A pipeline trains one model on P workers, each a thread of this process
@@ -395,6 +336,72 @@ int pt_pipeline_chunk_worker(const pt_pipeline *p, int c);
  * boundary buffers taken from its pool). */
 size_t pt_pipeline_peak_activation_bytes(const pt_pipeline *p, int worker);
 const char *pt_pipeline_schedule_name(const pt_pipeline *p);
+
+/* ---- Training --------------------------------------------------------- */
+
+typedef enum {
+    PT_DATA_AUTO = 0, /* gpt: a single *.bin file is tokens, anything else text; mlp: digits */
+    PT_DATA_TEXT,     /* bytes of text files or directories, vocab 256 */
+    PT_DATA_TOKENS,   /* llm.c or nanoGPT token file */
+    PT_DATA_DIGITS    /* scikit-learn's digits.csv.gz */
+} pt_data_kind;
+
+/* What the trainer tells its caller after every step. */
+typedef struct {
+    long step, steps;    /* steps done, of the run's total */
+    float loss, lr;
+    double tokens_per_s; /* samples/s for mlp */
+    double step_ms, eta_s;
+    int has_val;         /* val_loss (and for mlp val_accuracy) measured this step */
+    float val_loss, val_accuracy;
+} pt_train_report;
+
+typedef struct {
+    pt_model_config model;
+    pt_optim_config optim;
+    int batch;          /* samples per optimizer step (default 16) */
+    int microbatches;   /* the batch is cut into this many (default 1) */
+    long steps;         /* total steps, counted from 0 also when resuming */
+    uint64_t seed;      /* data order (default 1) */
+    const char *const *data; /* files or directories */
+    int n_data;
+    pt_data_kind data_kind;
+    const char *val_data;    /* token file for validation (tokens only) */
+    double val_fraction;     /* held out when val_data is NULL (default 0.1) */
+    int eval_every;     /* validation every K steps and at the end; 0: only at the end */
+    int eval_batches;   /* batches per validation (default 8; mlp: the whole test set) */
+    const char *save;   /* checkpoint path, written at the end and every save_every */
+    long save_every;
+    const char *resume; /* checkpoint to continue from; of the same model config */
+    const char *metrics; /* JSONL log */
+    const char *trace;   /* Chrome trace of the last step's actions */
+    pt_pipeline_config pipeline; /* stages, schedule, ...; microbatches and
+                                    micro_batch_size come from the fields above */
+    void (*on_report)(const pt_train_report *r, void *user);
+    void *user;
+} pt_train_config;
+
+pt_train_config pt_train_config_default(void);
+
+typedef struct {
+    long steps;
+    float loss, val_loss, val_accuracy;
+    double tokens_per_s;
+    char bubbles[1024]; /* per worker: measured bubble vs the simulator's */
+} pt_train_result;
+
+/* Trains as configured; a usage mistake (batch not divisible, ...) returns
+ * PT_EINVAL with a message, before anything is written. */
+int pt_train(const pt_train_config *cfg, pt_train_result *result);
+
+/* Samples n_new tokens after the prompt from a gpt, feeding it at most
+ * seq_len tokens of context. temperature 0 takes the most likely token.
+ * With a pipeline over m, each forward runs across its stages; with NULL, on
+ * the calling thread. out receives the n_new tokens; on_token (may be NULL)
+ * sees each one. */
+int pt_generate(pt_model *m, pt_pipeline *pipe, const int *prompt, int n_prompt, int n_new,
+                float temperature, uint64_t seed, int *out,
+                void (*on_token)(int token, void *user), void *user);
 
 #ifdef __cplusplus
 }

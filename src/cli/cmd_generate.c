@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "io/checkpoint.h"
+#include "runtime/optimizer.h"
 #include "pipetrain.h"
 
 static void print_token(int token, void *user)
@@ -23,7 +24,7 @@ static void print_token(int token, void *user)
 int cmd_generate(int argc, char **argv)
 {
     const char *load = NULL, *prompt = "\n";
-    int tokens = 200, heads = 0;
+    int tokens = 200, heads = 0, stages = 1;
     float temperature = 0.8f;
     uint64_t seed = 1;
     flag flags[] = {
@@ -33,6 +34,8 @@ int cmd_generate(int argc, char **argv)
         {"temperature", FLAG_FLOAT, &temperature, "X",
          "softmax temperature; 0 takes the most likely token (default 0.8)"},
         {"seed", FLAG_U64, &seed, "N", "sampling seed (default 1)"},
+        {"stages", FLAG_INT, &stages, "P",
+         "run each forward across P pipeline stages, one thread each (default 1)"},
         {"heads", FLAG_INT, &heads, "N",
          "attention heads, for a checkpoint that does not record them (default: from the file)"},
     };
@@ -50,6 +53,8 @@ int cmd_generate(int argc, char **argv)
     }
     pt_model_config cfg;
     pt_model *m = NULL;
+    pt_optimizer *opt = NULL;
+    pt_pipeline *pipe = NULL;
     rc = pt_checkpoint_read_config(load, heads ? heads : 1, &cfg);
     if (rc == PT_OK && cfg.kind != PT_MODEL_GPT)
         rc = -1;
@@ -57,11 +62,21 @@ int cmd_generate(int argc, char **argv)
         rc = pt_model_create(&cfg, &m);
     if (rc == PT_OK)
         rc = pt_checkpoint_load(load, m, NULL, NULL);
+    if (rc == PT_OK && stages > 1) {
+        /* a pipeline needs an optimizer; generation never steps it */
+        pt_optim_config oc = pt_optim_config_default(PT_OPTIM_SGD);
+        pt_pipeline_config pc = pt_pipeline_config_default();
+        pc.stages = stages;
+        rc = pt_optimizer_create(m, &oc, &opt);
+        if (rc == PT_OK)
+            rc = pt_pipeline_create(m, opt, &pc, &pipe);
+    }
     if (rc != PT_OK) {
         fprintf(stderr, "pipetrain generate: %s\n",
                 rc == -1 ? "the checkpoint holds an mlp; only a gpt generates text" : pt_last_error());
+        pt_optimizer_destroy(opt);
         pt_model_destroy(m);
-        return 1;
+        return rc == PT_EINVAL ? 2 : 1;
     }
     int n_prompt = (int)strlen(prompt);
     int *ids = malloc(sizeof(int) * (size_t)(n_prompt + tokens + 1));
@@ -72,12 +87,14 @@ int cmd_generate(int argc, char **argv)
         fprintf(stderr, "pipetrain generate: vocab %d is not bytes; printing token ids\n",
                 cfg.vocab);
     fputs(prompt, stdout);
-    rc = pt_generate(m, ids, n_prompt, tokens, temperature, seed, ids + n_prompt, print_token,
-                     &bytes);
+    rc = pt_generate(m, pipe, ids, n_prompt, tokens, temperature, seed, ids + n_prompt,
+                     print_token, &bytes);
     printf("\n");
     if (rc != PT_OK)
         fprintf(stderr, "pipetrain generate: %s\n", pt_last_error());
     free(ids);
+    pt_pipeline_destroy(pipe);
+    pt_optimizer_destroy(opt);
     pt_model_destroy(m);
     return rc == PT_OK ? 0 : 1;
 }

@@ -61,7 +61,10 @@ int cmd_train(int argc, char **argv)
     flag_list data = {.n = 0};
     float min_lr = -1.0f, weight_decay = -1.0f;
     long decay_steps = -1;
-    int threads = 1;
+    int threads = 0;
+    const char *balance = NULL;
+    long max_stage_memory = 0;
+    int balance_list[1024];
     flag flags[] = {
         {"model", FLAG_STRING, &model, "gpt|mlp", "model family (default gpt)"},
         {"layers", FLAG_INT, &cfg.model.n_layer, "N", "gpt transformer blocks (default 4)"},
@@ -101,7 +104,25 @@ int cmd_train(int argc, char **argv)
         {"save-every", FLAG_LONG, &cfg.save_every, "N", "also every N steps (default 0: off)"},
         {"resume", FLAG_STRING, &cfg.resume, "FILE", "continue the run saved in FILE"},
         {"metrics", FLAG_STRING, &cfg.metrics, "FILE", "JSONL log, one line per step"},
-        {"threads", FLAG_INT, &threads, "N", "BLAS threads per worker (default 1)"},
+        {"stages", FLAG_INT, &cfg.pipeline.stages, "P",
+         "pipeline workers, one thread each (default 1)"},
+        {"schedule", FLAG_STRING, &cfg.pipeline.schedule, "NAME",
+         "gpipe, 1f1b, interleaved, loopedbfs, zbh1, zbv or pipedream (default 1f1b)"},
+        {"schedule-file", FLAG_STRING, &cfg.pipeline.schedule_file, "FILE",
+         "a schedule in the text format (docs/schedules.md); overrides --schedule"},
+        {"virtual", FLAG_INT, &cfg.pipeline.virtual_stages, "V",
+         "chunks per worker for interleaved and loopedbfs (default: the schedule's own)"},
+        {"balance", FLAG_STRING, &balance, "N1,N2,..",
+         "blocks per chunk, summing to the model's block count (default: profile and "
+         "choose)"},
+        {"max-stage-memory", FLAG_LONG, &max_stage_memory, "BYTES",
+         "memory cap per chunk for the automatic partition (default 0: none)"},
+        {"checkpoint-activations", FLAG_BOOL, &cfg.pipeline.checkpoint_activations, NULL,
+         "keep only each chunk's input per micro-batch; recompute before backward"},
+        {"threads", FLAG_INT, &threads, "N",
+         "BLAS threads per worker (default: cores / stages, at least 1)"},
+        {"trace", FLAG_STRING, &cfg.trace, "FILE",
+         "Chrome/Perfetto trace of the last step, one track per worker"},
     };
     int n = (int)(sizeof flags / sizeof flags[0]);
     int rc = flags_parse("train", summary, flags, n, argc, argv);
@@ -149,9 +170,18 @@ int cmd_train(int argc, char **argv)
     }
     cfg.data = data.items;
     cfg.n_data = data.n;
-    if (pt_blas_set_threads(threads) != PT_OK) {
-        fprintf(stderr, "pipetrain train: --threads: %s\n", pt_last_error());
+    if (threads < 0 || max_stage_memory < 0) {
+        fprintf(stderr, "pipetrain train: --threads and --max-stage-memory must be >= 0\n");
         return 2;
+    }
+    cfg.pipeline.blas_threads = threads;
+    cfg.pipeline.max_stage_memory = (size_t)max_stage_memory;
+    if (balance) {
+        int nb = flags_int_list("train", "balance", balance, balance_list, 1024);
+        if (nb < 0)
+            return 2;
+        cfg.pipeline.balance = balance_list;
+        cfg.pipeline.n_balance = nb;
     }
 
     progress p = {.tty = isatty(fileno(stdout)), .log_every = cfg.steps >= 20 ? cfg.steps / 20 : 1};
@@ -173,5 +203,7 @@ int cmd_train(int argc, char **argv)
     printf(", %.0f %s/s\n", result.tokens_per_s, cfg.model.kind == PT_MODEL_GPT ? "tokens" : "samples");
     if (cfg.save)
         printf("saved %s\n", cfg.save);
+    if (cfg.pipeline.stages > 1 && result.bubbles[0])
+        printf("bubble per worker in the last step, measured vs simulated:\n%s", result.bubbles);
     return 0;
 }

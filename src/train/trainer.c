@@ -1,10 +1,12 @@
 /* trainer.c: pt_train(), the training loop the train command runs.
  *
- * One step: draw a batch of B samples, cut it into M micro-batches of B/M,
- * run forward and backward of each with loss scale 1/M (gradients add up to
- * those of the whole batch's mean loss), sum the tied embedding / LM head
- * gradients, clip by global norm, and step the optimizer at the scheduled
- * learning rate. Validation runs every eval_every steps and at the end;
+ * One step: draw a batch of B samples and hand it to the pipeline, which cuts
+ * it into M micro-batches of B/M, runs them through its stages as the
+ * schedule says with loss scale 1/M (gradients add up to those of the whole
+ * batch's mean loss), sums the tied embedding / LM head gradients, clips by
+ * global norm and steps the optimizer at the learning rate given here. One
+ * stage is the single-worker model; the pipeline tests prove every schedule
+ * computes what it computes. Validation runs every eval_every steps and at the end;
  * checkpoints are written atomically every save_every steps and at the end;
  * a resumed run continues the step count, the optimizer moments and the data
  * stream exactly where the checkpoint left them. */
@@ -29,7 +31,8 @@ pt_train_config pt_train_config_default(void)
                              .steps = 200,
                              .seed = 1,
                              .val_fraction = PT_VAL_FRACTION_DEFAULT,
-                             .eval_batches = 8};
+                             .eval_batches = 8,
+                             .pipeline = pt_pipeline_config_default()};
 }
 
 /* Where batches come from: token streams for gpt, the digits for mlp. */
@@ -45,7 +48,7 @@ typedef struct {
     const pt_train_config *cfg;
     pt_model *m;
     pt_optimizer *opt;
-    pt_activations *acts;
+    pt_pipeline *pipe;
     data_source data;
     pt_metrics_log *metrics;
     int mbs;             /* micro-batch size */
@@ -129,89 +132,59 @@ static void next_batch(trainer *t)
         pt_digits_batch_next(&t->data.digit_sampler, t->cfg->batch, t->inputs, t->targets);
 }
 
-/* Micro-batch k of the batch held in t. */
-static pt_microbatch micro_batch(const trainer *t, int k)
+/* The batch held in t, whole: the pipeline cuts it into micro-batches. */
+static pt_microbatch whole_batch(const trainer *t)
 {
-    const pt_model_config *mc = &t->cfg->model;
-    int rows = t->data.gpt ? mc->seq_len : 1;
-    size_t off = (size_t)k * t->mbs * rows;
-    pt_microbatch mb = {.batch = t->mbs, .targets = t->targets + off};
+    pt_microbatch b = {.batch = t->cfg->batch, .targets = t->targets};
     if (t->data.gpt)
-        mb.tokens = t->tokens + off;
+        b.tokens = t->tokens;
     else
-        mb.inputs = t->inputs + off * mc->widths[0];
-    return mb;
+        b.inputs = t->inputs;
+    return b;
 }
 
-static int train_step(trainer *t, float lr, float *loss)
-{
-    int M = t->cfg->microbatches, last = pt_model_n_blocks(t->m) - 1;
-    double sum = 0.0;
-    pt_model_zero_grads(t->m);
-    for (int k = 0; k < M; k++) {
-        pt_microbatch mb = micro_batch(t, k);
-        float l;
-        int rc = pt_model_step_microbatch(t->m, &mb, 1.0f / M, t->acts, &l);
-        if (rc != PT_OK)
-            return rc;
-        sum += l;
-    }
-    pt_model_sum_tied_grads(t->m);
-    const pt_optim_config *oc = pt_optimizer_config(t->opt);
-    float clip = pt_optimizer_clip_factor(oc, sqrt(pt_optimizer_grad_sq(t->m, 0, last)));
-    pt_optimizer_step(t->opt, t->m, 0, last, t->state.step, lr, clip);
-    *loss = (float)(sum / M);
-    return PT_OK;
-}
-
-/* Mean validation loss (and accuracy for the mlp) over fixed batches. */
+/* gpt: mean loss over fixed validation batches of the training batch's
+ * shape. mlp: loss and accuracy over the whole test set in one forward. */
 static int evaluate(trainer *t, float *val_loss, float *accuracy)
 {
     const pt_train_config *c = t->cfg;
-    int last = pt_model_n_blocks(t->m) - 1, n = 0, correct = 0, total = 0;
     double sum = 0.0;
+    int n = 0, rc = PT_OK;
     *accuracy = -1.0f;
     if (t->data.gpt) {
-        int T = c->model.seq_len;
-        size_t avail = pt_eval_batch_count(t->data.tokens.n_val, t->mbs, T);
-        size_t count = avail < (size_t)c->eval_batches * c->microbatches
-                           ? avail
-                           : (size_t)c->eval_batches * c->microbatches;
-        for (size_t k = 0; k < count; k++) {
-            pt_eval_batch(t->data.tokens.val, t->data.tokens.n_val, t->mbs, T, k, t->tokens,
-                          t->targets);
-            pt_microbatch mb = {.batch = t->mbs, .tokens = t->tokens, .targets = t->targets};
+        size_t avail = pt_eval_batch_count(t->data.tokens.n_val, c->batch, c->model.seq_len);
+        size_t count = avail < (size_t)c->eval_batches ? avail : (size_t)c->eval_batches;
+        for (size_t k = 0; rc == PT_OK && k < count; k++) {
+            pt_eval_batch(t->data.tokens.val, t->data.tokens.n_val, c->batch, c->model.seq_len,
+                          k, t->tokens, t->targets);
+            pt_microbatch b = whole_batch(t);
             float l;
-            int rc = pt_model_forward(t->m, 0, last, &mb, NULL, t->acts, &l);
-            if (rc != PT_OK)
-                return rc;
+            rc = pt_pipeline_eval(t->pipe, &b, &l);
             sum += l, n++;
         }
-    } else {
-        const pt_digits_split *test = &t->data.digits.test;
-        int classes = c->model.widths[c->model.n_widths - 1], F = c->model.widths[0];
-        for (int start = 0; start + t->mbs <= test->n; start += t->mbs) {
-            pt_microbatch mb = {.batch = t->mbs, .inputs = test->x + (size_t)start * F,
-                                .targets = test->y + start};
-            float l;
-            int rc = pt_model_forward(t->m, 0, last, &mb, NULL, t->acts, &l);
-            if (rc != PT_OK)
-                return rc;
-            const float *probs = pt_activations_output(t->acts);
-            for (int i = 0; i < t->mbs; i++) {
-                int best = 0;
-                for (int k = 1; k < classes; k++)
-                    if (probs[i * classes + k] > probs[i * classes + best])
-                        best = k;
-                correct += best == mb.targets[i];
-                total++;
-            }
-            sum += l, n++;
-        }
-        *accuracy = total ? (float)correct / total : 0.0f;
+        *val_loss = n ? (float)(sum / n) : NAN;
+        return rc;
     }
-    *val_loss = n ? (float)(sum / n) : NAN;
-    return PT_OK;
+    const pt_digits_split *test = &t->data.digits.test;
+    int classes = c->model.widths[c->model.n_widths - 1], correct = 0;
+    float *probs = malloc(sizeof(float) * (size_t)test->n * classes);
+    if (!probs)
+        return pt_fail(PT_ENOMEM, "cannot allocate the test set's probabilities");
+    pt_microbatch mb = {.batch = test->n, .inputs = test->x, .targets = test->y};
+    rc = pt_pipeline_forward_probs(t->pipe, &mb, probs);
+    for (int i = 0; rc == PT_OK && i < test->n; i++) {
+        const float *p = probs + (size_t)i * classes;
+        int best = 0;
+        for (int k = 1; k < classes; k++)
+            if (p[k] > p[best])
+                best = k;
+        correct += best == test->y[i];
+        sum -= log((double)p[test->y[i]] + 1e-30);
+    }
+    free(probs);
+    *accuracy = (float)correct / test->n;
+    *val_loss = (float)(sum / test->n);
+    return rc;
 }
 
 static int save(trainer *t)
@@ -273,7 +246,10 @@ static int setup(trainer *t, const pt_train_config *c)
     t->inputs = t->data.gpt ? NULL : malloc(sizeof(float) * n * mc.widths[0]);
     if (!t->tokens || !t->targets || (!t->data.gpt && !t->inputs))
         return pt_fail(PT_ENOMEM, "cannot allocate a batch");
-    rc = pt_activations_create(t->m, 0, pt_model_n_blocks(t->m) - 1, t->mbs, &t->acts);
+    pt_pipeline_config pc = c->pipeline;
+    pc.microbatches = c->microbatches;
+    pc.micro_batch_size = t->mbs;
+    rc = pt_pipeline_create(t->m, t->opt, &pc, &t->pipe);
     if (rc == PT_OK && c->metrics)
         rc = pt_metrics_open(c->metrics, c->resume ? t->state.step : -1, &t->metrics);
     return rc;
@@ -283,11 +259,19 @@ static void teardown(trainer *t)
 {
     if (t->metrics)
         pt_metrics_close(t->metrics);
-    pt_activations_destroy(t->acts);
+    pt_pipeline_destroy(t->pipe);
     free(t->tokens), free(t->targets), free(t->inputs);
     close_data(&t->data);
     pt_optimizer_destroy(t->opt);
     pt_model_destroy(t->m);
+}
+
+/* The trace and the bubbles of the last training step, taken before the
+ * final validation replaces them with a forward-only pass. */
+static int report_last_step(trainer *t, pt_train_result *result)
+{
+    pt_pipeline_bubble_report(t->pipe, result->bubbles, sizeof result->bubbles);
+    return t->cfg->trace ? pt_pipeline_write_trace(t->pipe, t->cfg->trace) : PT_OK;
 }
 
 static int run(trainer *t, pt_train_result *result)
@@ -302,9 +286,12 @@ static int run(trainer *t, pt_train_result *result)
         double t0 = now();
         next_batch(t);
         r.lr = pt_optimizer_lr(&c->optim, t->state.step);
-        if ((rc = train_step(t, r.lr, &r.loss)) != PT_OK)
+        pt_microbatch batch = whole_batch(t);
+        if ((rc = pt_pipeline_train_step(t->pipe, &batch, t->state.step, r.lr, &r.loss)) != PT_OK)
             break;
         t->state.step++;
+        if (t->state.step == c->steps && (rc = report_last_step(t, result)) != PT_OK)
+            break;
         r.step = t->state.step;
         r.step_ms = (now() - t0) * 1e3;
         r.tokens_per_s = samples / (r.step_ms / 1e3);
