@@ -274,12 +274,27 @@ int pt_schedule_draw_trace(const pt_schedule *s, const pt_schedule_sim *sim, cha
 
 /* ---- Pipelines ---------------------------------------------------------- */
 
-/* A pipeline trains one model on P workers, each a thread of this process
- * holding a contiguous range of blocks (a chunk; several for interleaved and
- * zbv), talking through the threads transport. The schedule's action lists
- * alone drive the workers. docs/pipeline.md describes it. */
+/* A pipeline trains one model on P workers, each holding a contiguous range
+ * of blocks (a chunk; several for interleaved and zbv). The schedule's action
+ * lists alone drive the workers. docs/pipeline.md describes it.
+ *
+ * Two transports carry it. threads: every worker is a thread of this process
+ * and one model is shared. MPI (the process was started by mpirun with more
+ * than one rank): every rank runs one worker, worker index = rank, on its own
+ * full copy of the model and optimizer (create them with the same seed on
+ * every rank); a rank computes and updates only its own chunks' blocks. With
+ * replicas D, mpirun -np P*D runs D data-parallel copies of every stage: rank
+ * s*D+k is replica k of stage s, takes micro-batches m with m % D == k, and
+ * the stage's gradients are summed across its replicas before the step.
+ * docs/mpi.md describes the MPI side. */
 typedef struct pt_pipeline pt_pipeline;
 typedef struct pt_optimizer pt_optimizer;
+
+typedef enum {
+    PT_PIPELINE_AUTO = 0, /* MPI when mpirun started more than one rank, else threads */
+    PT_PIPELINE_THREADS,  /* this process alone, also under mpirun */
+    PT_PIPELINE_MPI       /* one worker per rank of MPI_COMM_WORLD */
+} pt_pipeline_transport;
 
 typedef struct {
     int stages;              /* P, workers (default 1) */
@@ -295,6 +310,10 @@ typedef struct {
     int checkpoint_activations; /* keep only chunk inputs; recompute before backward */
     int blas_threads;        /* BLAS threads (process-wide); 0 = max(1, cores / P) */
     int record_trace;        /* keep each action's start and end (default 1) */
+    int replicas;            /* D data-parallel copies of every stage (default 1); MPI
+                                only: stages x replicas = the world size, and D must
+                                divide microbatches */
+    pt_pipeline_transport transport; /* default PT_PIPELINE_AUTO */
 } pt_pipeline_config;
 
 pt_pipeline_config pt_pipeline_config_default(void);
@@ -336,6 +355,28 @@ int pt_pipeline_chunk_worker(const pt_pipeline *p, int c);
  * boundary buffers taken from its pool). */
 size_t pt_pipeline_peak_activation_bytes(const pt_pipeline *p, int worker);
 const char *pt_pipeline_schedule_name(const pt_pipeline *p);
+/* "threads" or "mpi". */
+const char *pt_pipeline_transport_name(const pt_pipeline *p);
+
+/* Across MPI ranks. Every rank calls a pipeline function that takes a batch
+ * (train_step, eval, forward_probs), gather and broadcast, in the same order.
+ * train_step's mean_loss, pt_pipeline_losses and eval's mean loss are valid
+ * on every rank; forward_probs fills probs on every rank. On threads these
+ * are trivial: rank 0, main, gather and broadcast do nothing. */
+/* This process's worker: its MPI rank, 0 on threads. */
+int pt_pipeline_rank(const pt_pipeline *p);
+/* 1 on the one rank that prints and writes metrics and checkpoints (rank 0). */
+int pt_pipeline_is_main(const pt_pipeline *p);
+/* After it returns on every rank, rank 0's model (parameters) and optimizer
+ * (moments) hold every stage's current values, exact copies sent by each
+ * chunk's owner (replica 0): save checkpoints from rank 0 after it. Other
+ * ranks' models are unchanged. */
+int pt_pipeline_gather(pt_pipeline *p);
+/* The reverse: after rank 0 changed its full model and optimizer (loaded a
+ * checkpoint), every rank receives rank 0's parameters and moments of the
+ * chunks it holds. Not needed when every rank loads the same checkpoint file
+ * itself, which also works with another P or D than the run that saved. */
+int pt_pipeline_broadcast(pt_pipeline *p);
 
 /* ---- Training --------------------------------------------------------- */
 

@@ -497,7 +497,8 @@ int pt_executor_probs(pt_worker *w, const pt_microbatch *mb, float *probs)
         in = NULL;
         const float *out = pt_activations_output(acts);
         if (rc == PT_OK && c == p->n_chunks - 1) {
-            memcpy(probs, out, pt_activations_output_floats(acts) * sizeof(float));
+            w->probs_floats = pt_activations_output_floats(acts);
+            memcpy(probs, out, w->probs_floats * sizeof(float));
         } else if (rc == PT_OK) {
             int dst = pt_sched_worker_of(p->s, c + 1, 0);
             if (dst == w->rank) {

@@ -1,11 +1,13 @@
 /* pipeline.c: pt_pipeline, training one model on P workers that are threads
- * of this process (pipetrain.h, "Pipelines"). Called by the trainer
- * (src/train/), `pipetrain generate --stages` and the tests.
+ * of this process or MPI ranks (pipetrain.h, "Pipelines"). Called by the
+ * trainer (src/train/), `pipetrain generate --stages` and the tests.
  *
  * Creating a pipeline builds or loads the schedule, cuts the model into its
  * chunks (a given balance, or the profiler and partitioner of src/plan/),
- * creates the threads transport's world and starts one persistent thread per
- * worker. Each call then hands the workers a job and waits for all of them:
+ * and on threads creates the threads transport's world and starts one
+ * persistent thread per worker; under MPI this process runs its one worker
+ * in the calling thread, and pipeline_ranks.c carries what crosses ranks.
+ * Each call then hands the workers a job and waits for all of them:
  *   TRAIN  walk the action list (executor.c);
  *   STEP   (synchronous schedules) step the optimizer on the worker's own
  *          chunks, after this thread has summed the tied gradients and taken
@@ -13,7 +15,10 @@
  *   EVAL   the action list's forwards only;
  *   PROBS  one micro-batch forward across the chunks.
  * A failing worker records the first error, aborts the world so the others
- * wake, and the call returns that error; the next call builds a new world. */
+ * wake, and the call returns that error; the next call builds a new world
+ * (threads; an MPI world that failed stays failed: a rank may be dead).
+ * The global norm is folded from per-chunk shares in chunk order on both
+ * transports, so they take bit-identical steps. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +32,8 @@
 pt_pipeline_config pt_pipeline_config_default(void)
 {
     return (pt_pipeline_config){.stages = 1, .microbatches = 1, .micro_batch_size = 1,
-                                .schedule = "1f1b", .record_trace = 1};
+                                .schedule = "1f1b", .record_trace = 1, .replicas = 1,
+                                .transport = PT_PIPELINE_AUTO};
 }
 
 /* ---- workers ---- */
@@ -47,9 +53,21 @@ static int step_own_chunks(pt_worker *w)
 {
     pt_pipeline *p = w->p;
     for (int c = 0; c < p->n_chunks; c++)
-        if (pt_sched_worker_of(p->s, c, 0) == w->rank)
+        if (pt_ranks_owns(p->s, c, w->rank))
             pt_optimizer_step(p->opt, p->m, p->chunk_first[c], p->chunk_last[c], p->job_step,
                               p->job_lr, p->job_clip);
+    return PT_OK;
+}
+
+static int do_job(pt_worker *w, int job)
+{
+    pt_pipeline *p = w->p;
+    switch (job) {
+    case PT_JOB_TRAIN: return pt_executor_run(w, p->job_batch, false);
+    case PT_JOB_EVAL: return pt_executor_run(w, p->job_batch, true);
+    case PT_JOB_STEP: return step_own_chunks(w);
+    case PT_JOB_PROBS: return pt_executor_probs(w, p->job_batch, p->job_probs);
+    }
     return PT_OK;
 }
 
@@ -67,13 +85,7 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&p->mu);
         if (job == PT_JOB_EXIT)
             return NULL;
-        int rc = PT_OK;
-        switch (job) {
-        case PT_JOB_TRAIN: rc = pt_executor_run(w, p->job_batch, false); break;
-        case PT_JOB_EVAL: rc = pt_executor_run(w, p->job_batch, true); break;
-        case PT_JOB_STEP: rc = step_own_chunks(w); break;
-        case PT_JOB_PROBS: rc = pt_executor_probs(w, p->job_batch, p->job_probs); break;
-        }
+        int rc = do_job(w, job);
         if (rc != PT_OK) {
             record_error(w, rc);
             pt_transport_abort(w->t, pt_last_error());
@@ -101,9 +113,39 @@ static int new_world(pt_pipeline *p)
     return PT_OK;
 }
 
+/* MPI: a failure on this rank ends the world, so every rank stops. */
+int pt_ranks_abort(pt_pipeline *p, int rc)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", pt_last_error());
+    p->world_aborted = true;
+    pt_transport_abort(p->mpi_t, msg);
+    return pt_fail(rc, "%s", msg);
+}
+
+static int run_local_job(pt_pipeline *p, int job)
+{
+    if (p->world_aborted)
+        return pt_fail(PT_ETRANSPORT, "the pipeline's MPI world failed in an earlier call");
+    pt_worker *w = &p->workers[p->rank];
+    int rc = do_job(w, job);
+    if (rc == PT_OK)
+        return PT_OK;
+    rc = pt_ranks_abort(p, rc);
+    if (job == PT_JOB_TRAIN || job == PT_JOB_EVAL) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", pt_last_error());
+        pt_executor_reset(w);
+        pt_fail(rc, "%s", msg);
+    }
+    return rc;
+}
+
 /* Runs a job on every worker and waits for all of them. */
 static int run_job(pt_pipeline *p, int job)
 {
+    if (p->mpi)
+        return run_local_job(p, job);
     if (p->world_aborted) {
         int rc = new_world(p);
         if (rc != PT_OK)
@@ -152,35 +194,74 @@ static void count_records(const pt_pipeline *p, int rank, int *records)
     free(live);
 }
 
-static int make_schedule(pt_pipeline *p, const pt_pipeline_config *cfg)
+/* The schedule for `micro` micro-batches on `stages` workers (one replica). */
+static int base_schedule(const pt_pipeline_config *cfg, int micro, int replicas, pt_schedule **out)
 {
     int rc;
     if (cfg->schedule_file && cfg->schedule_file[0]) {
-        if ((rc = pt_schedule_load(cfg->schedule_file, &p->s)) != PT_OK)
-            return rc;
+        rc = pt_schedule_load(cfg->schedule_file, out);
     } else {
         pt_schedule_config sc = pt_schedule_config_default();
         sc.name = cfg->schedule ? cfg->schedule : "1f1b";
         sc.stages = cfg->stages;
-        sc.microbatches = cfg->microbatches;
+        sc.microbatches = micro;
         sc.virtual_stages = cfg->virtual_stages;
-        if (!strcmp(sc.name, "1f1b-rr"))
-            return pt_fail(PT_EINVAL, "1f1b-rr needs data-parallel replicas of every stage, "
-                                      "which the threads pipeline does not run (each replica "
-                                      "needs its own parameters): use the MPI transport");
-        if ((rc = pt_schedule_create(&sc, &p->s)) != PT_OK)
-            return rc;
+        sc.replicas = replicas;
+        rc = pt_schedule_create(&sc, out);
     }
-    if ((rc = pt_schedule_validate(p->s)) != PT_OK)
+    return rc == PT_OK ? pt_schedule_validate(*out) : rc;
+}
+
+/* Threads: one copy of each chunk. MPI: D replicas of every stage, either
+ * from 1f1b-rr's own routing or by replicating a synchronous schedule built
+ * for M/D micro-batches. */
+static int make_schedule(pt_pipeline *p, const pt_pipeline_config *cfg)
+{
+    int rc, D = p->D;
+    bool rr = !(cfg->schedule_file && cfg->schedule_file[0]) && cfg->schedule &&
+              !strcmp(cfg->schedule, "1f1b-rr");
+    if (!p->mpi && (rr || D > 1))
+        return pt_fail(PT_EINVAL, "%s needs data-parallel replicas of every stage, which the "
+                                  "threads pipeline does not run (each replica needs its own "
+                                  "parameters): run under mpirun with stages x replicas ranks",
+                       rr ? "1f1b-rr" : "--replicas");
+    if (p->M % D != 0)
+        return pt_fail(PT_EINVAL, "%d micro-batches cannot be shared by %d replicas: the "
+                                  "micro-batch count must be a multiple of the replicas",
+                       p->M, D);
+    if (rr) {
+        rc = base_schedule(cfg, p->M, D, &p->s);
+    } else {
+        pt_schedule *base = NULL;
+        rc = base_schedule(cfg, p->M / D, 0, &base);
+        if (rc == PT_OK && D > 1 && pt_sched_is_async(base))
+            rc = pt_fail(PT_EINVAL, "schedule %s is asynchronous; its replicas would drift "
+                                    "apart: use 1f1b-rr for data-parallel replicas",
+                         pt_schedule_name(base));
+        if (rc == PT_OK && D > 1 && base->replicas != 1)
+            rc = pt_fail(PT_EINVAL, "schedule %s already has %d replicas per stage",
+                         pt_schedule_name(base), base->replicas);
+        if (rc == PT_OK && D > 1) {
+            rc = pt_ranks_replicate(base, D, p->M, &p->s);
+            if (rc == PT_OK)
+                rc = pt_schedule_validate(p->s);
+            pt_schedule_destroy(base);
+        } else {
+            p->s = base;
+        }
+    }
+    if (rc != PT_OK)
         return rc;
     const char *name = pt_schedule_name(p->s);
-    if (p->s->replicas != 1)
-        return pt_fail(PT_EINVAL, "schedule %s has %d replicas per stage; the threads pipeline "
-                                  "runs one copy of each chunk (use the MPI transport)",
-                       name, p->s->replicas);
-    if (p->s->n_workers != cfg->stages)
-        return pt_fail(PT_EINVAL, "schedule %s is for %d workers, but %d stages were asked for",
-                       name, p->s->n_workers, cfg->stages);
+    if (p->s->replicas != D)
+        return pt_fail(PT_EINVAL, "schedule %s has %d replicas per stage, but %d were asked for%s",
+                       name, p->s->replicas, D,
+                       p->mpi ? "" : " (the threads pipeline runs one copy of each chunk: "
+                                     "use the MPI transport)");
+    if (p->s->n_workers != cfg->stages * D)
+        return pt_fail(PT_EINVAL, "schedule %s is for %d workers, but %d stages x %d replicas "
+                                  "were asked for",
+                       name, p->s->n_workers, cfg->stages, D);
     if (p->s->n_micro != cfg->microbatches)
         return pt_fail(PT_EINVAL, "schedule %s has %d micro-batches, but %d were asked for",
                        name, p->s->n_micro, cfg->microbatches);
@@ -208,11 +289,15 @@ static int make_partition(pt_pipeline *p, const pt_pipeline_config *cfg)
         pt_block_profile *prof = calloc((size_t)n_blocks, sizeof *prof);
         rc = prof ? pt_profile_blocks(p->m, p->mbs, 3, prof)
                   : pt_fail(PT_ENOMEM, "cannot allocate the profile");
-        int inflight = p->M < p->P ? p->M : p->P;
+        int stages = p->P / p->D, micro = p->M / p->D;
+        int inflight = micro < stages ? micro : stages;
         if (rc == PT_OK)
             rc = pt_partition_solve(prof, n_blocks, K, cfg->max_stage_memory, inflight, balance,
                                     NULL);
         free(prof);
+        /* timings differ between ranks: rank 0's partition is everyone's */
+        if (rc == PT_OK && p->mpi)
+            rc = pt_ranks_agree_balance(p, balance, K);
     }
     for (int c = 0, b = 0; rc == PT_OK && c < K; c++) {
         p->chunk_first[c] = b;
@@ -246,7 +331,7 @@ static int make_worker(pt_pipeline *p, int r)
         int most = 0;
         count_records(p, r, records);
         for (int c = 0; c < p->n_chunks; c++) {
-            own[c] = pt_sched_worker_of(p->s, c, 0) == r;
+            own[c] = pt_ranks_owns(p->s, c, r);
             most = records[c] > most ? records[c] : most;
         }
         rc = pt_store_reserve(&w->store, own, records, most + 2);
@@ -254,6 +339,24 @@ static int make_worker(pt_pipeline *p, int r)
     free(records);
     free(own);
     return rc;
+}
+
+/* BLAS threads per worker: the cores of this machine shared by the workers
+ * on it (threads: all P; MPI: the ranks on this node). */
+static int blas_threads(const pt_pipeline *p, const pt_pipeline_config *cfg)
+{
+    if (cfg->blas_threads)
+        return cfg->blas_threads;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    long sharing = p->P;
+    if (p->mpi) {
+        const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+        if (!local)
+            local = getenv("MPI_LOCALNRANKS");
+        if (local && atol(local) > 0)
+            sharing = atol(local);
+    }
+    return (int)(cores / sharing > 1 ? cores / sharing : 1);
 }
 
 static int start_threads(pt_pipeline *p)
@@ -278,16 +381,33 @@ int pt_pipeline_create(pt_model *m, pt_optimizer *opt, const pt_pipeline_config 
                        cfg->stages, cfg->microbatches, cfg->micro_batch_size);
     if (cfg->blas_threads < 0)
         return pt_fail(PT_EINVAL, "BLAS threads must not be negative (got %d)", cfg->blas_threads);
+    if (cfg->replicas < 0)
+        return pt_fail(PT_EINVAL, "replicas must be at least 1 (got %d)", cfg->replicas);
+    if (cfg->transport < PT_PIPELINE_AUTO || cfg->transport > PT_PIPELINE_MPI)
+        return pt_fail(PT_EINVAL, "unknown pipeline transport %d", (int)cfg->transport);
+    pt_transport *mpi_t;
+    int rc = pt_ranks_endpoint(cfg->transport, &mpi_t);
+    if (rc != PT_OK)
+        return rc;
+    int D = cfg->replicas ? cfg->replicas : 1;
+    if (mpi_t && (long)cfg->stages * D != pt_transport_size(mpi_t))
+        return pt_fail(PT_EINVAL, "%d stages x %d replicas need %ld MPI ranks, but mpirun "
+                                  "started %d",
+                       cfg->stages, D, (long)cfg->stages * D, pt_transport_size(mpi_t));
     pt_pipeline *p = calloc(1, sizeof *p);
     if (!p)
         return pt_fail(PT_ENOMEM, "cannot allocate a pipeline");
+    p->mpi = mpi_t != NULL;
+    p->mpi_t = mpi_t;
+    p->rank = mpi_t ? pt_transport_rank(mpi_t) : 0;
+    p->D = D;
     p->m = m;
     p->opt = opt;
     p->cfg = *cfg;
     p->cfg.balance = NULL; /* not kept: the caller's array */
     p->cfg.schedule_file = NULL;
     p->cfg.schedule = NULL;
-    p->P = cfg->stages;
+    p->P = cfg->stages * D;
     p->M = cfg->microbatches;
     p->mbs = cfg->micro_batch_size;
     p->checkpoint = cfg->checkpoint_activations != 0;
@@ -295,39 +415,42 @@ int pt_pipeline_create(pt_model *m, pt_optimizer *opt, const pt_pipeline_config 
     pthread_cond_init(&p->start_cv, NULL);
     pthread_cond_init(&p->done_cv, NULL);
 
-    int rc = make_schedule(p, cfg);
+    rc = make_schedule(p, cfg);
     if (rc == PT_OK) {
         snprintf(p->schedule_name, sizeof p->schedule_name, "%s", pt_schedule_name(p->s));
         p->n_chunks = p->s->n_chunks;
         p->async = pt_sched_is_async(p->s);
-        if ((long)p->n_chunks * p->M * 2 > PT_TAG_MAX + 1L)
+        if ((long)p->n_chunks * p->M * 2 > (long)PT_TAG_FIRST_CONTROL)
             rc = pt_fail(PT_EINVAL, "%d chunks x %d micro-batches are more than the transport's "
                                     "tags can name", p->n_chunks, p->M);
     }
     if (rc == PT_OK)
         rc = make_partition(p, cfg);
-    if (rc == PT_OK) {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        int threads = cfg->blas_threads ? cfg->blas_threads
-                                        : (int)(cores / p->P > 1 ? cores / p->P : 1);
-        rc = pt_blas_set_threads(threads);
-    }
+    if (rc == PT_OK)
+        rc = pt_blas_set_threads(blas_threads(p, cfg));
     if (rc == PT_OK) {
         p->losses = calloc((size_t)p->M, sizeof(float));
         p->workers = calloc((size_t)p->P, sizeof *p->workers);
         p->stash = calloc((size_t)p->n_chunks, sizeof *p->stash);
         p->chunk_updates = calloc((size_t)p->n_chunks, sizeof(long));
-        if (!p->losses || !p->workers || !p->stash || !p->chunk_updates)
+        p->shares = calloc((size_t)p->n_chunks, sizeof(double));
+        if (!p->losses || !p->workers || !p->stash || !p->chunk_updates || !p->shares)
             rc = pt_fail(PT_ENOMEM, "cannot allocate the pipeline's workers");
     }
     for (int c = 0; rc == PT_OK && p->async && c < p->n_chunks; c++)
         rc = pt_stash_init(&p->stash[c], m, p->chunk_first[c], p->chunk_last[c]);
     for (int r = 0; rc == PT_OK && r < p->P; r++)
-        rc = make_worker(p, r);
-    if (rc == PT_OK)
-        rc = new_world(p);
-    if (rc == PT_OK)
-        rc = start_threads(p);
+        if (!p->mpi || r == p->rank)
+            rc = make_worker(p, r);
+    if (p->mpi) {
+        if (rc == PT_OK)
+            p->workers[p->rank].t = p->mpi_t;
+    } else {
+        if (rc == PT_OK)
+            rc = new_world(p);
+        if (rc == PT_OK)
+            rc = start_threads(p);
+    }
     if (rc != PT_OK) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", pt_last_error());
@@ -376,6 +499,7 @@ void pt_pipeline_destroy(pt_pipeline *p)
     free(p->workers);
     free(p->stash);
     free(p->chunk_updates);
+    free(p->shares);
     free(p->losses);
     free(p->chunk_first);
     free(p->chunk_last);
@@ -425,6 +549,53 @@ static void rejoin_tied_copies(pt_model *m)
     }
 }
 
+/* The squared global norm from per-chunk shares, folded in chunk order
+ * (the MPI path folds the same shares the same way). */
+static double fold_shares(const pt_pipeline *p)
+{
+    double sq = 0.0;
+    for (int c = 0; c < p->n_chunks; c++)
+        sq += p->shares[c];
+    return sq;
+}
+
+static int finish_step_threads(pt_pipeline *p)
+{
+    if (p->async) {
+        rejoin_tied_copies(p->m);
+        return PT_OK;
+    }
+    pt_model_sum_tied_grads(p->m);
+    for (int c = 0; c < p->n_chunks; c++)
+        p->shares[c] = pt_optimizer_grad_sq(p->m, p->chunk_first[c], p->chunk_last[c]);
+    p->job_clip = pt_optimizer_clip_factor(pt_optimizer_config(p->opt), sqrt(fold_shares(p)));
+    return run_job(p, PT_JOB_STEP);
+}
+
+/* After this rank's action list: replicas' and tied gradients summed, the
+ * norm's shares and the losses exchanged, then this rank's own update. */
+static int finish_step_mpi(pt_pipeline *p)
+{
+    int rc;
+    if (p->async) {
+        rc = pt_ranks_rejoin_tied(p);
+        if (rc == PT_OK)
+            rc = pt_ranks_share(p, NULL, true);
+        return rc == PT_OK ? PT_OK : pt_ranks_abort(p, rc);
+    }
+    rc = pt_ranks_reduce_grads(p);
+    for (int c = 0; c < p->n_chunks; c++)
+        p->shares[c] = pt_ranks_owns(p->s, c, p->rank)
+                           ? pt_optimizer_grad_sq(p->m, p->chunk_first[c], p->chunk_last[c])
+                           : 0.0;
+    if (rc == PT_OK)
+        rc = pt_ranks_share(p, p->shares, true);
+    if (rc != PT_OK)
+        return pt_ranks_abort(p, rc);
+    p->job_clip = pt_optimizer_clip_factor(pt_optimizer_config(p->opt), sqrt(fold_shares(p)));
+    return run_job(p, PT_JOB_STEP);
+}
+
 int pt_pipeline_train_step(pt_pipeline *p, const pt_microbatch *batch, long step, float lr,
                            float *mean_loss)
 {
@@ -440,15 +611,9 @@ int pt_pipeline_train_step(pt_pipeline *p, const pt_microbatch *batch, long step
     p->step_t0 = pt_pipeline_now();
     if ((rc = run_job(p, PT_JOB_TRAIN)) != PT_OK)
         return rc;
-    if (p->async) {
-        rejoin_tied_copies(p->m);
-    } else {
-        pt_model_sum_tied_grads(p->m);
-        double norm = sqrt(pt_optimizer_grad_sq(p->m, 0, pt_model_n_blocks(p->m) - 1));
-        p->job_clip = pt_optimizer_clip_factor(pt_optimizer_config(p->opt), norm);
-        if ((rc = run_job(p, PT_JOB_STEP)) != PT_OK)
-            return rc;
-    }
+    rc = p->mpi ? finish_step_mpi(p) : finish_step_threads(p);
+    if (rc != PT_OK)
+        return rc;
     if (mean_loss)
         *mean_loss = mean_of(p->losses, p->M);
     return PT_OK;
@@ -463,6 +628,8 @@ int pt_pipeline_eval(pt_pipeline *p, const pt_microbatch *batch, float *mean_los
     p->step_t0 = pt_pipeline_now();
     if ((rc = run_job(p, PT_JOB_EVAL)) != PT_OK)
         return rc;
+    if (p->mpi && (rc = pt_ranks_share(p, NULL, true)) != PT_OK)
+        return pt_ranks_abort(p, rc);
     if (mean_loss)
         *mean_loss = mean_of(p->losses, p->M);
     return PT_OK;
@@ -475,7 +642,11 @@ int pt_pipeline_forward_probs(pt_pipeline *p, const pt_microbatch *mb, float *pr
                                   "and an output buffer");
     p->job_batch = mb;
     p->job_probs = probs;
-    return run_job(p, PT_JOB_PROBS);
+    int rc = run_job(p, PT_JOB_PROBS);
+    if (rc == PT_OK && p->mpi &&
+        (rc = pt_ranks_share_probs(p, probs, p->workers[p->rank].probs_floats)) != PT_OK)
+        return pt_ranks_abort(p, rc);
+    return rc;
 }
 
 /* ---- accessors ---- */
@@ -484,6 +655,9 @@ const float *pt_pipeline_losses(const pt_pipeline *p) { return p->losses; }
 int pt_pipeline_workers(const pt_pipeline *p) { return p->P; }
 int pt_pipeline_chunks(const pt_pipeline *p) { return p->n_chunks; }
 const char *pt_pipeline_schedule_name(const pt_pipeline *p) { return p->schedule_name; }
+const char *pt_pipeline_transport_name(const pt_pipeline *p) { return p->mpi ? "mpi" : "threads"; }
+int pt_pipeline_rank(const pt_pipeline *p) { return p->rank; }
+int pt_pipeline_is_main(const pt_pipeline *p) { return p->rank == 0; }
 
 int pt_pipeline_chunk_blocks(const pt_pipeline *p, int c, int *first, int *last)
 {

@@ -1,18 +1,23 @@
 /* pipeline_internal.h: the inside of pt_pipeline, shared by the files of the
- * threads pipeline in src/runtime/:
+ * pipeline in src/runtime/:
  *
  *   pipeline.c          create/destroy, the worker threads and their jobs,
  *                       train_step / eval / forward_probs, the optimizer step
+ *   pipeline_ranks.c    what crosses MPI ranks: the endpoint, replicated
+ *                       schedules, gradient all-reduce, the norm and losses,
+ *                       gather and broadcast of parameters and moments
  *   executor.c          one worker walking its action list (the heart)
  *   activation_store.c  per-worker pools of activation records and boundary
  *                       buffers, with the live-byte count behind the peak
  *   weight_stash.c      PipeDream's weight versions per chunk
  *   trace.c             the action trace, Chrome JSON, the bubble report
  *
- * One pt_model is shared by every worker: chunks are disjoint block ranges,
- * so their parameters, gradients and optimizer state are disjoint memory, and
- * no lock guards them. Everything per micro-batch lives in the worker that
- * holds the chunk. */
+ * On threads one pt_model is shared by every worker: chunks are disjoint
+ * block ranges, so their parameters, gradients and optimizer state are
+ * disjoint memory, and no lock guards them. On MPI every rank has its own
+ * full model and runs one worker (workers[rank]) in the calling thread; the
+ * other entries of workers[] stay empty. Everything per micro-batch lives in
+ * the worker that holds the chunk. */
 #ifndef PT_RUNTIME_PIPELINE_INTERNAL_H
 #define PT_RUNTIME_PIPELINE_INTERNAL_H
 
@@ -137,6 +142,7 @@ typedef struct {
     /* probs job: records of another batch size */
     pt_activation_store probe;
     int probe_batch;
+    size_t probs_floats; /* what the last probs job wrote (last chunk's owner) */
     int rc;
 } pt_worker;
 
@@ -152,9 +158,15 @@ struct pt_pipeline {
     int *worker_first, *worker_last; /* block span of each worker's chunks (for the optimizer) */
     pt_threads_world *world;
     bool world_aborted;
+    /* MPI: one worker per rank; n_workers = P = stages x replicas */
+    bool mpi;
+    pt_transport *mpi_t;  /* the process's endpoint (pipeline_ranks.c owns it) */
+    int rank;             /* this process's worker; 0 on threads */
+    int D;                /* replicas of every stage */
     pt_worker *workers;
     pt_weight_stash *stash;        /* [n_chunks], async only */
     long *chunk_updates;           /* [n_chunks], async: updates applied so far */
+    double *shares;                /* [n_chunks]: squared gradient norm per chunk */
     float *losses;                 /* [n_micro] */
     double step_t0;                /* when the last step's actions began */
     /* the job being run */
@@ -170,6 +182,36 @@ struct pt_pipeline {
     int err_rc;
     char err_msg[512];
 };
+
+/* pipeline_ranks.c */
+/* Tags above the executor's: (chunk, mb, dir) tags stay below PT_TAG_FIRST_CONTROL. */
+#define PT_TAG_FIRST_CONTROL (PT_TAG_MAX - 15)
+/* The process's MPI endpoint, created once and ended at exit; *out NULL and
+ * PT_OK when this process should run on threads (auto, no mpirun or one rank). */
+int pt_ranks_endpoint(pt_pipeline_transport want, pt_transport **out);
+/* A synchronous schedule for stages x replicas workers from one for `stages`
+ * workers and micro/replicas micro-batches: worker w's list, micro-batch j,
+ * becomes worker w*D+k's list with micro-batch j*D+k. */
+int pt_ranks_replicate(const pt_schedule *base, int replicas, int micro, pt_schedule **out);
+/* Does worker w run chunk c (any replica)? */
+bool pt_ranks_owns(const pt_schedule *s, int c, int w);
+/* Rank 0's balance for every rank (profiled partitions may differ). */
+int pt_ranks_agree_balance(pt_pipeline *p, int *balance, int n);
+/* After the action list of a synchronous step: sums each own chunk's
+ * gradients over its replicas and the tied copies between their owners. */
+int pt_ranks_reduce_grads(pt_pipeline *p);
+/* Every chunk's share of the squared gradient norm (shares[n_chunks]) and
+ * every micro-batch's loss (when losses), from their owners to every rank,
+ * exactly. */
+int pt_ranks_share(pt_pipeline *p, double *shares, bool losses);
+/* MPI: records the error, aborts the world (every rank stops), returns rc. */
+int pt_ranks_abort(pt_pipeline *p, int rc);
+/* pipedream: the tied copies take their mean across their owners. */
+int pt_ranks_rejoin_tied(pt_pipeline *p);
+/* probs of `floats` floats from the last chunk's owner to every rank. */
+int pt_ranks_share_probs(pt_pipeline *p, float *probs, size_t floats);
+/* Parameter span of chunk c in the model's arena: offset and length in floats. */
+void pt_pipeline_chunk_span(const pt_pipeline *p, int c, size_t *off, size_t *floats);
 
 /* executor.c */
 int pt_executor_run(pt_worker *w, const pt_microbatch *batch, bool forward_only);

@@ -8,7 +8,8 @@
  *   - the prediction for the same step: the schedule simulator (src/sched/)
  *     played with each chunk's measured mean F, B and W times.
  * Called by the trainer and the bench after a step; reads the pipeline only
- * between steps, when the workers are idle. */
+ * between steps, when the workers are idle. Under MPI a rank knows only its
+ * own worker's actions: the others' tracks are empty. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,7 +92,7 @@ int pt_pipeline_bubbles(const pt_pipeline *p, double *measured, double *predicte
         return pt_fail(PT_ENOMEM, "cannot allocate chunk costs");
     for (int c = 0; c < K; c++) {
         const pt_worker *w = &p->workers[pt_sched_worker_of(p->s, c, 0)];
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; w->chunk_count && k < 3; k++) /* MPI: other ranks' workers are empty */
             cost[k * K + c] = w->chunk_count[c * 3 + k]
                                   ? w->chunk_time[c * 3 + k] / w->chunk_count[c * 3 + k]
                                   : 0.0;

@@ -1,0 +1,386 @@
+/* pipeline_ranks.c: what a pipeline exchanges between MPI ranks, where every
+ * rank runs one worker on its own full copy of the model and optimizer.
+ * Called by pipeline.c (create, train_step, eval, forward_probs) and by the
+ * trainer through pt_pipeline_gather() / pt_pipeline_broadcast().
+ *
+ *   endpoint    one MPI transport per process, created by the first pipeline
+ *               that needs it and ended at the process's exit, so that
+ *               several pipelines may come and go (MPI starts only once);
+ *   replicate   D data-parallel copies of a synchronous schedule: replica k
+ *               of stage s is worker s*D+k and runs stage s's list on
+ *               micro-batches j*D+k;
+ *   gradients   after the action list: each chunk's gradient summed over its
+ *               replicas (in buckets), then the tied copies (wte, lm_head)
+ *               summed between their owners;
+ *   shares      each chunk's share of the squared norm (double) and each
+ *               micro-batch's loss, sent exactly to every rank;
+ *   gather      every chunk's parameters and moments to rank 0, and back.
+ *
+ * Every sum goes through the transport's allreduce, which folds in
+ * ascending rank order; values that must arrive exactly (doubles, losses)
+ * travel as 16-bit pieces held in floats, summed with zeros from every other
+ * rank, so the sum is the value. Thus the MPI pipeline takes bit for bit the
+ * step the threads pipeline takes (pipeline.c folds the norm's chunk shares
+ * in the same chunk order). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/pipeline_internal.h"
+#include "tensor/error.h"
+
+#define BUCKET_FLOATS ((size_t)1 << 20) /* 4 MiB per gradient all-reduce call */
+#define PIECE_FLOATS ((size_t)1 << 24)  /* 64 MiB per gather message */
+
+enum { TAG_GATHER = PT_TAG_FIRST_CONTROL, TAG_BROADCAST, TAG_PROBS_SIZE, TAG_PROBS };
+
+/* ---- the process's endpoint ---- */
+
+static pt_transport *endpoint;
+
+static void end_endpoint(void)
+{
+    pt_transport_destroy(endpoint);
+    endpoint = NULL;
+}
+
+int pt_ranks_endpoint(pt_pipeline_transport want, pt_transport **out)
+{
+    *out = NULL;
+    if (want == PT_PIPELINE_THREADS)
+        return PT_OK;
+    if (want == PT_PIPELINE_AUTO && !pt_transport_launched_by_mpirun())
+        return PT_OK;
+    if (!endpoint) {
+        pt_transport *t;
+        int rc = pt_transport_mpi_create(NULL, &t);
+        if (rc != PT_OK) {
+            if (want == PT_PIPELINE_AUTO && rc == PT_EUNSUPPORTED) {
+                const char *n = getenv("OMPI_COMM_WORLD_SIZE");
+                if (!n)
+                    n = getenv("PMI_SIZE");
+                if (!n || atoi(n) <= 1)
+                    return PT_OK; /* one process: threads */
+            }
+            return pt_fail(rc, "mpirun started this process, but %s", pt_last_error());
+        }
+        endpoint = t;
+        atexit(end_endpoint);
+    }
+    if (want == PT_PIPELINE_AUTO && pt_transport_size(endpoint) == 1)
+        return PT_OK;
+    *out = endpoint;
+    return PT_OK;
+}
+
+/* ---- replicated schedules ---- */
+
+int pt_ranks_replicate(const pt_schedule *base, int D, int micro, pt_schedule **out)
+{
+    int P = base->n_workers, K = base->n_chunks;
+    pt_schedule *s;
+    int rc = pt_sched_alloc(P * D, K, micro, D, &s);
+    if (rc != PT_OK)
+        return rc;
+    pt_sched_set_name(s, base->name);
+    for (int c = 0; c < K; c++)
+        for (int k = 0; k < D; k++)
+            s->chunk_worker[c * D + k] = base->chunk_worker[c] * D + k;
+    for (int m = 0; m < micro; m++)
+        for (int c = 0; c < K; c++)
+            s->route[m * K + c] = m % D;
+    for (int w = 0; rc == PT_OK && w < P; w++)
+        for (int k = 0; k < D; k++)
+            for (int i = 0; rc == PT_OK && i < base->n_actions[w]; i++) {
+                const pt_action *a = &base->actions[w][i];
+                rc = pt_sched_push(s, w * D + k, a->kind, a->chunk, a->mb * D + k);
+            }
+    if (rc != PT_OK) {
+        pt_schedule_destroy(s);
+        return rc;
+    }
+    *out = s;
+    return PT_OK;
+}
+
+bool pt_ranks_owns(const pt_schedule *s, int c, int w)
+{
+    for (int k = 0; k < s->replicas; k++)
+        if (s->chunk_worker[c * s->replicas + k] == w)
+            return true;
+    return false;
+}
+
+/* ---- exact values through a sum ---- */
+
+/* A 64-bit pattern as four 16-bit pieces, each exact in a float. */
+static void put_bits(float *dst, uint64_t v, int pieces)
+{
+    for (int i = 0; i < pieces; i++)
+        dst[i] = (float)((v >> (16 * i)) & 0xffff);
+}
+
+static uint64_t get_bits(const float *src, int pieces)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < pieces; i++)
+        v |= (uint64_t)src[i] << (16 * i);
+    return v;
+}
+
+static int world_sum(pt_pipeline *p, float *buf, size_t n)
+{
+    int *group = malloc(sizeof(int) * (size_t)p->P);
+    if (!group)
+        return pt_fail(PT_ENOMEM, "cannot allocate a rank group");
+    for (int r = 0; r < p->P; r++)
+        group[r] = r;
+    int rc = pt_transport_allreduce_sum_f32(p->mpi_t, group, p->P, buf, n);
+    free(group);
+    return rc;
+}
+
+int pt_ranks_agree_balance(pt_pipeline *p, int *balance, int n)
+{
+    float *buf = calloc((size_t)n, sizeof(float));
+    if (!buf)
+        return pt_fail(PT_ENOMEM, "cannot allocate the balance");
+    for (int c = 0; p->rank == 0 && c < n; c++)
+        buf[c] = (float)balance[c]; /* block counts: exact in a float */
+    int rc = world_sum(p, buf, (size_t)n);
+    for (int c = 0; rc == PT_OK && c < n; c++)
+        balance[c] = (int)buf[c];
+    free(buf);
+    return rc;
+}
+
+int pt_ranks_share(pt_pipeline *p, double *shares, bool losses)
+{
+    int K = p->n_chunks, M = p->M, D = p->s->replicas;
+    size_t n = (size_t)(shares ? K * 4 : 0) + (size_t)(losses ? M * 2 : 0);
+    float *buf = calloc(n, sizeof(float));
+    if (!buf)
+        return pt_fail(PT_ENOMEM, "cannot allocate the shared values");
+    float *lbuf = buf + (shares ? K * 4 : 0);
+    for (int c = 0; shares && c < K; c++)
+        if (p->s->chunk_worker[c * D] == p->rank) { /* replica 0 speaks for the stage */
+            uint64_t bits;
+            memcpy(&bits, &shares[c], sizeof bits);
+            put_bits(buf + c * 4, bits, 4);
+        }
+    for (int m = 0; losses && m < M; m++)
+        if (pt_sched_worker_of(p->s, K - 1, m) == p->rank) {
+            uint32_t bits;
+            memcpy(&bits, &p->losses[m], sizeof bits);
+            put_bits(lbuf + m * 2, bits, 2);
+        }
+    int rc = world_sum(p, buf, n);
+    for (int c = 0; rc == PT_OK && shares && c < K; c++) {
+        uint64_t bits = get_bits(buf + c * 4, 4);
+        memcpy(&shares[c], &bits, sizeof bits);
+    }
+    for (int m = 0; rc == PT_OK && losses && m < M; m++) {
+        uint32_t bits = (uint32_t)get_bits(lbuf + m * 2, 2);
+        memcpy(&p->losses[m], &bits, sizeof bits);
+    }
+    free(buf);
+    return rc;
+}
+
+/* ---- gradients ---- */
+
+void pt_pipeline_chunk_span(const pt_pipeline *p, int c, size_t *off, size_t *floats)
+{
+    const pt_model *m = p->m;
+    int a = pt_model_block_first_param(m, p->chunk_first[c]);
+    int b = pt_model_block_first_param(m, p->chunk_last[c] + 1);
+    *off = 0;
+    *floats = 0;
+    if (b > a) {
+        const pt_param *p0 = &m->params[a], *p1 = &m->params[b - 1];
+        *off = (size_t)(p0->data - m->data.base);
+        *floats = (size_t)(p1->data + p1->numel - p0->data);
+    }
+}
+
+static int chunk_of_block(const pt_pipeline *p, int block)
+{
+    for (int c = 0; c < p->n_chunks; c++)
+        if (block >= p->chunk_first[c] && block <= p->chunk_last[c])
+            return c;
+    return -1;
+}
+
+/* Sums n floats over the group, BUCKET_FLOATS per call. */
+static int bucketed_sum(pt_pipeline *p, const int *group, int n_group, float *x, size_t n)
+{
+    for (size_t at = 0; at < n; at += BUCKET_FLOATS) {
+        size_t len = n - at < BUCKET_FLOATS ? n - at : BUCKET_FLOATS;
+        int rc = pt_transport_allreduce_sum_f32(p->mpi_t, group, n_group, x + at, len);
+        if (rc != PT_OK)
+            return rc;
+    }
+    return PT_OK;
+}
+
+/* The tied copies' values (grad or data) summed between the owners of the
+ * two blocks in this rank's replica; with `mean` halved, as pipedream wants.
+ * Owner of both: the same addition done here. */
+static int sum_tied(pt_pipeline *p, bool grad, bool mean)
+{
+    pt_model *m = p->m;
+    int D = p->s->replicas, k = p->rank % D;
+    for (int i = 0; i < m->n_params; i++) {
+        pt_param *cp = &m->params[i];
+        if (!cp->tied_to)
+            continue;
+        pt_param *src = (pt_param *)pt_model_find_param(m, cp->tied_to);
+        int cc = chunk_of_block(p, cp->block), cs = chunk_of_block(p, src->block);
+        int group[2] = {p->s->chunk_worker[cs * D + k], p->s->chunk_worker[cc * D + k]};
+        float *a = grad ? src->grad : src->data, *b = grad ? cp->grad : cp->data;
+        if (group[0] == p->rank && group[1] == p->rank) {
+            for (size_t j = 0; j < cp->numel; j++) {
+                float s = a[j] + b[j];
+                a[j] = b[j] = mean ? 0.5f * s : s;
+            }
+            continue;
+        }
+        if (group[0] != p->rank && group[1] != p->rank)
+            continue;
+        float *mine = group[0] == p->rank ? a : b;
+        int rc = bucketed_sum(p, group, 2, mine, cp->numel);
+        if (rc != PT_OK)
+            return rc;
+        for (size_t j = 0; mean && j < cp->numel; j++)
+            mine[j] = 0.5f * mine[j];
+    }
+    return PT_OK;
+}
+
+int pt_ranks_reduce_grads(pt_pipeline *p)
+{
+    int D = p->s->replicas;
+    if (D > 1) {
+        int *group = malloc(sizeof(int) * (size_t)D);
+        if (!group)
+            return pt_fail(PT_ENOMEM, "cannot allocate a replica group");
+        int rc = PT_OK;
+        for (int c = 0; rc == PT_OK && c < p->n_chunks; c++) {
+            if (!pt_ranks_owns(p->s, c, p->rank))
+                continue;
+            size_t off, n;
+            pt_pipeline_chunk_span(p, c, &off, &n);
+            for (int k = 0; k < D; k++)
+                group[k] = p->s->chunk_worker[c * D + k];
+            rc = bucketed_sum(p, group, D, p->m->grad.base + off, n);
+        }
+        free(group);
+        if (rc != PT_OK)
+            return rc;
+    }
+    return sum_tied(p, true, false);
+}
+
+int pt_ranks_rejoin_tied(pt_pipeline *p) { return sum_tied(p, false, true); }
+
+/* ---- probabilities ---- */
+
+int pt_ranks_share_probs(pt_pipeline *p, float *probs, size_t floats)
+{
+    int owner = pt_sched_worker_of(p->s, p->n_chunks - 1, 0);
+    uint64_t n = floats;
+    int rc = PT_OK;
+    if (p->rank == owner) {
+        for (int r = 0; rc == PT_OK && r < p->P; r++) {
+            if (r == owner)
+                continue;
+            pt_request a, b;
+            rc = pt_transport_isend(p->mpi_t, r, TAG_PROBS_SIZE, &n, sizeof n, &a);
+            if (rc == PT_OK)
+                rc = pt_transport_isend(p->mpi_t, r, TAG_PROBS, probs, floats * sizeof(float), &b);
+            if (rc == PT_OK)
+                rc = pt_transport_wait(p->mpi_t, &a);
+            if (rc == PT_OK)
+                rc = pt_transport_wait(p->mpi_t, &b);
+        }
+        return rc;
+    }
+    pt_request r;
+    rc = pt_transport_irecv(p->mpi_t, owner, TAG_PROBS_SIZE, &n, sizeof n, &r);
+    if (rc == PT_OK)
+        rc = pt_transport_wait(p->mpi_t, &r);
+    if (rc == PT_OK)
+        rc = pt_transport_irecv(p->mpi_t, owner, TAG_PROBS, probs, (size_t)n * sizeof(float), &r);
+    if (rc == PT_OK)
+        rc = pt_transport_wait(p->mpi_t, &r);
+    return rc;
+}
+
+/* ---- gather and broadcast ---- */
+
+/* One span moved from one rank to another, in pieces. */
+static int move_span(pt_pipeline *p, bool sending, int peer, int tag, float *x, size_t n)
+{
+    for (size_t at = 0; at < n; at += PIECE_FLOATS) {
+        size_t len = n - at < PIECE_FLOATS ? n - at : PIECE_FLOATS;
+        pt_request r;
+        int rc = sending ? pt_transport_isend(p->mpi_t, peer, tag, x + at, len * sizeof(float), &r)
+                         : pt_transport_irecv(p->mpi_t, peer, tag, x + at, len * sizeof(float), &r);
+        if (rc == PT_OK)
+            rc = pt_transport_wait(p->mpi_t, &r);
+        if (rc != PT_OK)
+            return rc;
+    }
+    return PT_OK;
+}
+
+/* Parameters and moments of chunk c between `from` and `to` (this rank is
+ * one of them). */
+static int move_chunk(pt_pipeline *p, int c, int from, int to, int tag)
+{
+    size_t off, n;
+    pt_pipeline_chunk_span(p, c, &off, &n);
+    if (n == 0)
+        return PT_OK;
+    bool sending = p->rank == from;
+    int peer = sending ? to : from;
+    int first = pt_model_block_first_param(p->m, p->chunk_first[c]);
+    int rc = move_span(p, sending, peer, tag, p->m->data.base + off, n);
+    for (int which = 0; rc == PT_OK && which < 2; which++) {
+        float *state = pt_optimizer_state(p->opt, p->m, first, which);
+        if (state)
+            rc = move_span(p, sending, peer, tag, state, n);
+    }
+    return rc;
+}
+
+int pt_pipeline_gather(pt_pipeline *p)
+{
+    if (!p->mpi)
+        return PT_OK;
+    if (p->world_aborted)
+        return pt_fail(PT_ETRANSPORT, "the pipeline's MPI world has failed before");
+    int D = p->s->replicas, rc = PT_OK;
+    for (int c = 0; rc == PT_OK && c < p->n_chunks; c++) {
+        int owner = p->s->chunk_worker[c * D];
+        if (owner != 0 && (p->rank == 0 || p->rank == owner))
+            rc = move_chunk(p, c, owner, 0, TAG_GATHER);
+    }
+    return rc == PT_OK ? PT_OK : pt_ranks_abort(p, rc);
+}
+
+int pt_pipeline_broadcast(pt_pipeline *p)
+{
+    if (!p->mpi)
+        return PT_OK;
+    if (p->world_aborted)
+        return pt_fail(PT_ETRANSPORT, "the pipeline's MPI world has failed before");
+    int D = p->s->replicas, rc = PT_OK;
+    for (int c = 0; rc == PT_OK && c < p->n_chunks; c++)
+        for (int k = 0; rc == PT_OK && k < D; k++) {
+            int owner = p->s->chunk_worker[c * D + k];
+            if (owner != 0 && (p->rank == 0 || p->rank == owner))
+                rc = move_chunk(p, c, 0, owner, TAG_BROADCAST);
+        }
+    return rc == PT_OK ? PT_OK : pt_ranks_abort(p, rc);
+}
