@@ -13,16 +13,7 @@
 
 #include "io/digits.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                                          \
-    do {                                                                                          \
-        if (!(cond)) {                                                                            \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);              \
-            fprintf(stderr, __VA_ARGS__);                                                         \
-            fputc('\n', stderr);                                                                  \
-            failures++;                                                                           \
-        }                                                                                         \
-    } while (0)
+#include "check.h"
 
 static void check_split(const char *what, const pt_digits_split *s)
 {

@@ -12,15 +12,7 @@
 #include "pipetrain.h"
 #include "tensor/rng.h"
 
-#define CHECK(cond, ...)                                                                 \
-    do {                                                                                 \
-        if (!(cond)) {                                                                   \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                  \
-            printf(__VA_ARGS__);                                                         \
-            printf("\n");                                                                \
-            return 1;                                                                    \
-        }                                                                                \
-    } while (0)
+#include "check.h"
 
 static pt_model_config small_gpt(void)
 {
@@ -66,20 +58,20 @@ int main(void)
 {
     pt_model *m1, *m2;
     float l1[8], l2[8];
-    CHECK(train(8, 0.1f, l1, &m1) == 0, "first run");
-    CHECK(train(8, 0.1f, l2, &m2) == 0, "second run");
+    REQUIRE(train(8, 0.1f, l1, &m1) == 0, "first run");
+    REQUIRE(train(8, 0.1f, l2, &m2) == 0, "second run");
 
     double lnv = log(64.0);
     printf("initial loss %.4f, ln(vocab) %.4f; after 7 steps %.4f\n", l1[0], lnv, l1[7]);
-    CHECK(fabs(l1[0] - lnv) < 0.1, "initial loss %.4f is not within 0.1 of ln V %.4f", l1[0],
+    REQUIRE(fabs(l1[0] - lnv) < 0.1, "initial loss %.4f is not within 0.1 of ln V %.4f", l1[0],
           lnv);
-    CHECK(l1[1] < l1[0], "one SGD step did not lower the loss (%.5f -> %.5f)", l1[0], l1[1]);
-    CHECK(l1[7] < l1[0] - 0.3, "eight steps lowered the loss too little (%.4f -> %.4f)", l1[0],
+    REQUIRE(l1[1] < l1[0], "one SGD step did not lower the loss (%.5f -> %.5f)", l1[0], l1[1]);
+    REQUIRE(l1[7] < l1[0] - 0.3, "eight steps lowered the loss too little (%.4f -> %.4f)", l1[0],
           l1[7]);
-    CHECK(memcmp(l1, l2, sizeof l1) == 0, "the same seed gave different losses");
+    REQUIRE(memcmp(l1, l2, sizeof l1) == 0, "the same seed gave different losses");
     for (int i = 0; i < pt_model_n_params(m1); i++) {
         const pt_param *a = pt_model_param(m1, i), *b = pt_model_param(m2, i);
-        CHECK(memcmp(a->data, b->data, a->numel * sizeof(float)) == 0,
+        REQUIRE(memcmp(a->data, b->data, a->numel * sizeof(float)) == 0,
               "parameter %s differs between two runs of the same seed", a->name);
     }
 
@@ -94,23 +86,23 @@ int main(void)
                   {"transformer.ln_f.bias", 32, 0},             {"lm_head.weight", 64, 32}};
     for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++) {
         const pt_param *p = pt_model_find_param(m1, expect[i].name);
-        CHECK(p, "no parameter named %s", expect[i].name);
-        CHECK(p->shape[0] == expect[i].d0 && (expect[i].d1 == 0 ? p->ndim == 1
+        REQUIRE(p, "no parameter named %s", expect[i].name);
+        REQUIRE(p->shape[0] == expect[i].d0 && (expect[i].d1 == 0 ? p->ndim == 1
                                                                  : p->shape[1] == expect[i].d1),
               "%s has the wrong shape", expect[i].name);
     }
-    CHECK(pt_model_n_params(m1) == 2 + 2 * 12 + 3, "parameter count %d", pt_model_n_params(m1));
+    REQUIRE(pt_model_n_params(m1) == 2 + 2 * 12 + 3, "parameter count %d", pt_model_n_params(m1));
     const pt_param *wte = pt_model_find_param(m1, "transformer.wte.weight");
     const pt_param *head = pt_model_find_param(m1, "lm_head.weight");
-    CHECK(head->tied_to && !strcmp(head->tied_to, wte->name), "lm_head is not tied to wte");
-    CHECK(memcmp(wte->data, head->data, wte->numel * sizeof(float)) == 0,
+    REQUIRE(head->tied_to && !strcmp(head->tied_to, wte->name), "lm_head is not tied to wte");
+    REQUIRE(memcmp(wte->data, head->data, wte->numel * sizeof(float)) == 0,
           "the tied copies drifted apart");
-    CHECK(pt_model_param_count(m1) == 64 * 32 + 16 * 32 + 2 * (12 * 32 * 32 + 13 * 32) + 2 * 32,
+    REQUIRE(pt_model_param_count(m1) == 64 * 32 + 16 * 32 + 2 * (12 * 32 * 32 + 13 * 32) + 2 * 32,
           "element count %zu", pt_model_param_count(m1));
 
     /* costs: the partitioner's inputs are present and plausible */
     pt_block_cost tc = pt_model_block_cost(m1, 1);
-    CHECK(tc.forward_flops > 2.0 * 16 * 12 * 32 * 32 && tc.backward_weight_flops > 0 &&
+    REQUIRE(tc.forward_flops > 2.0 * 16 * 12 * 32 * 32 && tc.backward_weight_flops > 0 &&
               tc.param_bytes == sizeof(float) * (12 * 32 * 32 + 13 * 32) && tc.activation_bytes > 0,
           "transformer block cost record");
 
@@ -118,7 +110,7 @@ int main(void)
     pt_model_config bad = small_gpt();
     bad.n_embd = 31;
     pt_model *none;
-    CHECK(pt_model_create(&bad, &none) == PT_EINVAL && strstr(pt_last_error(), "multiple"),
+    REQUIRE(pt_model_create(&bad, &none) == PT_EINVAL && strstr(pt_last_error(), "multiple"),
           "embd not divisible by heads accepted: %s", pt_last_error());
     int tokens[16] = {0}, targets[16] = {0};
     tokens[3] = 64;
@@ -126,7 +118,7 @@ int main(void)
     pt_activations *a;
     pt_activations_create(m1, 0, pt_model_n_blocks(m1) - 1, 1, &a);
     float loss;
-    CHECK(pt_model_forward(m1, 0, pt_model_n_blocks(m1) - 1, &mb, NULL, a, &loss) == PT_EINVAL &&
+    REQUIRE(pt_model_forward(m1, 0, pt_model_n_blocks(m1) - 1, &mb, NULL, a, &loss) == PT_EINVAL &&
               strstr(pt_last_error(), "vocabulary"),
           "token 64 of vocab 64 accepted");
     pt_activations_destroy(a);

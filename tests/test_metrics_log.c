@@ -13,16 +13,7 @@
 #include "io/json.h"
 #include "io/metrics.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                                          \
-    do {                                                                                          \
-        if (!(cond)) {                                                                            \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);              \
-            fprintf(stderr, __VA_ARGS__);                                                         \
-            fputc('\n', stderr);                                                                  \
-            failures++;                                                                           \
-        }                                                                                         \
-    } while (0)
+#include "check.h"
 
 /* The lines of a file, parsed; returns the count (at most max). */
 static int read_lines(const char *path, pt_json **lines, int max)

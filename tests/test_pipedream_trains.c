@@ -14,15 +14,7 @@
 #include "pipetrain.h"
 #include "runtime/optimizer.h"
 
-#define CHECK(cond, ...)                                                                 \
-    do {                                                                                 \
-        if (!(cond)) {                                                                   \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                  \
-            printf(__VA_ARGS__);                                                         \
-            printf("\n");                                                                \
-            return 1;                                                                    \
-        }                                                                                \
-    } while (0)
+#include "check.h"
 
 #define CORPUS "/usr/share/games/fortunes"
 #define STEPS 40
@@ -45,7 +37,7 @@ int main(void)
     }
     const char *paths[] = {CORPUS};
     pt_token_data data;
-    CHECK(pt_text_data_load(paths, 1, 0.1, &data) == PT_OK, "load: %s", pt_last_error());
+    REQUIRE(pt_text_data_load(paths, 1, 0.1, &data) == PT_OK, "load: %s", pt_last_error());
 
     pt_model_config c = pt_model_config_gpt();
     c.n_layer = 2, c.n_head = 2, c.n_embd = 32, c.seq_len = 32, c.vocab = 256, c.seed = 3;
@@ -53,43 +45,43 @@ int main(void)
     pt_optimizer *o;
     pt_optim_config oc = pt_optim_config_default(PT_OPTIM_ADAMW);
     oc.lr = 3e-3f;
-    CHECK(pt_model_create(&c, &m) == PT_OK && pt_optimizer_create(m, &oc, &o) == PT_OK,
+    REQUIRE(pt_model_create(&c, &m) == PT_OK && pt_optimizer_create(m, &oc, &o) == PT_OK,
           "create: %s", pt_last_error());
     pt_pipeline_config pc = pt_pipeline_config_default();
     int balance[3] = {1, 2, 1};
     pc.stages = 3, pc.microbatches = M, pc.micro_batch_size = MBS, pc.schedule = "pipedream";
     pc.balance = balance, pc.n_balance = 3, pc.blas_threads = 1;
     pt_pipeline *p;
-    CHECK(pt_pipeline_create(m, o, &pc, &p) == PT_OK, "pipeline: %s", pt_last_error());
+    REQUIRE(pt_pipeline_create(m, o, &pc, &p) == PT_OK, "pipeline: %s", pt_last_error());
 
     int n = M * MBS * c.seq_len;
     int *in = malloc(sizeof(int) * (size_t)n), *tg = malloc(sizeof(int) * (size_t)n);
     int *vin = malloc(sizeof(int) * (size_t)n), *vtg = malloc(sizeof(int) * (size_t)n);
     pt_batch_sampler s;
-    CHECK(pt_batch_sampler_init(&s, data.train, data.n_train, M * MBS, c.seq_len, 1) == PT_OK,
+    REQUIRE(pt_batch_sampler_init(&s, data.train, data.n_train, M * MBS, c.seq_len, 1) == PT_OK,
           "sampler: %s", pt_last_error());
-    CHECK(pt_eval_batch(data.val, data.n_val, M * MBS, c.seq_len, 0, vin, vtg) == PT_OK,
+    REQUIRE(pt_eval_batch(data.val, data.n_val, M * MBS, c.seq_len, 0, vin, vtg) == PT_OK,
           "validation batch: %s", pt_last_error());
     pt_microbatch val = {.batch = M * MBS, .tokens = vin, .targets = vtg};
     float val0, val1, loss[STEPS];
-    CHECK(pt_pipeline_eval(p, &val, &val0) == PT_OK, "eval: %s", pt_last_error());
+    REQUIRE(pt_pipeline_eval(p, &val, &val0) == PT_OK, "eval: %s", pt_last_error());
     for (int step = 0; step < STEPS; step++) {
         pt_batch_next(&s, in, tg);
         pt_microbatch b = {.batch = M * MBS, .tokens = in, .targets = tg};
-        CHECK(pt_pipeline_train_step(p, &b, step, oc.lr, &loss[step]) == PT_OK, "step %d: %s",
+        REQUIRE(pt_pipeline_train_step(p, &b, step, oc.lr, &loss[step]) == PT_OK, "step %d: %s",
               step, pt_last_error());
-        CHECK(isfinite(loss[step]), "step %d: loss %f", step, loss[step]);
-        CHECK(tied_equal(m), "step %d: the tied copies differ", step);
+        REQUIRE(isfinite(loss[step]), "step %d: loss %f", step, loss[step]);
+        REQUIRE(tied_equal(m), "step %d: the tied copies differ", step);
     }
-    CHECK(pt_pipeline_eval(p, &val, &val1) == PT_OK, "eval: %s", pt_last_error());
+    REQUIRE(pt_pipeline_eval(p, &val, &val1) == PT_OK, "eval: %s", pt_last_error());
     double first = (loss[0] + loss[1] + loss[2]) / 3, last = 0;
     for (int i = STEPS - 5; i < STEPS; i++)
         last += loss[i] / 5;
     printf("pipedream: train loss %.3f -> %.3f (ln 256 = %.3f), validation %.3f -> %.3f\n", first,
            last, log(256.0), val0, val1);
-    CHECK(fabs(val0 - log(256.0)) < 0.3, "initial validation loss %.3f is not near ln 256", val0);
-    CHECK(last < first - 1.0, "the training loss fell too little: %.3f -> %.3f", first, last);
-    CHECK(val1 < val0 - 0.8, "the validation loss fell too little: %.3f -> %.3f", val0, val1);
+    REQUIRE(fabs(val0 - log(256.0)) < 0.3, "initial validation loss %.3f is not near ln 256", val0);
+    REQUIRE(last < first - 1.0, "the training loss fell too little: %.3f -> %.3f", first, last);
+    REQUIRE(val1 < val0 - 0.8, "the validation loss fell too little: %.3f -> %.3f", val0, val1);
 
     pt_pipeline_destroy(p);
     pt_optimizer_destroy(o);

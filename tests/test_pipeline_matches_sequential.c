@@ -19,15 +19,7 @@
 #include "runtime/optimizer.h"
 #include "tensor/rng.h"
 
-#define CHECK(cond, ...)                                                                 \
-    do {                                                                                 \
-        if (!(cond)) {                                                                   \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                  \
-            printf(__VA_ARGS__);                                                         \
-            printf("\n");                                                                \
-            return 1;                                                                    \
-        }                                                                                \
-    } while (0)
+#include "check.h"
 
 #define STEPS 3
 #define MBS 2
@@ -258,7 +250,7 @@ int main(void)
     float *ref_losses[3];
     for (int i = 0; i < 3; i++) {
         ref_losses[i] = malloc(sizeof(float) * STEPS * 8);
-        CHECK(sequential(&gc, Ms[i], &ref[i], ref_losses[i]) == 0, "reference M=%d", Ms[i]);
+        REQUIRE(sequential(&gc, Ms[i], &ref[i], ref_losses[i]) == 0, "reference M=%d", Ms[i]);
     }
     int n_blocks = pt_model_n_blocks(ref[0]);
 
@@ -277,18 +269,18 @@ int main(void)
                             continue;
                         (bal ? uneven_balance : even_balance)(n_blocks, r.n_balance, r.balance);
                         int rc = pipelined(&gc, &r, ref[mi], ref_losses[mi]);
-                        CHECK(rc != 1, "%s P=%d M=%d balance %s checkpoint %d", r.schedule, P,
+                        REQUIRE(rc != 1, "%s P=%d M=%d balance %s checkpoint %d", r.schedule, P,
                               r.M, bal ? "uneven" : "even", ckpt);
                         ran += rc == 0;
                         refused += rc == 2;
                     }
     printf("grid: %d pipelines matched the single worker, %d (P, M) refused by their schedule\n",
            ran, refused);
-    CHECK(ran >= 150, "only %d pipelines ran", ran);
+    REQUIRE(ran >= 150, "only %d pipelines ran", ran);
 
     /* the profiled partition */
     run_t prof = {.schedule = "1f1b", .P = 3, .M = 4};
-    CHECK(pipelined(&gc, &prof, ref[1], ref_losses[1]) == 0, "1f1b with a profiled partition");
+    REQUIRE(pipelined(&gc, &prof, ref[1], ref_losses[1]) == 0, "1f1b with a profiled partition");
 
     /* a schedule from a text file */
     const char *dir = getenv("PT_TEST_DATA");
@@ -297,19 +289,19 @@ int main(void)
     for (int ckpt = 0; ckpt < 2; ckpt++) {
         run_t file = {.file = path, .P = 2, .M = 4, .ckpt = ckpt, .n_balance = 3,
                       .balance = {2, 3, 3}};
-        CHECK(pipelined(&gc, &file, ref[1], ref_losses[1]) == 0, "schedule file %s", path);
+        REQUIRE(pipelined(&gc, &file, ref[1], ref_losses[1]) == 0, "schedule file %s", path);
     }
 
     /* an mlp */
     pt_model_config mc = mlp_config();
     pt_model *mref;
     float mlosses[STEPS * 4];
-    CHECK(sequential(&mc, 4, &mref, mlosses) == 0, "mlp reference");
+    REQUIRE(sequential(&mc, 4, &mref, mlosses) == 0, "mlp reference");
     for (int P = 1; P <= 3; P++) {
         run_t r = {.schedule = "1f1b", .P = P, .M = 4};
-        CHECK(pipelined(&mc, &r, mref, mlosses) == 0, "mlp 1f1b P=%d", P);
+        REQUIRE(pipelined(&mc, &r, mref, mlosses) == 0, "mlp 1f1b P=%d", P);
         run_t z = {.schedule = "zbh1", .P = P, .M = 4, .ckpt = 1};
-        CHECK(pipelined(&mc, &z, mref, mlosses) == 0, "mlp zbh1 P=%d", P);
+        REQUIRE(pipelined(&mc, &z, mref, mlosses) == 0, "mlp zbh1 P=%d", P);
     }
     pt_model_destroy(mref);
 
@@ -318,18 +310,18 @@ int main(void)
         pt_model *m;
         pt_optimizer *o;
         pt_optim_config oc = optim();
-        CHECK(pt_model_create(&gc, &m) == PT_OK && pt_optimizer_create(m, &oc, &o) == PT_OK,
+        REQUIRE(pt_model_create(&gc, &m) == PT_OK && pt_optimizer_create(m, &oc, &o) == PT_OK,
               "create");
         pt_pipeline_config pc = pt_pipeline_config_default();
         pc.stages = 2, pc.microbatches = 4, pc.micro_batch_size = MBS, pc.schedule = "zbv";
         int bal[4] = {2, 2, 2, 2};
         pc.balance = bal, pc.n_balance = 4;
         pt_pipeline *p;
-        CHECK(pt_pipeline_create(m, o, &pc, &p) == PT_OK, "zbv: %s", pt_last_error());
+        REQUIRE(pt_pipeline_create(m, o, &pc, &p) == PT_OK, "zbv: %s", pt_last_error());
         batch_t b;
         make_batch(&gc, 4, 0, &b);
         float mean;
-        CHECK(pt_pipeline_eval(p, &b.mb, &mean) == PT_OK, "eval: %s", pt_last_error());
+        REQUIRE(pt_pipeline_eval(p, &b.mb, &mean) == PT_OK, "eval: %s", pt_last_error());
         pt_activations *a;
         pt_activations_create(m, 0, n_blocks - 1, 1, &a);
         double sum = 0;
@@ -340,21 +332,21 @@ int main(void)
             pt_activations_create(m, 0, n_blocks - 1, MBS, &a2);
             pt_model_forward(m, 0, n_blocks - 1, &mb, NULL, a2, &l);
             pt_activations_destroy(a2);
-            CHECK(fabsf(l - pt_pipeline_losses(p)[k]) < 1e-6f, "eval loss of micro-batch %d", k);
+            REQUIRE(fabsf(l - pt_pipeline_losses(p)[k]) < 1e-6f, "eval loss of micro-batch %d", k);
             sum += l;
         }
-        CHECK(fabs(mean - sum / 4) < 1e-6, "eval mean %.6f vs %.6f", mean, sum / 4);
+        REQUIRE(fabs(mean - sum / 4) < 1e-6, "eval mean %.6f vs %.6f", mean, sum / 4);
         pt_microbatch one = {.batch = 1, .tokens = b.tokens};
         size_t nprob = (size_t)gc.seq_len * (size_t)gc.vocab;
         float *probs = malloc(sizeof(float) * nprob);
-        CHECK(pt_pipeline_forward_probs(p, &one, probs) == PT_OK, "probs: %s", pt_last_error());
+        REQUIRE(pt_pipeline_forward_probs(p, &one, probs) == PT_OK, "probs: %s", pt_last_error());
         pt_model_forward(m, 0, n_blocks - 1, &one, NULL, a, NULL);
         const float *want = pt_activations_output(a);
         for (size_t i = 0; i < nprob; i++)
-            CHECK(fabsf(probs[i] - want[i]) < 1e-6f, "probability %zu: %g vs %g", i, probs[i],
+            REQUIRE(fabsf(probs[i] - want[i]) < 1e-6f, "probability %zu: %g vs %g", i, probs[i],
                   want[i]);
         char report[512];
-        CHECK(pt_pipeline_bubble_report(p, report, sizeof report) == PT_OK, "report: %s",
+        REQUIRE(pt_pipeline_bubble_report(p, report, sizeof report) == PT_OK, "report: %s",
               pt_last_error());
         pt_activations_destroy(a);
         free(probs);
@@ -364,29 +356,29 @@ int main(void)
         /* refusals */
         int wrong[2] = {3, 3};
         pc.schedule = "1f1b", pc.balance = wrong, pc.n_balance = 2;
-        CHECK(pt_pipeline_create(m, o, &pc, &p) == PT_EINVAL &&
+        REQUIRE(pt_pipeline_create(m, o, &pc, &p) == PT_EINVAL &&
                   strstr(pt_last_error(), "8 blocks"),
               "a balance summing to 6 was accepted or badly reported: %s", pt_last_error());
         pc.schedule = "1f1b-rr", pc.balance = NULL;
-        CHECK(pt_pipeline_create(m, o, &pc, &p) == PT_EINVAL && strstr(pt_last_error(), "replica"),
+        REQUIRE(pt_pipeline_create(m, o, &pc, &p) == PT_EINVAL && strstr(pt_last_error(), "replica"),
               "1f1b-rr accepted on threads: %s", pt_last_error());
         pc.schedule = "1f1b";
         pt_pipeline_create(m, o, &pc, &p);
         batch_t small;
         make_batch(&gc, 3, 0, &small);
-        CHECK(pt_pipeline_train_step(p, &small.mb, 0, LR, NULL) == PT_EINVAL &&
+        REQUIRE(pt_pipeline_train_step(p, &small.mb, 0, LR, NULL) == PT_EINVAL &&
                   strstr(pt_last_error(), "micro-batches"),
               "a batch of 6 samples accepted for 4 x 2: %s", pt_last_error());
         /* a failing worker: a token outside the vocabulary on micro-batch 3 */
         batch_t bad;
         make_batch(&gc, 4, 0, &bad);
         bad.tokens[3 * MBS * gc.seq_len + 1] = 99;
-        CHECK(pt_pipeline_train_step(p, &bad.mb, 0, LR, NULL) == PT_EINVAL &&
+        REQUIRE(pt_pipeline_train_step(p, &bad.mb, 0, LR, NULL) == PT_EINVAL &&
                   strstr(pt_last_error(), "vocabulary"),
               "a bad token did not fail the step with its message: %s", pt_last_error());
         batch_t good;
         make_batch(&gc, 4, 1, &good);
-        CHECK(pt_pipeline_train_step(p, &good.mb, 0, LR, NULL) == PT_OK,
+        REQUIRE(pt_pipeline_train_step(p, &good.mb, 0, LR, NULL) == PT_OK,
               "the step after a failure: %s", pt_last_error());
         free_batch(&small);
         free_batch(&bad);

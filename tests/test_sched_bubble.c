@@ -16,19 +16,7 @@
 #include "pipetrain.h"
 #include "sched/schedule.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                      \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            failures++;                                                                       \
-            if (failures < 30) {                                                              \
-                fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                          \
-                fprintf(stderr, __VA_ARGS__);                                                 \
-                fprintf(stderr, "\n");                                                        \
-            }                                                                                 \
-        }                                                                                     \
-    } while (0)
+#include "check.h"
 
 static bool near(double a, double b) { return fabs(a - b) <= 1e-9 * (1 + fabs(b)); }
 

@@ -12,19 +12,7 @@
 #include "pipetrain.h"
 #include "sched/schedule.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                      \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            failures++;                                                                       \
-            if (failures < 20) {                                                              \
-                fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                          \
-                fprintf(stderr, __VA_ARGS__);                                                 \
-                fprintf(stderr, " (%s)\n", pt_last_error());                                  \
-            }                                                                                 \
-        }                                                                                     \
-    } while (0)
+#include "check.h"
 
 /* Each (chunk, mb) has one F and one BW, or one F, one B and one W, all on
  * one worker; counted without the validator. */

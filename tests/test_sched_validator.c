@@ -10,17 +10,7 @@
 #include "pipetrain.h"
 #include "sched/schedule.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                      \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            failures++;                                                                       \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                              \
-            fprintf(stderr, __VA_ARGS__);                                                     \
-            fprintf(stderr, "\n");                                                            \
-        }                                                                                     \
-    } while (0)
+#include "check.h"
 
 static char *slurp(const char *path)
 {

@@ -15,16 +15,7 @@
 
 #include "io/text_data.h"
 
-static int failures;
-#define CHECK(cond, ...)                                                                          \
-    do {                                                                                          \
-        if (!(cond)) {                                                                            \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);              \
-            fprintf(stderr, __VA_ARGS__);                                                         \
-            fputc('\n', stderr);                                                                  \
-            failures++;                                                                           \
-        }                                                                                         \
-    } while (0)
+#include "check.h"
 
 static char dir[] = "/tmp/pt_text_data_XXXXXX";
 

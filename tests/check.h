@@ -1,0 +1,41 @@
+/* check.h: the assertions the C tests share.
+ *   CHECK(cond, fmt, ...)    on failure: print where and why, count it in
+ *                            `failures`, go on (main returns failures != 0);
+ *   REQUIRE(cond, fmt, ...)  on failure: print where and why, return 1 from
+ *                            the calling function at once.
+ * Only the first 20 failures are printed; a broken loop does not flood the
+ * log. */
+#ifndef PT_TESTS_CHECK_H
+#define PT_TESTS_CHECK_H
+
+#include <stdio.h>
+
+static int failures;
+
+#define CHECK_REPORT(...)                                                                    \
+    do {                                                                                     \
+        if (failures <= 20) {                                                                \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                             \
+            fprintf(stderr, __VA_ARGS__);                                                    \
+            fputc('\n', stderr);                                                             \
+        }                                                                                    \
+    } while (0)
+
+#define CHECK(cond, ...)                                                                     \
+    do {                                                                                     \
+        if (!(cond)) {                                                                       \
+            failures++;                                                                      \
+            CHECK_REPORT(__VA_ARGS__);                                                       \
+        }                                                                                    \
+    } while (0)
+
+#define REQUIRE(cond, ...)                                                                   \
+    do {                                                                                     \
+        if (!(cond)) {                                                                       \
+            failures++;                                                                      \
+            CHECK_REPORT(__VA_ARGS__);                                                       \
+            return 1;                                                                        \
+        }                                                                                    \
+    } while (0)
+
+#endif
