@@ -15,56 +15,12 @@
  * Usage: bench_pipeline [steps] (default 3). */
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
-#include "pipetrain.h"
+#include "bench_common.h"
 #include "runtime/optimizer.h"
-#include "tensor/arena.h"
-#include "tensor/kernels.h"
-#include "tensor/rng.h"
 
 #define MBS 2
 #define M 16
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *x, int n)
-{
-    qsort(x, (size_t)n, sizeof *x, cmp_double);
-    return x[n / 2];
-}
-
-static double sgemm_gflops(int m, int n, int k, int reps)
-{
-    const pt_kernels *kr = pt_kernels_cpu();
-    float *A = pt_alloc_floats((size_t)m * k), *B = pt_alloc_floats((size_t)k * n),
-          *C = pt_alloc_floats((size_t)m * n);
-    pt_rng r;
-    pt_rng_seed(&r, 1);
-    pt_rng_fill_normal(&r, A, (size_t)m * k, 1.0f);
-    pt_rng_fill_normal(&r, B, (size_t)k * n, 1.0f);
-    double t[32];
-    kr->matmul(0, 0, m, n, k, 1.0f, A, k, B, n, 0.0f, C, n);
-    for (int i = 0; i < reps; i++) {
-        double t0 = now();
-        for (int j = 0; j < 4; j++)
-            kr->matmul(0, 0, m, n, k, 1.0f, A, k, B, n, 0.0f, C, n);
-        t[i] = 4 * 2.0 * m * n * k / (now() - t0) / 1e9;
-    }
-    pt_free(A), pt_free(B), pt_free(C);
-    return median(t, reps);
-}
 
 typedef struct {
     double step_s;
@@ -94,13 +50,13 @@ static int run(const pt_model_config *c, int P, int threads, int steps, const pt
     double t[32];
     float loss;
     for (int s = 0; s <= steps; s++) {
-        double t0 = now();
+        double t0 = bench_now();
         if (pt_pipeline_train_step(p, b, s, oc.lr, &loss) != PT_OK)
             return fprintf(stderr, "bench_pipeline: %s\n", pt_last_error()), 1;
         if (s > 0)
-            t[s - 1] = now() - t0;
+            t[s - 1] = bench_now() - t0;
     }
-    res->step_s = median(t, steps);
+    res->step_s = bench_median(t, steps);
     pt_pipeline_bubbles(p, res->bubble, res->predicted);
     pt_pipeline_destroy(p);
     pt_optimizer_destroy(o);
@@ -113,8 +69,7 @@ int main(int argc, char **argv)
     int steps = argc > 1 ? atoi(argv[1]) : 3;
     if (steps < 1 || steps > 32)
         steps = 3;
-    pt_model_config c = pt_model_config_gpt();
-    c.n_layer = 4, c.n_head = 6, c.n_embd = 384, c.seq_len = 256, c.vocab = 256;
+    pt_model_config c = bench_gpt_small();
     int n = M * MBS, rows = n * c.seq_len;
     int *tok = malloc(sizeof(int) * (size_t)(rows + 1));
     pt_rng r;
@@ -125,21 +80,16 @@ int main(int argc, char **argv)
 
     pt_model *m;
     pt_model_create(&c, &m);
-    double flops_per_sample = 0;
-    for (int i = 0; i < pt_model_n_blocks(m); i++) {
-        pt_block_cost bc = pt_model_block_cost(m, i);
-        flops_per_sample += bc.forward_flops + bc.backward_input_flops + bc.backward_weight_flops;
-    }
+    double flops = bench_step_flops(m, n);
     pt_model_destroy(m);
-    double flops = flops_per_sample * n;
 
     pt_blas_set_threads(1);
-    double sgemm1 = sgemm_gflops(MBS * c.seq_len, 4 * c.n_embd, c.n_embd, 7);
+    double sgemm1 = bench_sgemm_gflops(MBS * c.seq_len, 4 * c.n_embd, c.n_embd, 7);
     result one, two, pipe;
     if (run(&c, 1, 1, steps, &b, &one) || run(&c, 1, 2, steps, &b, &two) ||
         run(&c, 2, 1, steps, &b, &pipe))
         return 1;
-    double sgemm1b = sgemm_gflops(MBS * c.seq_len, 4 * c.n_embd, c.n_embd, 7);
+    double sgemm1b = bench_sgemm_gflops(MBS * c.seq_len, 4 * c.n_embd, c.n_embd, 7);
     double peak = 2 * (sgemm1 + sgemm1b) / 2; /* the 2-core limit, before and after */
 
     printf("gpt 4 layers, 6 heads, 384 embd, seq 256, vocab 256; %d micro-batches of %d "
