@@ -16,58 +16,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "comm/transport.h"
-#ifdef PT_HAVE_MPI
-#include <mpi.h>
-#endif
+#include "bench_pingpong.h"
 
 #define MAX_BYTES ((size_t)16 << 20)
 static const size_t sizes[] = {8, 4096, 65536, 1 << 20, 4 << 20, MAX_BYTES};
 #define NSIZES (sizeof sizes / sizeof sizes[0])
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int rounds_for(size_t bytes)
-{
-    size_t r = ((size_t)256 << 20) / (bytes * 2);
-    if (r > 20000)
-        r = 20000;
-    return r < 20 ? 20 : (int)r;
-}
-
-/* Ping-pong on a transport; returns seconds per one-way message (rank 0). */
-static double ping_pong(pt_transport *t, void *buf, size_t bytes, int rounds)
-{
-    int me = pt_transport_rank(t), other = 1 - me;
-    pt_request s, r;
-    double t0 = 0.0;
-    for (int i = -rounds / 10 - 1; i < rounds; i++) { /* negative rounds warm up */
-        if (i == 0)
-            t0 = now();
-        if (me == 0) {
-            pt_transport_isend(t, other, 1, buf, bytes, &s);
-            pt_transport_irecv(t, other, 2, buf, bytes, &r);
-            if (pt_transport_wait(t, &s) || pt_transport_wait(t, &r))
-                goto failed;
-        } else {
-            pt_transport_irecv(t, other, 1, buf, bytes, &r);
-            if (pt_transport_wait(t, &r))
-                goto failed;
-            pt_transport_isend(t, other, 2, buf, bytes, &s);
-            if (pt_transport_wait(t, &s))
-                goto failed;
-        }
-    }
-    return (now() - t0) / (2.0 * rounds);
-failed:
-    fprintf(stderr, "bench_transport: %s\n", pt_last_error());
-    exit(1);
-}
 
 typedef struct {
     pt_transport *t;
@@ -79,7 +32,7 @@ static void *threads_worker(void *p)
 {
     threads_arg *a = p;
     for (size_t k = 0; k < NSIZES; k++)
-        a->seconds[k] = ping_pong(a->t, a->buf, sizes[k], rounds_for(sizes[k]));
+        a->seconds[k] = pingpong_transport(a->t, a->buf, sizes[k], pingpong_rounds(sizes[k]));
     return NULL;
 }
 
@@ -139,22 +92,10 @@ int main(void)
         MPI_Comm pair;
         MPI_Comm_split(MPI_COMM_WORLD, 0, me, &pair);
         for (size_t k = 0; k < NSIZES; k++) {
-            int rounds = rounds_for(sizes[k]), n = (int)sizes[k];
-            mpi[k] = ping_pong(t, buf, sizes[k], rounds);
+            int rounds = pingpong_rounds(sizes[k]);
+            mpi[k] = pingpong_transport(t, buf, sizes[k], rounds);
             MPI_Barrier(pair);
-            double t0 = 0.0;
-            for (int i = -rounds / 10 - 1; i < rounds; i++) {
-                if (i == 0)
-                    t0 = MPI_Wtime();
-                if (me == 0) {
-                    MPI_Send(buf, n, MPI_BYTE, 1, 3, pair);
-                    MPI_Recv(buf, n, MPI_BYTE, 1, 4, pair, MPI_STATUS_IGNORE);
-                } else {
-                    MPI_Recv(buf, n, MPI_BYTE, 0, 3, pair, MPI_STATUS_IGNORE);
-                    MPI_Send(buf, n, MPI_BYTE, 0, 4, pair);
-                }
-            }
-            raw[k] = (MPI_Wtime() - t0) / (2.0 * rounds);
+            raw[k] = pingpong_raw_mpi(pair, buf, sizes[k], rounds);
         }
         MPI_Comm_free(&pair);
         free(buf);

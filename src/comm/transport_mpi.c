@@ -418,7 +418,16 @@ static void mpi_abort(pt_transport *t, const char *reason)
 static void mpi_destroy(pt_transport *t)
 {
     mpi_endpoint *e = t->impl;
-    int flag = 0;
+    int flag = 0, finalized = 0;
+    /* an endpoint that outlives MPI (the program finalized it first, and this
+     * one ends at exit) can only free its memory */
+    MPI_Finalized(&finalized);
+    if (finalized) {
+        free(e->group);
+        free(e->scratch);
+        free(e);
+        return;
+    }
     MPI_Test(&e->notice_req, &flag, MPI_STATUS_IGNORE);
     if (!flag) {
         MPI_Cancel(&e->notice_req);
