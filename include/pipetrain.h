@@ -429,6 +429,7 @@ typedef struct {
     float loss, val_loss, val_accuracy;
     double tokens_per_s;
     char bubbles[1024]; /* per worker: measured bubble vs the simulator's */
+    int is_main;        /* this process reports for the run (always, but under mpirun) */
 } pt_train_result;
 
 /* Trains as configured; a usage mistake (batch not divisible, ...) returns

@@ -105,7 +105,9 @@ int cmd_train(int argc, char **argv)
         {"resume", FLAG_STRING, &cfg.resume, "FILE", "continue the run saved in FILE"},
         {"metrics", FLAG_STRING, &cfg.metrics, "FILE", "JSONL log, one line per step"},
         {"stages", FLAG_INT, &cfg.pipeline.stages, "P",
-         "pipeline workers, one thread each (default 1)"},
+         "pipeline stages: threads, or MPI ranks under mpirun (default 1)"},
+        {"replicas", FLAG_INT, &cfg.pipeline.replicas, "D",
+         "data-parallel copies of every stage; under mpirun -np P*D (default 1)"},
         {"schedule", FLAG_STRING, &cfg.pipeline.schedule, "NAME",
          "gpipe, 1f1b, interleaved, loopedbfs, zbh1, zbv or pipedream (default 1f1b)"},
         {"schedule-file", FLAG_STRING, &cfg.pipeline.schedule_file, "FILE",
@@ -195,6 +197,8 @@ int cmd_train(int argc, char **argv)
         fprintf(stderr, "pipetrain train: %s\n", pt_last_error());
         return rc == PT_EINVAL ? 2 : 1;
     }
+    if (!result.is_main)
+        return 0;
     printf("done: %ld steps, loss %.4f", result.steps, result.loss);
     if (!isnan(result.val_loss))
         printf(", val_loss %.4f", result.val_loss);

@@ -9,7 +9,13 @@
  * computes what it computes. Validation runs every eval_every steps and at the end;
  * checkpoints are written atomically every save_every steps and at the end;
  * a resumed run continues the step count, the optimizer moments and the data
- * stream exactly where the checkpoint left them. */
+ * stream exactly where the checkpoint left them.
+ *
+ * Under mpirun every rank runs this same loop on the same batches (they are
+ * drawn from the same seed): the pipeline takes from each what its stage
+ * needs. One rank, the pipeline's main one, reports, logs metrics and writes
+ * checkpoints, after gathering every stage's parameters; every rank loads a
+ * checkpoint to resume from, so a run may resume at another stage count. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,6 +195,9 @@ static int evaluate(trainer *t, float *val_loss, float *accuracy)
 
 static int save(trainer *t)
 {
+    int rc = pt_pipeline_gather(t->pipe);
+    if (rc != PT_OK || !pt_pipeline_is_main(t->pipe))
+        return rc;
     if (t->data.gpt)
         t->state.data_rng = t->data.sampler.rng;
     else
@@ -250,7 +259,7 @@ static int setup(trainer *t, const pt_train_config *c)
     pc.microbatches = c->microbatches;
     pc.micro_batch_size = t->mbs;
     rc = pt_pipeline_create(t->m, t->opt, &pc, &t->pipe);
-    if (rc == PT_OK && c->metrics)
+    if (rc == PT_OK && c->metrics && pt_pipeline_is_main(t->pipe))
         rc = pt_metrics_open(c->metrics, c->resume ? t->state.step : -1, &t->metrics);
     return rc;
 }
@@ -270,6 +279,8 @@ static void teardown(trainer *t)
  * final validation replaces them with a forward-only pass. */
 static int report_last_step(trainer *t, pt_train_result *result)
 {
+    if (!pt_pipeline_is_main(t->pipe))
+        return PT_OK;
     pt_pipeline_bubble_report(t->pipe, result->bubbles, sizeof result->bubbles);
     return t->cfg->trace ? pt_pipeline_write_trace(t->pipe, t->cfg->trace) : PT_OK;
 }
@@ -315,7 +326,7 @@ static int run(trainer *t, pt_train_result *result)
             break;
         result->loss = r.loss;
         result->tokens_per_s = r.tokens_per_s;
-        if (c->on_report)
+        if (c->on_report && pt_pipeline_is_main(t->pipe))
             c->on_report(&r, c->user);
     }
     result->steps = t->state.step;
@@ -334,6 +345,7 @@ int pt_train(const pt_train_config *cfg, pt_train_result *result)
     int rc = setup(&t, cfg);
     if (rc == PT_OK)
         rc = run(&t, result);
+    result->is_main = !t.pipe || pt_pipeline_is_main(t.pipe);
     teardown(&t);
     return rc;
 }
