@@ -122,9 +122,14 @@ int pt_pipeline_bubble_report(const pt_pipeline *p, char *buf, size_t n)
     if (rc == PT_OK && n > 0) {
         buf[0] = '\0';
         at += (size_t)snprintf(buf, n, "%-8s %10s %10s\n", "worker", "bubble", "predicted");
-        for (int r = 0; r < p->P && at < n; r++)
+        for (int r = 0; r < p->P && at < n; r++) {
+            if (p->mpi && r != p->rank) { /* another rank's worker: not seen here */
+                at += (size_t)snprintf(buf + at, n - at, "%-8d %10s %10s\n", r, "-", "-");
+                continue;
+            }
             at += (size_t)snprintf(buf + at, n - at, "%-8d %9.1f%% %9.1f%%\n", r,
                                    100.0 * meas[r], 100.0 * pred[r]);
+        }
     }
     free(meas);
     return rc;
