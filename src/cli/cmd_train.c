@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "comm/transport.h"
 #include "pipetrain.h"
 
 typedef struct {
@@ -124,7 +125,8 @@ int cmd_train(int argc, char **argv)
         {"threads", FLAG_INT, &threads, "N",
          "BLAS threads per worker (default: cores / stages, at least 1)"},
         {"trace", FLAG_STRING, &cfg.trace, "FILE",
-         "Chrome/Perfetto trace of the last step, one track per worker"},
+         "Chrome/Perfetto trace of the last step, one track per worker (under "
+         "mpirun: FILE.rank<N> per rank)"},
     };
     int n = (int)(sizeof flags / sizeof flags[0]);
     int rc = flags_parse("train", summary, flags, n, argc, argv);
@@ -186,7 +188,10 @@ int cmd_train(int argc, char **argv)
         cfg.pipeline.n_balance = nb;
     }
 
-    progress p = {.tty = isatty(fileno(stdout)), .log_every = cfg.steps >= 20 ? cfg.steps / 20 : 1};
+    /* mpirun hands ranks a pseudo-terminal even when its own output is a
+     * file: print log lines there */
+    progress p = {.tty = isatty(fileno(stdout)) && !pt_transport_launched_by_mpirun(),
+                  .log_every = cfg.steps >= 20 ? cfg.steps / 20 : 1};
     cfg.on_report = on_report;
     cfg.user = &p;
     pt_train_result result;

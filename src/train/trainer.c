@@ -17,6 +17,7 @@
  * checkpoints, after gathering every stage's parameters; every rank loads a
  * checkpoint to resume from, so a run may resume at another stage count. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -276,13 +277,22 @@ static void teardown(trainer *t)
 }
 
 /* The trace and the bubbles of the last training step, taken before the
- * final validation replaces them with a forward-only pass. */
+ * final validation replaces them with a forward-only pass. A rank of an MPI
+ * pipeline knows only its own worker: each writes its own track to
+ * FILE.rank<N> (load them together), and the per-worker bubble table, which
+ * needs every worker's times, is left out. */
 static int report_last_step(trainer *t, pt_train_result *result)
 {
-    if (!pt_pipeline_is_main(t->pipe))
+    const char *trace = t->cfg->trace;
+    if (strcmp(pt_pipeline_transport_name(t->pipe), "mpi")) {
+        pt_pipeline_bubble_report(t->pipe, result->bubbles, sizeof result->bubbles);
+        return trace ? pt_pipeline_write_trace(t->pipe, trace) : PT_OK;
+    }
+    if (!trace)
         return PT_OK;
-    pt_pipeline_bubble_report(t->pipe, result->bubbles, sizeof result->bubbles);
-    return t->cfg->trace ? pt_pipeline_write_trace(t->pipe, t->cfg->trace) : PT_OK;
+    char path[4096];
+    snprintf(path, sizeof path, "%s.rank%d", trace, pt_pipeline_rank(t->pipe));
+    return pt_pipeline_write_trace(t->pipe, path);
 }
 
 static int run(trainer *t, pt_train_result *result)
