@@ -92,6 +92,13 @@ int main(void)
     harness_setup(&h, B, 0, T, V, 6);
     check_block("attention (causal, 2 heads)", &h, 1, 0.0f);
 
+    /* long enough for several of attention's row bands, the last one short */
+    pt_block_shape longer = {.T = 150, .C = 8, .H = 2, .V = V, .n_layer = 2};
+    memset(&h, 0, sizeof h);
+    pt_attention_init(&h.b, &longer, "attn");
+    harness_setup(&h, 1, 0, longer.T, V, 10);
+    check_block("attention (T 150: three row bands)", &h, 1, 0.0f);
+
     memset(&h, 0, sizeof h);
     pt_transformer_init(&h.b, &gpt, 0);
     harness_setup(&h, B, 0, T, V, 7);

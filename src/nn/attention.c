@@ -12,6 +12,15 @@
 #include "nn/block.h"
 #include "nn/linear.h"
 
+/* The causal mask makes the (T,T) score and probability matrices lower
+ * triangular, so the products run over bands of ATT_ROWS rows (or columns)
+ * that stop at the diagonal: about 5/8 of the full square at T = 256. The
+ * softmax reads only j <= i and writes zeros above the diagonal, so what the
+ * bands leave uncomputed is never read. */
+#define ATT_ROWS 64
+
+static int band(int T, int r0) { return T - r0 < ATT_ROWS ? T - r0 : ATT_ROWS; }
+
 // qkv (B,T,3C) -> y (B,T,C); att (B,H,T,T)
 void pt_attention_forward(const pt_kernels *k, float *y, float *att, const float *qkv,
                           int B, int T, int C, int H)
@@ -24,9 +33,13 @@ void pt_attention_forward(const pt_kernels *k, float *y, float *att, const float
             const float *kk = q + C, *v = q + 2 * C;
             float *a = att + ((size_t)b * H + h) * T * T;
             float *yh = y + (size_t)b * T * C + h * hs;
-            k->matmul(0, 1, T, T, hs, 1.0f, q, C3, kk, C3, 0.0f, a, T); /* q k^T */
+            for (int r0 = 0; r0 < T; r0 += ATT_ROWS) /* q k^T, rows r0.. up to the diagonal */
+                k->matmul(0, 1, band(T, r0), r0 + band(T, r0), hs, 1.0f, q + (size_t)r0 * C3,
+                          C3, kk, C3, 0.0f, a + (size_t)r0 * T, T);
             k->softmax_causal_forward(a, T, scale);
-            k->matmul(0, 0, T, hs, T, 1.0f, a, T, v, C3, 0.0f, yh, C); /* att v */
+            for (int r0 = 0; r0 < T; r0 += ATT_ROWS) /* att v */
+                k->matmul(0, 0, band(T, r0), hs, r0 + band(T, r0), 1.0f, a + (size_t)r0 * T, T,
+                          v, C3, 0.0f, yh + (size_t)r0 * C, C);
         }
 }
 
@@ -44,11 +57,21 @@ void pt_attention_backward(const pt_kernels *k, float *dqkv, float *att, float *
             float *dk = dq + C, *dv = dq + 2 * C;
             float *a = att + ((size_t)b * H + h) * T * T;
             const float *dyh = dy + (size_t)b * T * C + h * hs;
-            k->matmul(0, 1, T, T, hs, 1.0f, dyh, C, v, C3, 0.0f, scratch, T); /* dP */
-            k->matmul(1, 0, T, hs, T, 1.0f, a, T, dyh, C, 0.0f, dv, C3);       /* dv */
-            k->softmax_causal_backward(a, a, scratch, T, scale);               /* dS */
-            k->matmul(0, 0, T, hs, T, 1.0f, a, T, kk, C3, 0.0f, dq, C3);       /* dq */
-            k->matmul(1, 0, T, hs, T, 1.0f, a, T, q, C3, 0.0f, dk, C3);        /* dk */
+            for (int r0 = 0; r0 < T; r0 += ATT_ROWS) { /* dP = dy v^T, and dv = att^T dy */
+                int n = band(T, r0);
+                k->matmul(0, 1, n, r0 + n, hs, 1.0f, dyh + (size_t)r0 * C, C, v, C3, 0.0f,
+                          scratch + (size_t)r0 * T, T);
+                k->matmul(1, 0, n, hs, T - r0, 1.0f, a + (size_t)r0 * T + r0, T,
+                          dyh + (size_t)r0 * C, C, 0.0f, dv + (size_t)r0 * C3, C3);
+            }
+            k->softmax_causal_backward(a, a, scratch, T, scale); /* dS, in place */
+            for (int r0 = 0; r0 < T; r0 += ATT_ROWS) { /* dq = dS k, and dk = dS^T q */
+                int n = band(T, r0);
+                k->matmul(0, 0, n, hs, r0 + n, 1.0f, a + (size_t)r0 * T, T, kk, C3, 0.0f,
+                          dq + (size_t)r0 * C3, C3);
+                k->matmul(1, 0, n, hs, T - r0, 1.0f, a + (size_t)r0 * T + r0, T,
+                          q + (size_t)r0 * C3, C3, 0.0f, dk + (size_t)r0 * C3, C3);
+            }
         }
 }
 
