@@ -19,6 +19,9 @@
  * lives until the W that ends the micro-batch's backward.
  * Asynchronous schedules (pipedream) stash weight versions around each
  * backward and update the chunk after every backward that carries `update`.
+ * With data-parallel replicas, the chunk's gradient sum over the replicas
+ * starts right after its last backward piece and moves along between actions
+ * (replica_reduce.c); the pipeline finishes it after the list.
  * Tags name (receiving chunk, micro-batch, direction), so receives may be
  * posted in any order. Nothing here depends on which schedule it is.
  * Called by pipeline.c on the worker's own thread. */
@@ -407,10 +410,10 @@ int pt_executor_run(pt_worker *w, const pt_microbatch *batch, bool forward_only)
     w->n_events = 0;
     memset(w->chunk_time, 0, sizeof(double) * 3 * (size_t)p->n_chunks);
     memset(w->chunk_count, 0, sizeof(int) * 3 * (size_t)p->n_chunks);
-    int rc = PT_OK, next = 0;
+    int rc = forward_only ? PT_OK : pt_reduce_begin(&w->reduce, w->t), next = 0;
     while (next < n && !wanted(&acts[next], forward_only))
         next++;
-    if (next < n)
+    if (rc == PT_OK && next < n)
         rc = post_receive(w, &acts[next]);
     for (int i = next; rc == PT_OK && i < n; i = next) {
         const pt_action *a = &acts[i];
@@ -443,6 +446,8 @@ int pt_executor_run(pt_worker *w, const pt_microbatch *batch, bool forward_only)
         }
         if (rc == PT_OK)
             rc = settle_sends(w, false);
+        if (rc == PT_OK && !forward_only)
+            rc = pt_reduce_after_action(&w->reduce, i, a->chunk);
     }
     if (rc != PT_OK)
         return rc; /* the pipeline aborts the world, then calls pt_executor_reset() */

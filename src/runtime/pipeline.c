@@ -336,6 +336,8 @@ static int make_worker(pt_pipeline *p, int r)
         }
         rc = pt_store_reserve(&w->store, own, records, most + 2);
     }
+    if (rc == PT_OK)
+        rc = pt_reduce_init(&w->reduce, p, r);
     free(records);
     free(own);
     return rc;
@@ -401,6 +403,8 @@ int pt_pipeline_create(pt_model *m, pt_optimizer *opt, const pt_pipeline_config 
     p->mpi_t = mpi_t;
     p->rank = mpi_t ? pt_transport_rank(mpi_t) : 0;
     p->D = D;
+    p->reduce_overlap = true;
+    p->reduce_bucket_floats = PT_BUCKET_FLOATS;
     p->m = m;
     p->opt = opt;
     p->cfg = *cfg;
@@ -420,7 +424,8 @@ int pt_pipeline_create(pt_model *m, pt_optimizer *opt, const pt_pipeline_config 
         snprintf(p->schedule_name, sizeof p->schedule_name, "%s", pt_schedule_name(p->s));
         p->n_chunks = p->s->n_chunks;
         p->async = pt_sched_is_async(p->s);
-        if ((long)p->n_chunks * p->M * 2 > (long)PT_TAG_FIRST_CONTROL)
+        /* the executor's tags, then two per chunk for the replicas' sum */
+        if ((long)p->n_chunks * (p->M + 1) * 2 > (long)PT_TAG_FIRST_CONTROL)
             rc = pt_fail(PT_EINVAL, "%d chunks x %d micro-batches are more than the transport's "
                                     "tags can name", p->n_chunks, p->M);
     }
@@ -482,6 +487,7 @@ void pt_pipeline_destroy(pt_pipeline *p)
         pt_worker *w = &p->workers[r];
         pt_store_free(&w->store);
         pt_store_free(&w->probe);
+        pt_reduce_free(&w->reduce);
         free(w->slots);
         free(w->sends);
         free(w->events);

@@ -7,6 +7,8 @@
  *                       schedules, gradient all-reduce, the norm and losses,
  *                       gather and broadcast of parameters and moments
  *   executor.c          one worker walking its action list (the heart)
+ *   replica_reduce.c    each chunk's gradient summed over its replicas,
+ *                       started while the list still runs
  *   activation_store.c  per-worker pools of activation records and boundary
  *                       buffers, with the live-byte count behind the peak
  *   weight_stash.c      PipeDream's weight versions per chunk
@@ -28,6 +30,8 @@
 #include "model/model.h"
 #include "runtime/optimizer.h"
 #include "sched/schedule.h"
+
+typedef struct pt_pipeline pt_pipeline;
 
 /* ---- activation_store.c ---- */
 
@@ -100,11 +104,50 @@ typedef struct {
     double tb;     /* BW: where B ends and W begins */
 } pt_trace_event;
 
+/* ---- replica_reduce.c ---- */
+
+/* Floats per bucket of the replicas' gradient sum (4 MiB): the default of
+ * pt_pipeline.reduce_bucket_floats. */
+#define PT_BUCKET_FLOATS ((size_t)1 << 20)
+
+/* One bucket of a chunk's gradient span on its way between the replicas. */
+typedef struct {
+    float *grad;      /* the bucket in this rank's gradient arena */
+    size_t floats;
+    float *scratch;   /* root: the other members' copies, one after another */
+    pt_request *up;   /* root: a receive per other member; member: its send */
+    pt_request *down; /* root: a send of the sum per member; member: its receive */
+    int state;
+    int folded, sent; /* root: members folded in (rank order), sums sent */
+} pt_reduce_bucket;
+
+typedef struct {
+    bool own;         /* this rank holds a replica of the chunk */
+    int *group;       /* the chunk's replicas, ascending: group[0] is the root */
+    int n, pos;       /* group size, this rank's place in it */
+    int first_bucket, n_buckets;
+    int last_action;  /* index of the chunk's last W or BW in the list; -1: none */
+    bool started;     /* the chunk's gradient is final and on its way */
+    int buckets_done;
+    double t0, t1;    /* start and end, seconds since the step began (-1: not) */
+} pt_reduce_chunk;
+
+typedef struct {
+    bool used;    /* MPI, synchronous, replicas > 1 */
+    bool running; /* this step's reduction has begun and not been finished */
+    pt_pipeline *p;
+    pt_transport *t;
+    int n_chunks, tag_base, n_buckets, pending;
+    pt_reduce_chunk *chunks; /* [n_chunks] */
+    int *groups;
+    pt_reduce_bucket *buckets;
+    pt_request *reqs;
+    float *scratch;
+} pt_replica_reduce;
+
 /* ---- the pipeline ---- */
 
 enum { PT_JOB_NONE, PT_JOB_TRAIN, PT_JOB_STEP, PT_JOB_EVAL, PT_JOB_PROBS, PT_JOB_EXIT };
-
-typedef struct pt_pipeline pt_pipeline;
 
 /* What one worker keeps for (chunk, micro-batch) between its actions. */
 typedef struct {
@@ -143,6 +186,7 @@ typedef struct {
     pt_activation_store probe;
     int probe_batch;
     size_t probs_floats; /* what the last probs job wrote (last chunk's owner) */
+    pt_replica_reduce reduce;
     int rc;
 } pt_worker;
 
@@ -163,6 +207,10 @@ struct pt_pipeline {
     pt_transport *mpi_t;  /* the process's endpoint (pipeline_ranks.c owns it) */
     int rank;             /* this process's worker; 0 on threads */
     int D;                /* replicas of every stage */
+    bool reduce_overlap;  /* replicas: sum each chunk's gradients as soon as they
+                           * are final (default); false: after the action list,
+                           * with blocking all-reduce calls (the reference) */
+    size_t reduce_bucket_floats; /* PT_BUCKET_FLOATS; tests make it small */
     pt_worker *workers;
     pt_weight_stash *stash;        /* [n_chunks], async only */
     long *chunk_updates;           /* [n_chunks], async: updates applied so far */
@@ -184,7 +232,9 @@ struct pt_pipeline {
 };
 
 /* pipeline_ranks.c */
-/* Tags above the executor's: (chunk, mb, dir) tags stay below PT_TAG_FIRST_CONTROL. */
+/* Tags: the executor's (chunk, mb, dir) take 0 .. 2KM-1 (K chunks, M
+ * micro-batches), the replicas' gradient sum 2KM .. 2KM+2K-1; both stay
+ * below PT_TAG_FIRST_CONTROL, where pipeline_ranks.c's own begin. */
 #define PT_TAG_FIRST_CONTROL (PT_TAG_MAX - 15)
 /* The process's MPI endpoint, created once and ended at exit; *out NULL and
  * PT_OK when this process should run on threads (auto, no mpirun or one rank). */
@@ -212,6 +262,23 @@ int pt_ranks_rejoin_tied(pt_pipeline *p);
 int pt_ranks_share_probs(pt_pipeline *p, float *probs, size_t floats);
 /* Parameter span of chunk c in the model's arena: offset and length in floats. */
 void pt_pipeline_chunk_span(const pt_pipeline *p, int c, size_t *off, size_t *floats);
+
+/* replica_reduce.c */
+/* Sizes the reduction of rank's chunks (buckets of p->reduce_bucket_floats);
+ * does nothing unless the pipeline has replicas (MPI, synchronous). Called
+ * again after pt_reduce_free when the bucket size changes. */
+int pt_reduce_init(pt_replica_reduce *r, pt_pipeline *p, int rank);
+void pt_reduce_free(pt_replica_reduce *r);
+/* Before a training list: the root posts its receives (when reduce_overlap). */
+int pt_reduce_begin(pt_replica_reduce *r, pt_transport *t);
+/* After action `index` (of chunk `chunk`) of the list: starts the chunk's sum
+ * if that was its last backward piece, and moves every sum in flight along
+ * without blocking. */
+int pt_reduce_after_action(pt_replica_reduce *r, int index, int chunk);
+/* Waits for every sum of the step; the gradients are then the replicas' sum. */
+int pt_reduce_finish(pt_replica_reduce *r);
+/* Has this step's reduction begun (and not yet been finished)? */
+bool pt_reduce_active(const pt_replica_reduce *r);
 
 /* executor.c */
 int pt_executor_run(pt_worker *w, const pt_microbatch *batch, bool forward_only);

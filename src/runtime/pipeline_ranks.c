@@ -10,8 +10,10 @@
  *               of stage s is worker s*D+k and runs stage s's list on
  *               micro-batches j*D+k;
  *   gradients   after the action list: each chunk's gradient summed over its
- *               replicas (in buckets), then the tied copies (wte, lm_head)
- *               summed between their owners;
+ *               replicas (finishing what replica_reduce.c started during the
+ *               list; or, with reduce_overlap off, blocking all-reduce calls
+ *               in buckets), then the tied copies (wte, lm_head) summed
+ *               between their owners;
  *   shares      each chunk's share of the squared norm (double) and each
  *               micro-batch's loss, sent exactly to every rank;
  *   gather      every chunk's parameters and moments to rank 0, and back.
@@ -29,7 +31,6 @@
 #include "runtime/pipeline_internal.h"
 #include "tensor/error.h"
 
-#define BUCKET_FLOATS ((size_t)1 << 20) /* 4 MiB per gradient all-reduce call */
 #define PIECE_FLOATS ((size_t)1 << 24)  /* 64 MiB per gather message */
 
 enum { TAG_GATHER = PT_TAG_FIRST_CONTROL, TAG_BROADCAST, TAG_PROBS_SIZE, TAG_PROBS };
@@ -211,11 +212,12 @@ static int chunk_of_block(const pt_pipeline *p, int block)
     return -1;
 }
 
-/* Sums n floats over the group, BUCKET_FLOATS per call. */
+/* Sums n floats over the group, one bucket per call. */
 static int bucketed_sum(pt_pipeline *p, const int *group, int n_group, float *x, size_t n)
 {
-    for (size_t at = 0; at < n; at += BUCKET_FLOATS) {
-        size_t len = n - at < BUCKET_FLOATS ? n - at : BUCKET_FLOATS;
+    size_t bucket = p->reduce_bucket_floats;
+    for (size_t at = 0; at < n; at += bucket) {
+        size_t len = n - at < bucket ? n - at : bucket;
         int rc = pt_transport_allreduce_sum_f32(p->mpi_t, group, n_group, x + at, len);
         if (rc != PT_OK)
             return rc;
@@ -260,7 +262,12 @@ static int sum_tied(pt_pipeline *p, bool grad, bool mean)
 int pt_ranks_reduce_grads(pt_pipeline *p)
 {
     int D = p->s->replicas;
-    if (D > 1) {
+    pt_replica_reduce *overlapped = &p->workers[p->rank].reduce;
+    if (pt_reduce_active(overlapped)) {
+        int rc = pt_reduce_finish(overlapped);
+        if (rc != PT_OK)
+            return rc;
+    } else if (D > 1) {
         int *group = malloc(sizeof(int) * (size_t)D);
         if (!group)
             return pt_fail(PT_ENOMEM, "cannot allocate a replica group");

@@ -2,7 +2,9 @@
  *
  * Every worker records each action's start and end (and, for a fused BW,
  * where its B ends) in seconds since the step began, on one clock. From them:
- *   - a Chrome/Perfetto trace-event JSON file, one track (tid) per worker;
+ *   - a Chrome/Perfetto trace-event JSON file, one track (tid) per worker,
+ *     and with replicas one more below it with each chunk's gradient sum
+ *     over the replicas ("reduce<c>", replica_reduce.c's start and end);
  *   - the measured bubble per worker: idle time over the step's span (first
  *     action start to last action end over all workers);
  *   - the prediction for the same step: the schedule simulator (src/sched/)
@@ -28,11 +30,40 @@ static const char *kind_name(pt_action_kind k)
     return "?";
 }
 
+/* The replicas' gradient sum of each of worker r's chunks, from the moment
+ * its last backward piece ended to the moment the sum was in place here. It
+ * overlaps the worker's actions, and slices on one thread's track must nest,
+ * so it gets a track of its own sorted right below the worker's. */
+static size_t write_reduces(const pt_pipeline *p, int r, char *buf, size_t cap)
+{
+    const pt_replica_reduce *red = &p->workers[r].reduce;
+    size_t n = 0;
+    int tid = p->P + r;
+    for (int c = 0; red->used && c < red->n_chunks; c++) {
+        const pt_reduce_chunk *ch = &red->chunks[c];
+        if (!ch->own || ch->t0 < 0 || ch->t1 < 0)
+            continue;
+        if (n == 0)
+            n += (size_t)snprintf(buf + n, cap - n,
+                                  ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, "
+                                  "\"tid\": %d, \"args\": {\"name\": \"worker %d reduce\"}}"
+                                  ",\n{\"name\": \"thread_sort_index\", \"ph\": \"M\", "
+                                  "\"pid\": 0, \"tid\": %d, \"args\": {\"sort_index\": %d}}",
+                                  tid, r, tid, 2 * r + 1);
+        n += (size_t)snprintf(buf + n, cap - n,
+                              ",\n{\"name\": \"reduce%d\", \"cat\": \"reduce\", \"ph\": \"X\", "
+                              "\"pid\": 0, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, "
+                              "\"args\": {\"chunk\": %d, \"replicas\": %d}}",
+                              c, tid, ch->t0 * 1e6, (ch->t1 - ch->t0) * 1e6, c, ch->n);
+    }
+    return n;
+}
+
 int pt_pipeline_write_trace(const pt_pipeline *p, const char *path)
 {
     size_t cap = 256;
     for (int r = 0; r < p->P; r++)
-        cap += 160 * (size_t)(p->workers[r].n_events + 1);
+        cap += 200 * (size_t)(p->workers[r].n_events + p->n_chunks + 4);
     char *buf = malloc(cap);
     if (!buf)
         return pt_fail(PT_ENOMEM, "cannot allocate the trace");
@@ -42,8 +73,10 @@ int pt_pipeline_write_trace(const pt_pipeline *p, const char *path)
     for (int r = 0; r < p->P; r++) {
         n += (size_t)snprintf(buf + n, cap - n,
                               "%s{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": "
-                              "%d, \"args\": {\"name\": \"worker %d\"}}",
-                              first ? "" : ",\n", r, r);
+                              "%d, \"args\": {\"name\": \"worker %d\"}},\n"
+                              "{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": 0, "
+                              "\"tid\": %d, \"args\": {\"sort_index\": %d}}",
+                              first ? "" : ",\n", r, r, r, 2 * r);
         first = false;
         const pt_worker *w = &p->workers[r];
         for (int i = 0; i < w->n_events; i++) {
@@ -55,6 +88,7 @@ int pt_pipeline_write_trace(const pt_pipeline *p, const char *path)
                                   kind_name(e->kind), e->chunk, e->mb, kind_name(e->kind), r,
                                   e->t0 * 1e6, (e->t1 - e->t0) * 1e6, e->chunk, e->mb);
         }
+        n += write_reduces(p, r, buf + n, cap - n);
     }
     n += (size_t)snprintf(buf + n, cap - n, "\n]}\n");
     FILE *f = fopen(path, "w");

@@ -1,0 +1,338 @@
+/* replica_reduce.c: the sum of each chunk's gradients over the stage's
+ * data-parallel replicas, started while the action list still runs.
+ *
+ * A chunk's gradient is final on a replica once the worker has run the
+ * chunk's last backward piece (its last W or BW) of the step. The executor
+ * says so (pt_reduce_after_action) and from then on the chunk's gradient span
+ * travels in buckets (PT_BUCKET_FLOATS, 4 MiB) while the worker computes the
+ * rest of its list:
+ *
+ *   root     (the group's lowest rank) posts, when the step begins, one
+ *            receive per bucket and other member into scratch memory; between
+ *            actions it folds every bucket whose copies have arrived into its
+ *            own gradient, in ascending rank order (x_root + x_g1) + x_g2 ...,
+ *            with the transport's own addition, and sends the sum back;
+ *   members  send each bucket to the root as soon as the chunk is final, and
+ *            once a bucket's send is done, post the receive of its sum into
+ *            the same gradient memory.
+ * pt_reduce_finish, called after the list (pipeline_ranks.c, before the tied
+ * copies are summed and the norm is taken), waits for what is left. The
+ * folding is the one the transport's blocking allreduce does, element for
+ * element, so the result is bit-identical to it (and to the threads
+ * transport); only when it happens changes.
+ *
+ * The root folds "opportunistically": between two actions it tests the
+ * receives in rank order and folds what has arrived, so the sums go back
+ * while the list still runs and the members do not wait for the root's last
+ * action. Folding costs the root what it would cost at the end anyway; a
+ * bucket whose copies arrive during the last action is folded in finish.
+ * Transfers themselves progress whenever the rank is inside the transport
+ * (the executor's waits and tests), so they overlap compute either way.
+ *
+ * Memory: the root holds (replicas - 1) scratch copies of its own chunks'
+ * gradient spans, allocated once; members need nothing extra.
+ * Tags: chunk c's buckets go up under base + 2c and come back under
+ * base + 2c + 1, where base = 2 x chunks x micro-batches is the first tag
+ * above the executor's (pipeline.c checks that they stay below the control
+ * tags); buckets of one chunk share a tag and match in order, which the
+ * transport keeps per (source, tag).
+ * Used by executor.c (begin, after each action), pipeline_ranks.c (finish)
+ * and trace.c (each chunk's start and end, for the trace). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/pipeline_internal.h"
+#include "tensor/error.h"
+
+enum { BUCKET_IDLE, BUCKET_UP, BUCKET_DOWN, BUCKET_DONE };
+
+static int tag_up(const pt_replica_reduce *r, int c) { return r->tag_base + 2 * c; }
+static int tag_down(const pt_replica_reduce *r, int c) { return r->tag_base + 2 * c + 1; }
+
+static bool is_root(const pt_reduce_chunk *ch) { return ch->pos == 0; }
+
+/* Index of the last W or BW of each chunk in the worker's list (-1: none). */
+static void find_last_actions(const pt_pipeline *p, int rank, pt_reduce_chunk *chunks)
+{
+    for (int c = 0; c < p->n_chunks; c++)
+        chunks[c].last_action = -1;
+    for (int i = 0; i < p->s->n_actions[rank]; i++) {
+        const pt_action *a = &p->s->actions[rank][i];
+        if (a->kind == PT_ACT_W || a->kind == PT_ACT_BW)
+            chunks[a->chunk].last_action = i;
+    }
+}
+
+int pt_reduce_init(pt_replica_reduce *r, pt_pipeline *p, int rank)
+{
+    memset(r, 0, sizeof *r);
+    int D = p->s->replicas, K = p->n_chunks;
+    size_t bucket = p->reduce_bucket_floats ? p->reduce_bucket_floats : PT_BUCKET_FLOATS;
+    if (!p->mpi || p->async || D < 2)
+        return PT_OK; /* nothing to sum: r->used stays false */
+    r->p = p;
+    r->n_chunks = K;
+    r->tag_base = 2 * K * p->M;
+    r->chunks = calloc((size_t)K, sizeof *r->chunks);
+    r->groups = calloc((size_t)K * (size_t)D, sizeof(int));
+    if (!r->chunks || !r->groups)
+        return pt_fail(PT_ENOMEM, "cannot allocate the replica reduction");
+    find_last_actions(p, rank, r->chunks);
+    size_t scratch = 0;
+    for (int c = 0; c < K; c++) {
+        pt_reduce_chunk *ch = &r->chunks[c];
+        ch->own = pt_ranks_owns(p->s, c, rank);
+        if (!ch->own)
+            continue;
+        /* the group in ascending rank order: the order of the fold */
+        ch->n = D;
+        ch->group = r->groups + (size_t)c * (size_t)D;
+        for (int k = 0; k < D; k++) {
+            int g = p->s->chunk_worker[c * D + k], j = k;
+            for (; j > 0 && ch->group[j - 1] > g; j--)
+                ch->group[j] = ch->group[j - 1];
+            ch->group[j] = g;
+        }
+        for (int k = 0; k < D; k++)
+            if (ch->group[k] == rank)
+                ch->pos = k;
+        size_t off, floats;
+        pt_pipeline_chunk_span(p, c, &off, &floats);
+        ch->first_bucket = r->n_buckets;
+        ch->n_buckets = (int)((floats + bucket - 1) / bucket);
+        r->n_buckets += ch->n_buckets;
+        if (is_root(ch))
+            scratch += (size_t)(D - 1) * floats;
+    }
+    r->buckets = calloc((size_t)r->n_buckets + 1, sizeof *r->buckets);
+    r->reqs = calloc((size_t)r->n_buckets * 2 * (size_t)(D - 1) + 1, sizeof *r->reqs);
+    r->scratch = scratch ? malloc(scratch * sizeof(float)) : NULL;
+    if (!r->buckets || !r->reqs || (scratch && !r->scratch))
+        return pt_fail(PT_ENOMEM, "cannot allocate the replica reduction (%zu scratch floats)",
+                       scratch);
+    /* buckets: their spans, their requests, the root's scratch */
+    pt_request *req = r->reqs;
+    float *sc = r->scratch;
+    for (int c = 0; c < K; c++) {
+        pt_reduce_chunk *ch = &r->chunks[c];
+        if (!ch->own)
+            continue;
+        size_t off, floats;
+        pt_pipeline_chunk_span(p, c, &off, &floats);
+        for (int b = 0; b < ch->n_buckets; b++) {
+            pt_reduce_bucket *bk = &r->buckets[ch->first_bucket + b];
+            size_t at = (size_t)b * bucket;
+            bk->grad = p->m->grad.base + off + at;
+            bk->floats = floats - at < bucket ? floats - at : bucket;
+            bk->up = req;
+            bk->down = req + (D - 1);
+            req += 2 * (D - 1);
+            if (is_root(ch)) {
+                bk->scratch = sc;
+                sc += (size_t)(D - 1) * bk->floats;
+            }
+        }
+    }
+    r->used = true;
+    return PT_OK;
+}
+
+void pt_reduce_free(pt_replica_reduce *r)
+{
+    free(r->chunks);
+    free(r->groups);
+    free(r->buckets);
+    free(r->reqs);
+    free(r->scratch);
+    memset(r, 0, sizeof *r);
+}
+
+static double since_step(const pt_replica_reduce *r)
+{
+    return pt_pipeline_now() - r->p->step_t0;
+}
+
+int pt_reduce_begin(pt_replica_reduce *r, pt_transport *t)
+{
+    r->running = false;
+    if (!r->used || !r->p->reduce_overlap)
+        return PT_OK;
+    r->t = t;
+    r->pending = 0;
+    for (int c = 0; c < r->n_chunks; c++) {
+        pt_reduce_chunk *ch = &r->chunks[c];
+        ch->started = false;
+        ch->buckets_done = 0;
+        ch->t0 = ch->t1 = -1.0;
+        if (!ch->own)
+            continue;
+        for (int b = 0; b < ch->n_buckets; b++) {
+            pt_reduce_bucket *bk = &r->buckets[ch->first_bucket + b];
+            bk->state = BUCKET_IDLE;
+            bk->folded = bk->sent = 0;
+            /* the root takes the copies whenever they come */
+            for (int j = 1; is_root(ch) && j < ch->n; j++) {
+                int rc = pt_transport_irecv(t, ch->group[j], tag_up(r, c),
+                                            bk->scratch + (size_t)(j - 1) * bk->floats,
+                                            bk->floats * sizeof(float), &bk->up[j - 1]);
+                if (rc != PT_OK)
+                    return rc;
+            }
+        }
+    }
+    r->running = true;
+    return PT_OK;
+}
+
+/* Chunk c's gradient is final here: members send their buckets; the root
+ * may fold from now on. */
+static int start_chunk(pt_replica_reduce *r, int c)
+{
+    pt_reduce_chunk *ch = &r->chunks[c];
+    ch->started = true;
+    ch->t0 = since_step(r);
+    r->pending++;
+    for (int b = 0; b < ch->n_buckets; b++) {
+        pt_reduce_bucket *bk = &r->buckets[ch->first_bucket + b];
+        bk->state = BUCKET_UP;
+        if (is_root(ch))
+            continue;
+        int rc = pt_transport_isend(r->t, ch->group[0], tag_up(r, c), bk->grad,
+                                    bk->floats * sizeof(float), &bk->up[0]);
+        if (rc != PT_OK)
+            return rc;
+    }
+    if (ch->n_buckets == 0) {
+        ch->t1 = ch->t0;
+        r->pending--;
+    }
+    return PT_OK;
+}
+
+static void bucket_done(pt_replica_reduce *r, pt_reduce_chunk *ch, pt_reduce_bucket *bk)
+{
+    bk->state = BUCKET_DONE;
+    if (++ch->buckets_done == ch->n_buckets) {
+        ch->t1 = since_step(r);
+        r->pending--;
+    }
+}
+
+/* Moves one bucket as far as it can go; `block` waits instead of testing. */
+static int advance_root(pt_replica_reduce *r, int c, pt_reduce_bucket *bk, bool block)
+{
+    pt_reduce_chunk *ch = &r->chunks[c];
+    int rc, done;
+    if (bk->state == BUCKET_UP) {
+        /* fold in rank order: member j only after members 1..j-1 */
+        while (bk->folded < ch->n - 1) {
+            pt_request *q = &bk->up[bk->folded];
+            done = 1;
+            rc = block ? pt_transport_wait(r->t, q) : pt_transport_test(r->t, q, &done);
+            if (rc != PT_OK)
+                return rc;
+            if (!done)
+                return PT_OK;
+            pt_transport_add_f32(bk->grad, bk->scratch + (size_t)bk->folded * bk->floats,
+                                 bk->floats);
+            bk->folded++;
+        }
+        for (int j = 1; j < ch->n; j++)
+            if ((rc = pt_transport_isend(r->t, ch->group[j], tag_down(r, c), bk->grad,
+                                         bk->floats * sizeof(float), &bk->down[j - 1])) != PT_OK)
+                return rc;
+        bk->state = BUCKET_DOWN;
+    }
+    while (bk->sent < ch->n - 1) {
+        pt_request *q = &bk->down[bk->sent];
+        done = 1;
+        rc = block ? pt_transport_wait(r->t, q) : pt_transport_test(r->t, q, &done);
+        if (rc != PT_OK)
+            return rc;
+        if (!done)
+            return PT_OK;
+        bk->sent++;
+    }
+    bucket_done(r, ch, bk);
+    return PT_OK;
+}
+
+static int advance_member(pt_replica_reduce *r, int c, pt_reduce_bucket *bk, bool block)
+{
+    pt_reduce_chunk *ch = &r->chunks[c];
+    int done = 1, rc;
+    if (bk->state == BUCKET_UP) {
+        rc = block ? pt_transport_wait(r->t, &bk->up[0])
+                   : pt_transport_test(r->t, &bk->up[0], &done);
+        if (rc != PT_OK || !done)
+            return rc;
+        /* the send is done: the sum may now land in the same memory */
+        rc = pt_transport_irecv(r->t, ch->group[0], tag_down(r, c), bk->grad,
+                                bk->floats * sizeof(float), &bk->down[0]);
+        if (rc != PT_OK)
+            return rc;
+        bk->state = BUCKET_DOWN;
+    }
+    rc = block ? pt_transport_wait(r->t, &bk->down[0])
+               : pt_transport_test(r->t, &bk->down[0], &done);
+    if (rc != PT_OK || !done)
+        return rc;
+    bucket_done(r, ch, bk);
+    return PT_OK;
+}
+
+/* Every started chunk's buckets, in chunk and bucket order: a bucket moves
+ * from UP (copies on their way to the root) to DOWN (sums on their way back)
+ * only after the bucket before it. */
+static int advance_all(pt_replica_reduce *r, bool block)
+{
+    for (int c = 0; r->pending > 0 && c < r->n_chunks; c++) {
+        pt_reduce_chunk *ch = &r->chunks[c];
+        if (!ch->own || !ch->started)
+            continue;
+        for (int b = 0; b < ch->n_buckets; b++) {
+            pt_reduce_bucket *bk = &r->buckets[ch->first_bucket + b];
+            if (bk->state == BUCKET_DONE)
+                continue;
+            int rc = is_root(ch) ? advance_root(r, c, bk, block)
+                                 : advance_member(r, c, bk, block);
+            if (rc != PT_OK)
+                return rc;
+            /* a chunk's buckets share their tags, so the sums must leave the
+             * root, and their receives be posted, in bucket order */
+            if (bk->state == BUCKET_UP)
+                break;
+        }
+    }
+    return PT_OK;
+}
+
+int pt_reduce_after_action(pt_replica_reduce *r, int index, int chunk)
+{
+    if (!r->running)
+        return PT_OK;
+    pt_reduce_chunk *ch = &r->chunks[chunk];
+    if (ch->own && !ch->started && ch->last_action == index) {
+        int rc = start_chunk(r, chunk);
+        if (rc != PT_OK)
+            return rc;
+    }
+    return advance_all(r, false);
+}
+
+int pt_reduce_finish(pt_replica_reduce *r)
+{
+    if (!r->running)
+        return PT_OK;
+    int rc = PT_OK;
+    /* a chunk with no backward in this list (none today) starts now */
+    for (int c = 0; rc == PT_OK && c < r->n_chunks; c++)
+        if (r->chunks[c].own && !r->chunks[c].started)
+            rc = start_chunk(r, c);
+    if (rc == PT_OK)
+        rc = advance_all(r, true);
+    r->running = false;
+    return rc;
+}
+
+bool pt_reduce_active(const pt_replica_reduce *r) { return r->running; }
