@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "io/checkpoint.h"
+#include "mpi_launch.h"
 #include "pipetrain.h"
 #include "runtime/optimizer.h"
 #include "tensor/rng.h"
@@ -42,13 +43,6 @@ static pt_model_config gpt_config(void)
     pt_model_config c = pt_model_config_gpt();
     c.n_layer = 4, c.n_head = 2, c.n_embd = 16, c.seq_len = 8, c.vocab = 32, c.seed = 3;
     return c;
-}
-
-static double seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static void make_batch(const pt_model_config *c, int s, int *tokens, pt_microbatch *mb)
@@ -130,62 +124,22 @@ static int job(const char *mode, const char *ckpt)
     return 0;
 }
 
-/* Starts the job under mpirun; returns its exit status, output in out. */
+/* The job of test k: rank 1 fails as `mode` says; keep_going switches off
+ * Open MPI's abort when a rank exits non-zero. */
 static int launch(const char *mpiexec, char *flags, const char *mode, int keep_going,
                   const char *ckpt, char *out, size_t cap, double *took)
 {
-    char *argv[32];
-    int argc = 0;
-    argv[argc++] = (char *)mpiexec;
-    for (char *f = strtok(flags, " "); f && argc < 24; f = strtok(NULL, " "))
-        argv[argc++] = f;
-    char np[16];
-    snprintf(np, sizeof np, "%d", RANKS);
-    argv[argc++] = "-np";
-    argv[argc++] = np;
-    char self[4096];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0)
-        return -1;
-    self[n] = '\0';
-    argv[argc++] = self;
-    argv[argc] = NULL;
-    int fds[2];
-    if (pipe(fds) != 0)
-        return -1;
-    double t0 = seconds();
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], 1);
-        dup2(fds[1], 2);
-        close(fds[0]);
-        close(fds[1]);
-        setenv("PT_FAULT_MODE", mode, 1);
-        setenv("PT_FAULT_CKPT", ckpt, 1);
-        setenv("PIPETRAIN_TIMEOUT", "3", 1);
-        if (keep_going)
-            setenv("OMPI_MCA_orte_abort_on_non_zero_status", "0", 1);
-        execvp(mpiexec, argv);
-        _exit(127);
-    }
-    close(fds[1]);
-    size_t len = 0;
-    for (;;) {
-        ssize_t got = read(fds[0], out + len, cap - 1 - len);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            break;
-        len += (size_t)got;
-        if (len == cap - 1)
-            len = 0; /* keep reading; only the tail matters */
-    }
-    out[len] = '\0';
-    close(fds[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    *took = seconds() - t0;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    char mode_env[64], ckpt_env[256], *env[5];
+    int n = 0;
+    snprintf(mode_env, sizeof mode_env, "PT_FAULT_MODE=%s", mode);
+    env[n++] = mode_env;
+    env[n++] = "PIPETRAIN_TIMEOUT=3";
+    snprintf(ckpt_env, sizeof ckpt_env, "PT_FAULT_CKPT=%s", ckpt);
+    env[n++] = ckpt_env;
+    if (keep_going)
+        env[n++] = "OMPI_MCA_orte_abort_on_non_zero_status=0";
+    env[n] = NULL;
+    return launch_self(mpiexec, flags, RANKS, (const char *const *)env, out, cap, took);
 }
 
 /* The checkpoint loads and holds what the threads pipeline has after
