@@ -46,7 +46,7 @@ static inline double bench_sgemm_gflops(int m, int n, int k, int reps)
     pt_rng_seed(&r, 1);
     pt_rng_fill_normal(&r, A, (size_t)m * k, 1.0f);
     pt_rng_fill_normal(&r, B, (size_t)k * n, 1.0f);
-    double t[32];
+    double t[32] = {0};
     reps = reps < 1 ? 1 : reps > 32 ? 32 : reps;
     kr->matmul(0, 0, m, n, k, 1.0f, A, k, B, n, 0.0f, C, n);
     for (int i = 0; i < reps; i++) {

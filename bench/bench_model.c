@@ -43,7 +43,7 @@ int main(int argc, char **argv)
         pt_blas_set_threads(threads);
         /* the model's most common product: (B*T, C) x (C, 4C) */
         double peak = bench_sgemm_gflops(n, 4 * c.n_embd, c.n_embd, reps);
-        double t[32];
+        double t[32] = {0};
         float loss;
         pt_model_step_microbatch(m, &mb, 1.0f, a, &loss); /* warm-up */
         for (int i = 0; i < reps; i++) {

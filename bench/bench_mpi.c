@@ -68,7 +68,7 @@ static int run(pt_pipeline_transport tr, const pt_microbatch *b, int steps, int 
         }
         *n_balance = 2;
     }
-    double t[32];
+    double t[32] = {0};
     for (int s = 0; s <= steps; s++) {
         double t0 = bench_now();
         if (pt_pipeline_train_step(p, b, s, oc.lr, NULL) != PT_OK)

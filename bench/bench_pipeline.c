@@ -47,7 +47,7 @@ static int run(const pt_model_config *c, int P, int threads, int steps, const pt
         pt_pipeline_chunk_blocks(p, ch, &first, &last);
         res->balance[ch] = last - first + 1;
     }
-    double t[32];
+    double t[32] = {0};
     float loss;
     for (int s = 0; s <= steps; s++) {
         double t0 = bench_now();

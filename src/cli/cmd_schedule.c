@@ -254,7 +254,7 @@ static void print_json(const pt_schedule *s, const pt_schedule_sim *sim, const c
         return;
     }
     printf(",\"valid\":false,\"error\":\"");
-    for (const char *p = error; *p; p++)
+    for (const char *p = error ? error : ""; *p; p++)
         if (*p == '"' || *p == '\\')
             printf("\\%c", *p);
         else if ((unsigned char)*p >= 0x20)
