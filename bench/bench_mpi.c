@@ -25,7 +25,7 @@
 #include "runtime/optimizer.h"
 
 #define MBS 2
-#define M 16
+#define M   16
 
 #ifndef PT_HAVE_MPI
 int main(void)

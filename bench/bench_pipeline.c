@@ -20,7 +20,7 @@
 #include "runtime/optimizer.h"
 
 #define MBS 2
-#define M 16
+#define M   16
 
 typedef struct {
     double step_s;
@@ -96,11 +96,11 @@ int main(int argc, char **argv)
            "(%d tokens per step); %.1f GFLOP per step\n",
            M, MBS, rows, flops / 1e9);
     printf("one-thread sgemm (%dx%dx%d): %.1f GFLOP/s before, %.1f after; 2-core limit %.1f "
-           "GFLOP/s\n\n", MBS * c.seq_len, 4 * c.n_embd, c.n_embd, sgemm1, sgemm1b, peak);
+           "GFLOP/s\n\n",
+           MBS * c.seq_len, 4 * c.n_embd, c.n_embd, sgemm1, sgemm1b, peak);
     printf("%-26s %9s %10s %9s %9s %11s\n", "configuration", "step s", "tokens/s", "vs P1x1",
            "vs P1x2", "utilisation");
-    const char *names[] = {"P=1, 1 BLAS thread", "P=1, 2 BLAS threads",
-                           "P=2, 1f1b, 1 thread each"};
+    const char *names[] = {"P=1, 1 BLAS thread", "P=1, 2 BLAS threads", "P=2, 1f1b, 1 thread each"};
     result *rs[] = {&one, &two, &pipe};
     for (int i = 0; i < 3; i++) {
         double tps = rows / rs[i]->step_s;

@@ -58,11 +58,11 @@ typedef enum { PT_MODEL_GPT = 0, PT_MODEL_MLP = 1 } pt_model_kind;
 typedef struct {
     pt_model_kind kind;
     /* gpt: GPT-2's architecture */
-    int n_layer;  /* transformer blocks (default 4) */
-    int n_head;   /* attention heads (default 4) */
-    int n_embd;   /* channels; a multiple of n_head (default 128) */
-    int seq_len;  /* T, tokens per sample (default 128) */
-    int vocab;    /* V (default 256: bytes) */
+    int n_layer; /* transformer blocks (default 4) */
+    int n_head;  /* attention heads (default 4) */
+    int n_embd;  /* channels; a multiple of n_head (default 128) */
+    int seq_len; /* T, tokens per sample (default 128) */
+    int vocab;   /* V (default 256: bytes) */
     /* mlp: widths[0] inputs, widths[n_widths-1] classes, ReLU between */
     int n_widths;
     int widths[PT_MLP_MAX_WIDTHS];
@@ -126,8 +126,7 @@ typedef struct {
  * gradient. Sized once for a batch size; reusable across micro-batches. */
 typedef struct pt_activations pt_activations;
 
-int pt_activations_create(const pt_model *m, int first, int last, int batch,
-                          pt_activations **out);
+int pt_activations_create(const pt_model *m, int first, int last, int batch, pt_activations **out);
 void pt_activations_destroy(pt_activations *a);
 size_t pt_activations_bytes(const pt_activations *a);
 /* The output of the range's last block (batch x its width), after forward. */
@@ -141,15 +140,15 @@ int pt_model_block_input_floats(const pt_model *m, int block);
  * (NULL when first is block 0: the micro-batch is the input). When the range
  * ends with the model's last block, *loss receives the micro-batch's mean
  * loss (loss may be NULL otherwise). */
-int pt_model_forward(pt_model *m, int first, int last, const pt_microbatch *mb,
-                     const float *in, pt_activations *acts, float *loss);
+int pt_model_forward(pt_model *m, int first, int last, const pt_microbatch *mb, const float *in,
+                     pt_activations *acts, float *loss);
 /* Gradient with respect to the range's input, into din (NULL when first is
  * block 0). dout is the gradient of the range's output (NULL when the range
  * ends with the loss, whose gradient is loss_scale). Weight gradients are not
  * touched; pt_model_backward_weight() adds them afterwards. */
 int pt_model_backward_input(pt_model *m, int first, int last, const pt_microbatch *mb,
-                            const float *in, pt_activations *acts, const float *dout,
-                            float *din, float loss_scale);
+                            const float *in, pt_activations *acts, const float *dout, float *din,
+                            float loss_scale);
 /* Adds the weight gradients of blocks first..last for a micro-batch whose
  * backward_input has run. */
 int pt_model_backward_weight(pt_model *m, int first, int last, const pt_microbatch *mb,
@@ -164,16 +163,16 @@ int pt_model_step_microbatch(pt_model *m, const pt_microbatch *mb, float loss_sc
 typedef enum { PT_OPTIM_ADAMW = 0, PT_OPTIM_SGD = 1 } pt_optim_kind;
 
 typedef struct {
-    pt_optim_kind kind;  /* default AdamW */
-    float lr;            /* peak learning rate (default 3e-4) */
-    float min_lr;        /* cosine decay ends here (default lr / 10) */
-    long warmup_steps;   /* linear warm-up from lr / warmup (default 0) */
-    long decay_steps;    /* cosine decay over this many steps (0: constant) */
-    float beta1, beta2;  /* AdamW moments (0.9, 0.95) */
-    float eps;           /* AdamW (1e-8) */
-    float weight_decay;  /* decoupled, on 2-D weights only (0.1 AdamW, 0 SGD) */
-    float momentum;      /* SGD (0.9) */
-    float grad_clip;     /* max global gradient norm; 0 disables (1.0) */
+    pt_optim_kind kind; /* default AdamW */
+    float lr;           /* peak learning rate (default 3e-4) */
+    float min_lr;       /* cosine decay ends here (default lr / 10) */
+    long warmup_steps;  /* linear warm-up from lr / warmup (default 0) */
+    long decay_steps;   /* cosine decay over this many steps (0: constant) */
+    float beta1, beta2; /* AdamW moments (0.9, 0.95) */
+    float eps;          /* AdamW (1e-8) */
+    float weight_decay; /* decoupled, on 2-D weights only (0.1 AdamW, 0 SGD) */
+    float momentum;     /* SGD (0.9) */
+    float grad_clip;    /* max global gradient norm; 0 disables (1.0) */
 } pt_optim_config;
 
 pt_optim_config pt_optim_config_default(pt_optim_kind kind);
@@ -221,11 +220,11 @@ int pt_schedule_load(const char *path, pt_schedule **out);
 int pt_schedule_format(const pt_schedule *s, char **text);
 
 const char *pt_schedule_name(const pt_schedule *s);
-int pt_schedule_workers(const pt_schedule *s);       /* stages x replicas */
-int pt_schedule_stages(const pt_schedule *s);        /* P */
-int pt_schedule_chunks(const pt_schedule *s);        /* virtual stages in all */
+int pt_schedule_workers(const pt_schedule *s);        /* stages x replicas */
+int pt_schedule_stages(const pt_schedule *s);         /* P */
+int pt_schedule_chunks(const pt_schedule *s);         /* virtual stages in all */
 int pt_schedule_virtual_stages(const pt_schedule *s); /* chunks per worker */
-int pt_schedule_microbatches(const pt_schedule *s);  /* M */
+int pt_schedule_microbatches(const pt_schedule *s);   /* M */
 int pt_schedule_replicas(const pt_schedule *s);
 
 /* Proves the schedule complete and deadlock-free: every F and backward of
@@ -238,10 +237,10 @@ int pt_schedule_validate(const pt_schedule *s);
 
 /* Costs for the simulator, in any time unit. A fused BW costs b + w. */
 typedef struct {
-    double f, b, w;       /* time of one chunk's F, B, W (defaults 1, 1, 1) */
-    double latency;       /* per transfer between two workers (default 0) */
-    int n_chunk_costs;    /* 0, or pt_schedule_chunks(): then chunk_f[c],
-                             chunk_b[c], chunk_w[c] replace f, b, w */
+    double f, b, w;    /* time of one chunk's F, B, W (defaults 1, 1, 1) */
+    double latency;    /* per transfer between two workers (default 0) */
+    int n_chunk_costs; /* 0, or pt_schedule_chunks(): then chunk_f[c],
+                          chunk_b[c], chunk_w[c] replace f, b, w */
     const double *chunk_f, *chunk_b, *chunk_w;
 } pt_schedule_costs;
 
@@ -252,10 +251,10 @@ pt_schedule_costs pt_schedule_costs_default(void);
 typedef struct {
     int workers;
     double makespan;
-    double bubble_fraction;  /* sum of idle / (workers x makespan) */
+    double bubble_fraction; /* sum of idle / (workers x makespan) */
     double *busy, *idle;
-    int *peak_activations;   /* most (chunk, micro-batch) pairs whose F is done
-                                and whose last backward piece is not */
+    int *peak_activations; /* most (chunk, micro-batch) pairs whose F is done
+                              and whose last backward piece is not */
     int *n_actions;
     double **start, **end;
 } pt_schedule_sim;
@@ -297,22 +296,22 @@ typedef enum {
 } pt_pipeline_transport;
 
 typedef struct {
-    int stages;              /* P, workers (default 1) */
-    int virtual_stages;      /* chunks per worker; 0 = the schedule's own (default 0) */
-    int microbatches;        /* M per train_step (default 1) */
-    int micro_batch_size;    /* samples per micro-batch (default 1) */
-    const char *schedule;    /* generator name (default "1f1b") */
+    int stages;                /* P, workers (default 1) */
+    int virtual_stages;        /* chunks per worker; 0 = the schedule's own (default 0) */
+    int microbatches;          /* M per train_step (default 1) */
+    int micro_batch_size;      /* samples per micro-batch (default 1) */
+    const char *schedule;      /* generator name (default "1f1b") */
     const char *schedule_file; /* a schedule in the text format; overrides schedule */
-    const int *balance;      /* blocks per chunk, n_balance = chunks; NULL = profile
-                                the blocks and choose (default NULL) */
+    const int *balance;        /* blocks per chunk, n_balance = chunks; NULL = profile
+                                  the blocks and choose (default NULL) */
     int n_balance;
-    size_t max_stage_memory; /* bytes per chunk for the partitioner; 0 = no cap */
-    int checkpoint_activations; /* keep only chunk inputs; recompute before backward */
-    int blas_threads;        /* BLAS threads (process-wide); 0 = max(1, cores / P) */
-    int record_trace;        /* keep each action's start and end (default 1) */
-    int replicas;            /* D data-parallel copies of every stage (default 1); MPI
-                                only: stages x replicas = the world size, and D must
-                                divide microbatches */
+    size_t max_stage_memory;         /* bytes per chunk for the partitioner; 0 = no cap */
+    int checkpoint_activations;      /* keep only chunk inputs; recompute before backward */
+    int blas_threads;                /* BLAS threads (process-wide); 0 = max(1, cores / P) */
+    int record_trace;                /* keep each action's start and end (default 1) */
+    int replicas;                    /* D data-parallel copies of every stage (default 1); MPI
+                                        only: stages x replicas = the world size, and D must
+                                        divide microbatches */
     pt_pipeline_transport transport; /* default PT_PIPELINE_AUTO */
 } pt_pipeline_config;
 
@@ -389,33 +388,33 @@ typedef enum {
 
 /* What the trainer tells its caller after every step. */
 typedef struct {
-    long step, steps;    /* steps done, of the run's total */
+    long step, steps; /* steps done, of the run's total */
     float loss, lr;
     double tokens_per_s; /* samples/s for mlp */
     double step_ms, eta_s;
-    int has_val;         /* val_loss (and for mlp val_accuracy) measured this step */
+    int has_val; /* val_loss (and for mlp val_accuracy) measured this step */
     float val_loss, val_accuracy;
 } pt_train_report;
 
 typedef struct {
     pt_model_config model;
     pt_optim_config optim;
-    int batch;          /* samples per optimizer step (default 16) */
-    int microbatches;   /* the batch is cut into this many (default 1) */
-    long steps;         /* total steps, counted from 0 also when resuming */
-    uint64_t seed;      /* data order (default 1) */
+    int batch;               /* samples per optimizer step (default 16) */
+    int microbatches;        /* the batch is cut into this many (default 1) */
+    long steps;              /* total steps, counted from 0 also when resuming */
+    uint64_t seed;           /* data order (default 1) */
     const char *const *data; /* files or directories */
     int n_data;
     pt_data_kind data_kind;
-    const char *val_data;    /* token file for validation (tokens only) */
-    double val_fraction;     /* held out when val_data is NULL (default 0.1) */
-    int eval_every;     /* validation every K steps and at the end; 0: only at the end */
-    int eval_batches;   /* batches per validation (default 8; mlp: the whole test set) */
-    const char *save;   /* checkpoint path, written at the end and every save_every */
+    const char *val_data; /* token file for validation (tokens only) */
+    double val_fraction;  /* held out when val_data is NULL (default 0.1) */
+    int eval_every;       /* validation every K steps and at the end; 0: only at the end */
+    int eval_batches;     /* batches per validation (default 8; mlp: the whole test set) */
+    const char *save;     /* checkpoint path, written at the end and every save_every */
     long save_every;
-    const char *resume; /* checkpoint to continue from; of the same model config */
-    const char *metrics; /* JSONL log */
-    const char *trace;   /* Chrome trace of the last step's actions */
+    const char *resume;          /* checkpoint to continue from; of the same model config */
+    const char *metrics;         /* JSONL log */
+    const char *trace;           /* Chrome trace of the last step's actions */
     pt_pipeline_config pipeline; /* stages, schedule, ...; microbatches and
                                     micro_batch_size come from the fields above */
     void (*on_report)(const pt_train_report *r, void *user);
@@ -442,8 +441,8 @@ int pt_train(const pt_train_config *cfg, pt_train_result *result);
  * the calling thread. out receives the n_new tokens; on_token (may be NULL)
  * sees each one. */
 int pt_generate(pt_model *m, pt_pipeline *pipe, const int *prompt, int n_prompt, int n_new,
-                float temperature, uint64_t seed, int *out,
-                void (*on_token)(int token, void *user), void *user);
+                float temperature, uint64_t seed, int *out, void (*on_token)(int token, void *user),
+                void *user);
 
 #ifdef __cplusplus
 }

@@ -34,7 +34,7 @@ static inline void harness_fill(pt_rng *r, float *x, size_t n, float mean, float
 /* b must have been initialised by its constructor; V/classes bound the
  * tokens and targets. */
 static inline void harness_setup(harness *h, int B, int is_loss, int targets_per_sample, int V,
-                          uint64_t seed)
+                                 uint64_t seed)
 {
     pt_rng r;
     pt_rng_seed(&r, seed);
@@ -65,8 +65,8 @@ static inline void harness_setup(harness *h, int B, int is_loss, int targets_per
     h->R = harness_floats(h->n_out);
     harness_fill(&r, h->in, h->n_in, 0.0f, 1.0f);
     harness_fill(&r, h->R, h->n_out, 0.0f, 1.0f);
-    h->mb = (pt_microbatch){.batch = B, .tokens = h->tokens, .inputs = h->in,
-                            .targets = h->targets};
+    h->mb =
+        (pt_microbatch){.batch = B, .tokens = h->tokens, .inputs = h->in, .targets = h->targets};
 }
 
 static inline void harness_free(harness *h)

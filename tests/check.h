@@ -12,30 +12,30 @@
 
 static int failures;
 
-#define CHECK_REPORT(...)                                                                    \
-    do {                                                                                     \
-        if (failures <= 20) {                                                                \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                             \
-            fprintf(stderr, __VA_ARGS__);                                                    \
-            fputc('\n', stderr);                                                             \
-        }                                                                                    \
+#define CHECK_REPORT(...)                                        \
+    do {                                                         \
+        if (failures <= 20) {                                    \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                        \
+            fputc('\n', stderr);                                 \
+        }                                                        \
     } while (0)
 
-#define CHECK(cond, ...)                                                                     \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            failures++;                                                                      \
-            CHECK_REPORT(__VA_ARGS__);                                                       \
-        }                                                                                    \
+#define CHECK(cond, ...)               \
+    do {                               \
+        if (!(cond)) {                 \
+            failures++;                \
+            CHECK_REPORT(__VA_ARGS__); \
+        }                              \
     } while (0)
 
-#define REQUIRE(cond, ...)                                                                   \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            failures++;                                                                      \
-            CHECK_REPORT(__VA_ARGS__);                                                       \
-            return 1;                                                                        \
-        }                                                                                    \
+#define REQUIRE(cond, ...)             \
+    do {                               \
+        if (!(cond)) {                 \
+            failures++;                \
+            CHECK_REPORT(__VA_ARGS__); \
+            return 1;                  \
+        }                              \
     } while (0)
 
 #endif

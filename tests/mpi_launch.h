@@ -25,8 +25,8 @@ static inline double launch_seconds(void)
  * strings of env (NULL-terminated) added to the environment. Returns the
  * exit status (128 + signal if killed; -1 if it could not start), the tail
  * of the output in out, the wall time in *took. flags is split in place. */
-static inline int launch_self(const char *mpiexec, char *flags, int ranks,
-                              const char *const *env, char *out, size_t cap, double *took)
+static inline int launch_self(const char *mpiexec, char *flags, int ranks, const char *const *env,
+                              char *out, size_t cap, double *took)
 {
     char *argv[32], np[16], self[4096];
     int argc = 0;

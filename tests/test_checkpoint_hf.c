@@ -34,8 +34,8 @@ int main(void)
     pt_model_config c;
     if (pt_checkpoint_read_config(path, 4, &c) != PT_OK)
         return printf("FAIL: %s\n", pt_last_error()), 1;
-    printf("config from shapes: layers %d embd %d seq %d vocab %d heads %d\n", c.n_layer,
-           c.n_embd, c.seq_len, c.vocab, c.n_head);
+    printf("config from shapes: layers %d embd %d seq %d vocab %d heads %d\n", c.n_layer, c.n_embd,
+           c.seq_len, c.vocab, c.n_head);
     if (c.kind != PT_MODEL_GPT || c.n_layer != 2 || c.n_embd != 16 || c.seq_len != 8 ||
         c.vocab != 40 || c.n_head != 4)
         return printf("FAIL: wrong config\n"), 1;
@@ -46,10 +46,11 @@ int main(void)
     /* the writer's order: wte, wpe, then per layer 13 tensors (one is the
      * mask buffer, index 2 within the layer), then ln_f weight and bias */
     int failures = 0, k = 0, checked = 0;
-    const char *layer_names[] = {"ln_1.weight", "ln_1.bias", NULL, "attn.c_attn.weight",
-                                 "attn.c_attn.bias", "attn.c_proj.weight", "attn.c_proj.bias",
-                                 "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias",
-                                 "mlp.c_proj.weight", "mlp.c_proj.bias"};
+    const char *layer_names[] = {"ln_1.weight",        "ln_1.bias",        NULL,
+                                 "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
+                                 "attn.c_proj.bias",   "ln_2.weight",      "ln_2.bias",
+                                 "mlp.c_fc.weight",    "mlp.c_fc.bias",    "mlp.c_proj.weight",
+                                 "mlp.c_proj.bias"};
     char name[128];
     for (int step = 0; step < 2 + 2 * 13 + 2; step++, k++) {
         if (step == 0)

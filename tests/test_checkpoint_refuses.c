@@ -111,7 +111,8 @@ int main(void)
             same &= !memcmp(pt_optimizer_state(opt, m, i, w), pt_optimizer_state(opt2, fresh, i, w),
                             a->numel * sizeof(float));
     }
-    printf("%-4s round trip of parameters, moments, step and data position\n", same ? "ok" : "FAIL");
+    printf("%-4s round trip of parameters, moments, step and data position\n",
+           same ? "ok" : "FAIL");
     failures += !same;
 
     /* every refusal, into `fresh` (which must stay as it is) */
@@ -135,7 +136,8 @@ int main(void)
     pt_model *other;
     pt_model_create(&c3, &other);
     expect_refused("another model config", good, other, "layers 2");
-    expect_refused("missing file", "/nonexistent/x.safetensors", fresh, "/nonexistent/x.safetensors");
+    expect_refused("missing file", "/nonexistent/x.safetensors", fresh,
+                   "/nonexistent/x.safetensors");
 
     pt_model_destroy(other);
     pt_optimizer_destroy(opt2);

@@ -110,8 +110,7 @@ static void log_lines(const char *path)
             CHECK(number_is(o, "tokens_per_s", want.tokens_per_s), "line 5: tokens_per_s");
         } else {
             CHECK(number_is(o, "loss", want.loss), "line %d: loss not exact", i + 1);
-            CHECK(number_is(o, "tokens_per_s", want.tokens_per_s), "line %d: tokens_per_s",
-                  i + 1);
+            CHECK(number_is(o, "tokens_per_s", want.tokens_per_s), "line %d: tokens_per_s", i + 1);
         }
         if (i == 2)
             CHECK(number_is(o, "val_loss", 1.0 / 3.0) && number_is(o, "val_acc", 0.9375),

@@ -27,7 +27,7 @@
 #include "comm/transport.h"
 #include "mpi_launch.h"
 
-#define RANKS 3
+#define RANKS  3
 #define DIE_AT 20
 
 static int job(void)
@@ -73,8 +73,8 @@ static int job(void)
 
 /* The job of test k: rank 1 fails as `mode` says; keep_going switches off
  * Open MPI's abort when a rank exits non-zero. */
-static int launch(const char *mpiexec, char *flags, const char *mode, int keep_going,
-                  char *out, size_t cap, double *took)
+static int launch(const char *mpiexec, char *flags, const char *mode, int keep_going, char *out,
+                  size_t cap, double *took)
 {
     char mode_env[64], *env[5];
     int n = 0;

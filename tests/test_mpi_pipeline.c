@@ -29,20 +29,20 @@
 #include "tensor/rng.h"
 
 #define STEPS 3
-#define MBS 2
-#define LR 1e-2f
+#define MBS   2
+#define LR    1e-2f
 
 static int rank_, size_;
 
-#define CHECK(cond, ...)                                                                 \
-    do {                                                                                 \
-        if (!(cond)) {                                                                   \
-            printf("FAIL rank %d %s:%d: ", rank_, __FILE__, __LINE__);                   \
-            printf(__VA_ARGS__);                                                         \
-            printf("\n");                                                                \
-            fflush(stdout);                                                              \
-            return 1;                                                                    \
-        }                                                                                \
+#define CHECK(cond, ...)                                               \
+    do {                                                               \
+        if (!(cond)) {                                                 \
+            printf("FAIL rank %d %s:%d: ", rank_, __FILE__, __LINE__); \
+            printf(__VA_ARGS__);                                       \
+            printf("\n");                                              \
+            fflush(stdout);                                            \
+            return 1;                                                  \
+        }                                                              \
     } while (0)
 
 static pt_model_config gpt_config(void)
@@ -118,8 +118,8 @@ static int run(const case_t *k, pt_pipeline_transport tr, run_t *r)
     pc.replicas = tr == PT_PIPELINE_THREADS ? 1 : k->D;
     pc.microbatches = k->M;
     pc.micro_batch_size = MBS;
-    pc.schedule = tr == PT_PIPELINE_THREADS && !strcmp(k->schedule, "1f1b-rr") ? "1f1b"
-                                                                               : k->schedule;
+    pc.schedule =
+        tr == PT_PIPELINE_THREADS && !strcmp(k->schedule, "1f1b-rr") ? "1f1b" : k->schedule;
     pc.virtual_stages = k->v;
     pc.balance = balance;
     pc.n_balance = K;
@@ -166,10 +166,9 @@ static double compare(const run_t *a, const run_t *ref, int all, int D, const ch
                 continue;
         }
         for (int which = 0; which < 3; which++) {
-            const float *x = which == 0 ? p->data
-                                        : pt_optimizer_state(a->o, a->m, i, which - 1);
-            const float *y = which == 0 ? q->data
-                                        : pt_optimizer_state(ref->o, ref->m, i, which - 1);
+            const float *x = which == 0 ? p->data : pt_optimizer_state(a->o, a->m, i, which - 1);
+            const float *y =
+                which == 0 ? q->data : pt_optimizer_state(ref->o, ref->m, i, which - 1);
             for (size_t j = 0; x && y && j < p->numel; j++) {
                 double d = fabs((double)x[j] - y[j]) /
                            fmax(fmax(fabs((double)x[j]), fabs((double)y[j])), 1e-3);
@@ -191,8 +190,8 @@ static int check_case(const case_t *k)
     int rc = run(k, PT_PIPELINE_THREADS, &th);
     if (rc == 2) {
         if (rank_ == 0)
-            printf("skip %s P=%d D=%d M=%d (the schedule refuses it)\n", k->schedule, k->P,
-                   k->D, k->M);
+            printf("skip %s P=%d D=%d M=%d (the schedule refuses it)\n", k->schedule, k->P, k->D,
+                   k->M);
         return 0;
     }
     if (rc)
@@ -243,7 +242,8 @@ static int check_eval_probs_broadcast(int P, int D)
     batch_t b;
     make_batch(&mc, k.M, 7, &b);
     float e1, e2;
-    CHECK(pt_pipeline_eval(th.p, &b.mb, &e1) == PT_OK && pt_pipeline_eval(mp.p, &b.mb, &e2) == PT_OK,
+    CHECK(pt_pipeline_eval(th.p, &b.mb, &e1) == PT_OK &&
+              pt_pipeline_eval(mp.p, &b.mb, &e2) == PT_OK,
           "eval: %s", pt_last_error());
     int exact = D == 1;
     CHECK(exact ? e1 == e2 : fabsf(e1 - e2) <= 1e-5f * e1, "eval: mpi %.9g, threads %.9g", e2, e1);

@@ -31,12 +31,12 @@
 #include "runtime/optimizer.h"
 #include "tensor/rng.h"
 
-#define RANKS 2
+#define RANKS      2
 #define SAVE_AFTER 2 /* steps */
-#define FAIL_AT 4    /* step at which rank 1 fails */
-#define MBS 2
-#define M 4
-#define LR 1e-2f
+#define FAIL_AT    4 /* step at which rank 1 fails */
+#define MBS        2
+#define M          4
+#define LR         1e-2f
 
 static pt_model_config gpt_config(void)
 {

@@ -28,21 +28,21 @@
 #include "tensor/rng.h"
 
 #define STEPS 3
-#define MBS 2
-#define M 8
-#define LR 1e-2f
+#define MBS   2
+#define M     8
+#define LR    1e-2f
 
 static int rank_ = -1;
 
-#define CHECK(cond, ...)                                                                 \
-    do {                                                                                 \
-        if (!(cond)) {                                                                   \
-            printf("FAIL rank %d %s:%d: ", rank_, __FILE__, __LINE__);                   \
-            printf(__VA_ARGS__);                                                         \
-            printf("\n");                                                                \
-            fflush(stdout);                                                              \
-            return 1;                                                                    \
-        }                                                                                \
+#define CHECK(cond, ...)                                               \
+    do {                                                               \
+        if (!(cond)) {                                                 \
+            printf("FAIL rank %d %s:%d: ", rank_, __FILE__, __LINE__); \
+            printf(__VA_ARGS__);                                       \
+            printf("\n");                                              \
+            fflush(stdout);                                            \
+            return 1;                                                  \
+        }                                                              \
     } while (0)
 
 static pt_model_config gpt_config(int embd)
@@ -137,8 +137,7 @@ static int same(const run_t *a, const run_t *b, const char *what)
 {
     for (int i = 0; i < pt_model_n_params(a->m); i++) {
         const pt_param *p = pt_model_param(a->m, i), *q = pt_model_param(b->m, i);
-        CHECK(!memcmp(p->data, q->data, p->numel * sizeof(float)), "%s: %s differs", what,
-              p->name);
+        CHECK(!memcmp(p->data, q->data, p->numel * sizeof(float)), "%s: %s differs", what, p->name);
         for (int which = 0; which < 2; which++) {
             const float *x = pt_optimizer_state(a->o, a->m, i, which);
             const float *y = pt_optimizer_state(b->o, b->m, i, which);
@@ -164,8 +163,7 @@ static int check_overlap(const run_t *r)
         if (!ch->own)
             continue;
         own++;
-        CHECK(ch->t0 >= 0 && ch->t1 >= ch->t0, "chunk %d: reduce from %g to %g", c, ch->t0,
-              ch->t1);
+        CHECK(ch->t0 >= 0 && ch->t1 >= ch->t0, "chunk %d: reduce from %g to %g", c, ch->t0, ch->t1);
         first = ch->t0 < first ? ch->t0 : first;
     }
     CHECK(own == 2, "interleaved v=2 on 2 stages: %d own chunks, expected 2", own);

@@ -17,14 +17,14 @@
 static int failures;
 static int me_global;
 
-#define CHECK(cond, ...)                                                                     \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            failures++;                                                                      \
-            fprintf(stderr, "rank %d: %s:%d: ", me_global, __FILE__, __LINE__);              \
-            fprintf(stderr, __VA_ARGS__);                                                    \
-            fprintf(stderr, "\n");                                                           \
-        }                                                                                    \
+#define CHECK(cond, ...)                                                        \
+    do {                                                                        \
+        if (!(cond)) {                                                          \
+            failures++;                                                         \
+            fprintf(stderr, "rank %d: %s:%d: ", me_global, __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                                       \
+            fprintf(stderr, "\n");                                              \
+        }                                                                       \
     } while (0)
 
 static unsigned char pattern(int src, int dst, int tag, int seq, size_t i)
@@ -109,8 +109,7 @@ static void ping_pong(pt_transport *t)
                 CHECK(pt_transport_irecv(t, other, 42, &got, sizeof got, &r) == PT_OK, "pong");
                 int done = 0;
                 while (!done)
-                    CHECK(pt_transport_test(t, &r, &done) == PT_OK, "test: %s",
-                          pt_last_error());
+                    CHECK(pt_transport_test(t, &r, &done) == PT_OK, "test: %s", pt_last_error());
                 CHECK(got == v, "round %d: got %g, want %g", round, got, v);
             }
         }
@@ -150,7 +149,7 @@ static float *threads_reference(int world, const int *group, int n_group, size_t
     threads_job jobs[8];
     for (int m = 0; m < n_group; m++) {
         jobs[m] = (threads_job){pt_threads_world_endpoint(w, group[m]), group, n_group,
-                                malloc(sizeof(float) * count), count, 0};
+                                malloc(sizeof(float) * count),          count, 0};
         for (size_t i = 0; i < count; i++)
             jobs[m].buf[i] = value(group[m], i);
         pthread_create(&th[m], NULL, threads_member, &jobs[m]);
@@ -174,8 +173,8 @@ static void check_allreduce(pt_transport *t, const int *group, int n_group, size
     float *buf = malloc(sizeof(float) * count);
     for (size_t i = 0; i < count; i++)
         buf[i] = value(me, i);
-    CHECK(pt_transport_allreduce_sum_f32(t, group, n_group, buf, count) == PT_OK,
-          "allreduce: %s", pt_last_error());
+    CHECK(pt_transport_allreduce_sum_f32(t, group, n_group, buf, count) == PT_OK, "allreduce: %s",
+          pt_last_error());
     float *ref = threads_reference(pt_transport_size(t), group, n_group, count, me);
     CHECK(ref && memcmp(ref, buf, sizeof(float) * count) == 0,
           "allreduce of %zu floats over %d ranks differs from the threads transport's", count,
@@ -209,7 +208,7 @@ static void allreduces(pt_transport *t)
     int me = pt_transport_rank(t), n = pt_transport_size(t);
     int world[8];
     for (int r = 0; r < n; r++)
-        world[r] = n - 1 - r; /* listed backwards: order of the list must not matter */
+        world[r] = n - 1 - r;             /* listed backwards: order of the list must not matter */
     check_allreduce(t, world, n, 300007); /* crosses a segment boundary */
     check_allreduce(t, world, n, 1);
     if (n == 4) {
@@ -246,8 +245,8 @@ static void timeout_path(pt_transport *t)
         t->timeout_s = 20.0;
         CHECK(pt_transport_irecv(t, 0, 998, &x, sizeof x, &r) == PT_OK, "irecv");
         int rc = pt_transport_wait(t, &r);
-        CHECK(rc == PT_ETRANSPORT && strstr(pt_last_error(), "rank 1"),
-              "abort notice: rc %d, '%s'", rc, pt_last_error());
+        CHECK(rc == PT_ETRANSPORT && strstr(pt_last_error(), "rank 1"), "abort notice: rc %d, '%s'",
+              rc, pt_last_error());
     }
     CHECK(pt_transport_isend(t, 0, 1, &x, sizeof x, &r) == PT_ETRANSPORT,
           "isend after an abort should fail");

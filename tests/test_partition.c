@@ -17,8 +17,7 @@
 #include "check.h"
 
 /* Smallest slowest-chunk time over every cut (chunks within the cap). */
-static double brute(const pt_block_profile *prof, int n, int K, size_t cap, int inflight,
-                    int start)
+static double brute(const pt_block_profile *prof, int n, int K, size_t cap, int inflight, int start)
 {
     if (K == 1) {
         if (cap && pt_partition_chunk_memory(prof, start, n - 1, inflight) > cap)
@@ -41,24 +40,24 @@ int main(void)
 {
     int bal[16], n;
     REQUIRE(pt_partition_parse_balance("2,3,3", bal, 16, &n) == PT_OK && n == 3 && bal[0] == 2 &&
-              bal[1] == 3 && bal[2] == 3,
-          "2,3,3 parsed wrong");
+                bal[1] == 3 && bal[2] == 3,
+            "2,3,3 parsed wrong");
     REQUIRE(pt_partition_parse_balance("2,x,3", bal, 16, &n) == PT_EINVAL &&
-              strstr(pt_last_error(), "entry 2"),
-          "2,x,3: %s", pt_last_error());
+                strstr(pt_last_error(), "entry 2"),
+            "2,x,3: %s", pt_last_error());
     REQUIRE(pt_partition_parse_balance("2,0", bal, 16, &n) == PT_EINVAL, "a zero entry accepted");
     REQUIRE(pt_partition_parse_balance("2;3", bal, 16, &n) == PT_EINVAL, "2;3 accepted");
     REQUIRE(pt_partition_parse_balance("", bal, 16, &n) == PT_EINVAL, "empty balance accepted");
     REQUIRE(pt_partition_parse_balance("1,1,1", bal, 2, &n) == PT_EINVAL, "too many entries");
     int b1[] = {2, 3, 2};
     REQUIRE(pt_partition_check_balance(b1, 3, 3, 8) == PT_EINVAL &&
-              strstr(pt_last_error(), "8 blocks") && strstr(pt_last_error(), "sums to 7"),
-          "a balance summing to 7 for 8 blocks: %s", pt_last_error());
+                strstr(pt_last_error(), "8 blocks") && strstr(pt_last_error(), "sums to 7"),
+            "a balance summing to 7 for 8 blocks: %s", pt_last_error());
     REQUIRE(pt_partition_check_balance(b1, 3, 4, 7) == PT_EINVAL &&
-              strstr(pt_last_error(), "one per chunk (4"),
-          "3 entries for 4 chunks: %s", pt_last_error());
+                strstr(pt_last_error(), "one per chunk (4"),
+            "3 entries for 4 chunks: %s", pt_last_error());
     REQUIRE(pt_partition_check_balance(b1, 3, 3, 7) == PT_OK, "a good balance refused: %s",
-          pt_last_error());
+            pt_last_error());
 
     /* the dynamic program against brute force */
     pt_rng r;
@@ -90,23 +89,25 @@ int main(void)
                 int rc = pt_partition_solve(prof, nb, K, cap, 2, balance, &got);
                 if (want == DBL_MAX) {
                     REQUIRE(rc == PT_EINVAL && strstr(pt_last_error(), "fits"),
-                          "n=%d K=%d cap %zu: no cut fits, yet the solver said %d", nb, K, cap, rc);
+                            "n=%d K=%d cap %zu: no cut fits, yet the solver said %d", nb, K, cap,
+                            rc);
                     continue;
                 }
                 REQUIRE(rc == PT_OK, "n=%d K=%d: %s", nb, K, pt_last_error());
                 REQUIRE(pt_partition_check_balance(balance, K, K, nb) == PT_OK,
-                      "n=%d K=%d: the solver's balance is not a cut: %s", nb, K, pt_last_error());
+                        "n=%d K=%d: the solver's balance is not a cut: %s", nb, K, pt_last_error());
                 double slowest = 0;
                 for (int c = 0, b = 0; c < K; b += balance[c++]) {
                     double tc = pt_partition_chunk_time(prof, b, b + balance[c] - 1);
                     slowest = tc > slowest ? tc : slowest;
-                    REQUIRE(!cap || pt_partition_chunk_memory(prof, b, b + balance[c] - 1, 2) <= cap,
-                          "n=%d K=%d: chunk %d is over the memory cap", nb, K, c);
+                    REQUIRE(!cap ||
+                                pt_partition_chunk_memory(prof, b, b + balance[c] - 1, 2) <= cap,
+                            "n=%d K=%d: chunk %d is over the memory cap", nb, K, c);
                 }
                 REQUIRE(slowest == got, "n=%d K=%d: reported %.6f, the cut's slowest %.6f", nb, K,
-                      got, slowest);
-                REQUIRE(got == want, "n=%d K=%d cap %zu: DP %.6f, brute force %.6f", nb, K, cap, got,
-                      want);
+                        got, slowest);
+                REQUIRE(got == want, "n=%d K=%d cap %zu: DP %.6f, brute force %.6f", nb, K, cap,
+                        got, want);
                 trials++;
             }
         }
@@ -115,19 +116,19 @@ int main(void)
     REQUIRE(trials > 300, "too few trials (%d)", trials);
 
     /* a cap that binds costs time: the heavy-memory block 1 must sit alone */
-    pt_block_profile p4[4] = {{1, 1, 1, 10, 100}, {1, 1, 1, 10, 10000}, {1, 1, 1, 10, 100},
-                              {3, 3, 3, 10, 100}};
+    pt_block_profile p4[4] = {
+        {1, 1, 1, 10, 100}, {1, 1, 1, 10, 10000}, {1, 1, 1, 10, 100}, {3, 3, 3, 10, 100}};
     int bal4[3];
     double t4;
     REQUIRE(pt_partition_solve(p4, 4, 3, 0, 1, bal4, &t4) == PT_OK && t4 == 9,
-          "uncapped 4 blocks into 3: time %g", t4);
+            "uncapped 4 blocks into 3: time %g", t4);
     size_t cap = pt_partition_chunk_memory(p4, 1, 1, 1) + 100;
     REQUIRE(pt_partition_solve(p4, 4, 3, cap, 1, bal4, &t4) == PT_OK && bal4[0] == 1 &&
-              bal4[1] == 1 && bal4[2] == 2 && t4 == 12,
-          "capped: %d,%d,%d time %g", bal4[0], bal4[1], bal4[2], t4);
+                bal4[1] == 1 && bal4[2] == 2 && t4 == 12,
+            "capped: %d,%d,%d time %g", bal4[0], bal4[1], bal4[2], t4);
     REQUIRE(pt_partition_solve(p4, 4, 3, 1000, 1, bal4, &t4) == PT_EINVAL &&
-              strstr(pt_last_error(), "largest block"),
-          "an impossible cap: %s", pt_last_error());
+                strstr(pt_last_error(), "largest block"),
+            "an impossible cap: %s", pt_last_error());
     REQUIRE(pt_partition_solve(p4, 4, 5, 0, 1, bal4, &t4) == PT_EINVAL, "5 chunks of 4 blocks");
 
     /* the profiler on a real model */
@@ -139,7 +140,7 @@ int main(void)
     REQUIRE(pt_profile_blocks(m, 2, 3, mp) == PT_OK, "profile: %s", pt_last_error());
     for (int i = 0; i < 4; i++)
         REQUIRE(mp[i].f > 0 && mp[i].b > 0 && mp[i].activation_bytes > 0,
-              "block %d: f %g b %g act %zu", i, mp[i].f, mp[i].b, mp[i].activation_bytes);
+                "block %d: f %g b %g act %zu", i, mp[i].f, mp[i].b, mp[i].activation_bytes);
     REQUIRE(mp[1].param_bytes > 0 && mp[1].w > 0, "transformer block without weights");
     const pt_param *g = pt_model_param(m, 0);
     for (size_t j = 0; j < g->numel; j++)

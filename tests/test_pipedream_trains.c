@@ -17,9 +17,9 @@
 #include "check.h"
 
 #define CORPUS "/usr/share/games/fortunes"
-#define STEPS 40
-#define M 4
-#define MBS 4
+#define STEPS  40
+#define M      4
+#define MBS    4
 
 static int tied_equal(const pt_model *m)
 {
@@ -46,7 +46,7 @@ int main(void)
     pt_optim_config oc = pt_optim_config_default(PT_OPTIM_ADAMW);
     oc.lr = 3e-3f;
     REQUIRE(pt_model_create(&c, &m) == PT_OK && pt_optimizer_create(m, &oc, &o) == PT_OK,
-          "create: %s", pt_last_error());
+            "create: %s", pt_last_error());
     pt_pipeline_config pc = pt_pipeline_config_default();
     int balance[3] = {1, 2, 1};
     pc.stages = 3, pc.microbatches = M, pc.micro_batch_size = MBS, pc.schedule = "pipedream";
@@ -59,9 +59,9 @@ int main(void)
     int *vin = malloc(sizeof(int) * (size_t)n), *vtg = malloc(sizeof(int) * (size_t)n);
     pt_batch_sampler s;
     REQUIRE(pt_batch_sampler_init(&s, data.train, data.n_train, M * MBS, c.seq_len, 1) == PT_OK,
-          "sampler: %s", pt_last_error());
+            "sampler: %s", pt_last_error());
     REQUIRE(pt_eval_batch(data.val, data.n_val, M * MBS, c.seq_len, 0, vin, vtg) == PT_OK,
-          "validation batch: %s", pt_last_error());
+            "validation batch: %s", pt_last_error());
     pt_microbatch val = {.batch = M * MBS, .tokens = vin, .targets = vtg};
     float val0, val1, loss[STEPS];
     REQUIRE(pt_pipeline_eval(p, &val, &val0) == PT_OK, "eval: %s", pt_last_error());
@@ -69,7 +69,7 @@ int main(void)
         pt_batch_next(&s, in, tg);
         pt_microbatch b = {.batch = M * MBS, .tokens = in, .targets = tg};
         REQUIRE(pt_pipeline_train_step(p, &b, step, oc.lr, &loss[step]) == PT_OK, "step %d: %s",
-              step, pt_last_error());
+                step, pt_last_error());
         REQUIRE(isfinite(loss[step]), "step %d: loss %f", step, loss[step]);
         REQUIRE(tied_equal(m), "step %d: the tied copies differ", step);
     }

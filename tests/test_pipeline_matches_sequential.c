@@ -22,8 +22,8 @@
 #include "check.h"
 
 #define STEPS 3
-#define MBS 2
-#define LR 1e-2f
+#define MBS   2
+#define LR    1e-2f
 
 static pt_model_config gpt_config(void)
 {
@@ -262,15 +262,19 @@ int main(void)
                 for (int bal = 0; bal < 2; bal++)
                     for (int ckpt = 0; ckpt < 2; ckpt++) {
                         int v = !strcmp(scheds[si], "interleaved") || !strcmp(scheds[si], "zbv")
-                                    ? 2 : 1;
-                        run_t r = {.schedule = scheds[si], .P = P, .M = Ms[mi], .ckpt = ckpt,
+                                    ? 2
+                                    : 1;
+                        run_t r = {.schedule = scheds[si],
+                                   .P = P,
+                                   .M = Ms[mi],
+                                   .ckpt = ckpt,
                                    .n_balance = P * v};
                         if (r.n_balance > n_blocks)
                             continue;
                         (bal ? uneven_balance : even_balance)(n_blocks, r.n_balance, r.balance);
                         int rc = pipelined(&gc, &r, ref[mi], ref_losses[mi]);
                         REQUIRE(rc != 1, "%s P=%d M=%d balance %s checkpoint %d", r.schedule, P,
-                              r.M, bal ? "uneven" : "even", ckpt);
+                                r.M, bal ? "uneven" : "even", ckpt);
                         ran += rc == 0;
                         refused += rc == 2;
                     }
@@ -287,8 +291,8 @@ int main(void)
     char path[1024];
     snprintf(path, sizeof path, "%s/pipeline/v_shape_2x3.txt", dir ? dir : "tests/data");
     for (int ckpt = 0; ckpt < 2; ckpt++) {
-        run_t file = {.file = path, .P = 2, .M = 4, .ckpt = ckpt, .n_balance = 3,
-                      .balance = {2, 3, 3}};
+        run_t file = {
+            .file = path, .P = 2, .M = 4, .ckpt = ckpt, .n_balance = 3, .balance = {2, 3, 3}};
         REQUIRE(pipelined(&gc, &file, ref[1], ref_losses[1]) == 0, "schedule file %s", path);
     }
 
@@ -311,7 +315,7 @@ int main(void)
         pt_optimizer *o;
         pt_optim_config oc = optim();
         REQUIRE(pt_model_create(&gc, &m) == PT_OK && pt_optimizer_create(m, &oc, &o) == PT_OK,
-              "create");
+                "create");
         pt_pipeline_config pc = pt_pipeline_config_default();
         pc.stages = 2, pc.microbatches = 4, pc.micro_batch_size = MBS, pc.schedule = "zbv";
         int bal[4] = {2, 2, 2, 2};
@@ -344,10 +348,10 @@ int main(void)
         const float *want = pt_activations_output(a);
         for (size_t i = 0; i < nprob; i++)
             REQUIRE(fabsf(probs[i] - want[i]) < 1e-6f, "probability %zu: %g vs %g", i, probs[i],
-                  want[i]);
+                    want[i]);
         char report[512];
         REQUIRE(pt_pipeline_bubble_report(p, report, sizeof report) == PT_OK, "report: %s",
-              pt_last_error());
+                pt_last_error());
         pt_activations_destroy(a);
         free(probs);
         free_batch(&b);
@@ -357,29 +361,30 @@ int main(void)
         int wrong[2] = {3, 3};
         pc.schedule = "1f1b", pc.balance = wrong, pc.n_balance = 2;
         REQUIRE(pt_pipeline_create(m, o, &pc, &p) == PT_EINVAL &&
-                  strstr(pt_last_error(), "8 blocks"),
-              "a balance summing to 6 was accepted or badly reported: %s", pt_last_error());
+                    strstr(pt_last_error(), "8 blocks"),
+                "a balance summing to 6 was accepted or badly reported: %s", pt_last_error());
         pc.schedule = "1f1b-rr", pc.balance = NULL;
-        REQUIRE(pt_pipeline_create(m, o, &pc, &p) == PT_EINVAL && strstr(pt_last_error(), "replica"),
-              "1f1b-rr accepted on threads: %s", pt_last_error());
+        REQUIRE(pt_pipeline_create(m, o, &pc, &p) == PT_EINVAL &&
+                    strstr(pt_last_error(), "replica"),
+                "1f1b-rr accepted on threads: %s", pt_last_error());
         pc.schedule = "1f1b";
         pt_pipeline_create(m, o, &pc, &p);
         batch_t small;
         make_batch(&gc, 3, 0, &small);
         REQUIRE(pt_pipeline_train_step(p, &small.mb, 0, LR, NULL) == PT_EINVAL &&
-                  strstr(pt_last_error(), "micro-batches"),
-              "a batch of 6 samples accepted for 4 x 2: %s", pt_last_error());
+                    strstr(pt_last_error(), "micro-batches"),
+                "a batch of 6 samples accepted for 4 x 2: %s", pt_last_error());
         /* a failing worker: a token outside the vocabulary on micro-batch 3 */
         batch_t bad;
         make_batch(&gc, 4, 0, &bad);
         bad.tokens[3 * MBS * gc.seq_len + 1] = 99;
         REQUIRE(pt_pipeline_train_step(p, &bad.mb, 0, LR, NULL) == PT_EINVAL &&
-                  strstr(pt_last_error(), "vocabulary"),
-              "a bad token did not fail the step with its message: %s", pt_last_error());
+                    strstr(pt_last_error(), "vocabulary"),
+                "a bad token did not fail the step with its message: %s", pt_last_error());
         batch_t good;
         make_batch(&gc, 4, 1, &good);
         REQUIRE(pt_pipeline_train_step(p, &good.mb, 0, LR, NULL) == PT_OK,
-              "the step after a failure: %s", pt_last_error());
+                "the step after a failure: %s", pt_last_error());
         free_batch(&small);
         free_batch(&bad);
         free_batch(&good);

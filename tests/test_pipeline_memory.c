@@ -16,7 +16,7 @@
 
 #include "check.h"
 
-#define P 3
+#define P   3
 #define MBS 2
 
 /* Peak bytes per worker after one step of `schedule` with M micro-batches. */
@@ -63,29 +63,30 @@ int main(void)
 {
     size_t g4[P], g8[P], g16[P], f4[P], f8[P], f16[P], gc8[P], fc8[P];
     REQUIRE(!peaks("gpipe", 4, 0, g4) && !peaks("gpipe", 8, 0, g8) && !peaks("gpipe", 16, 0, g16),
-          "gpipe runs");
+            "gpipe runs");
     REQUIRE(!peaks("1f1b", 4, 0, f4) && !peaks("1f1b", 8, 0, f8) && !peaks("1f1b", 16, 0, f16),
-          "1f1b runs");
+            "1f1b runs");
     REQUIRE(!peaks("gpipe", 8, 1, gc8) && !peaks("1f1b", 8, 1, fc8), "checkpointed runs");
     for (int w = 0; w < P; w++) {
         REQUIRE(g4[w] < g8[w] && g8[w] < g16[w],
-              "gpipe worker %d: peak does not grow with M (%zu, %zu, %zu)", w, g4[w], g8[w],
-              g16[w]);
+                "gpipe worker %d: peak does not grow with M (%zu, %zu, %zu)", w, g4[w], g8[w],
+                g16[w]);
         REQUIRE(g16[w] > 3 * g4[w], "gpipe worker %d: M x 4 grew the peak only from %zu to %zu", w,
-              g4[w], g16[w]);
+                g4[w], g16[w]);
         REQUIRE(f4[w] == f8[w] && f8[w] == f16[w],
-              "1f1b worker %d: peak changes with M (%zu, %zu, %zu)", w, f4[w], f8[w], f16[w]);
+                "1f1b worker %d: peak changes with M (%zu, %zu, %zu)", w, f4[w], f8[w], f16[w]);
         REQUIRE(f16[w] < g16[w], "worker %d: 1f1b peak %zu not below gpipe's %zu", w, f16[w],
-              g16[w]);
+                g16[w]);
         /* the last 1f1b worker holds one micro-batch at a time: nothing to save */
         REQUIRE(gc8[w] < g8[w] && (w == P - 1 ? fc8[w] <= f8[w] : fc8[w] < f8[w]),
-              "worker %d: checkpointing did not lower the peak (gpipe %zu -> %zu, 1f1b %zu -> "
-              "%zu)", w, g8[w], gc8[w], f8[w], fc8[w]);
+                "worker %d: checkpointing did not lower the peak (gpipe %zu -> %zu, 1f1b %zu -> "
+                "%zu)",
+                w, g8[w], gc8[w], f8[w], fc8[w]);
     }
     REQUIRE(f8[0] > f8[P - 1], "1f1b: worker 0 (%zu) should hold more than the last (%zu)", f8[0],
-          f8[P - 1]);
+            f8[P - 1]);
     REQUIRE(gc8[0] * 2 < g8[0], "gpipe worker 0: checkpointing saved too little (%zu -> %zu)",
-          g8[0], gc8[0]);
+            g8[0], gc8[0]);
     printf("ok\n");
     return 0;
 }

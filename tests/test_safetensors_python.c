@@ -82,8 +82,7 @@ int main(void)
             CHECK(r == PT_OK, "read: %s", pt_last_error());
             for (int i = 0; r == PT_OK && i < n; i++)
                 if (got[i] != value(k, i)) {
-                    CHECK(0, "'%s'[%d] = %g, expected %g", tensors[k].name, i, got[i],
-                          value(k, i));
+                    CHECK(0, "'%s'[%d] = %g, expected %g", tensors[k].name, i, got[i], value(k, i));
                     break;
                 }
             free(got);

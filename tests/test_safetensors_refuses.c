@@ -73,16 +73,17 @@ static void expect_open_fails(int line, int status, const char *want)
     if (r == PT_OK)
         pt_safetensors_close(st);
 }
-#define EXPECT_REFUSED(header, claimed, n_data, want)                                             \
-    do {                                                                                          \
-        write_raw(header, claimed, n_data);                                                       \
-        expect_open_fails(__LINE__, PT_EFORMAT, want);                                            \
+#define EXPECT_REFUSED(header, claimed, n_data, want)  \
+    do {                                               \
+        write_raw(header, claimed, n_data);            \
+        expect_open_fails(__LINE__, PT_EFORMAT, want); \
     } while (0)
 
 static void hand_made_headers(void)
 {
     /* JSON faults, located by file byte offset (8 + position in header). */
-    const char *trailing_comma = "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},}";
+    const char *trailing_comma =
+        "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},}";
     char want[64];
     snprintf(want, sizeof want, "byte %zu", 8 + strlen(trailing_comma) - 1);
     EXPECT_REFUSED(trailing_comma, 0, 8, want);
@@ -123,8 +124,8 @@ static void hand_made_headers(void)
                    "shape entry 0");
     EXPECT_REFUSED("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0]}}", 0, 8,
                    "tensor 'a'");
-    EXPECT_REFUSED("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":1}}", 0,
-                   8, "unknown field 'x'");
+    EXPECT_REFUSED("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":1}}", 0, 8,
+                   "unknown field 'x'");
     EXPECT_REFUSED("{\"a\":[1,2]}", 0, 0, "tensor 'a'");
     EXPECT_REFUSED("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,12]}}", 0, 12,
                    "tensor 'a': data_offsets [0, 12] hold 12 bytes but F32 of this shape needs 8");
@@ -140,7 +141,8 @@ static void hand_made_headers(void)
                    0, 12, "tensor 'b': data_offsets [4, 12] overlap tensor 'a' [0, 8]");
     EXPECT_REFUSED("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
                    "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[12,20]}}",
-                   0, 20, "tensor 'b': data_offsets [12, 20] leave data bytes [8, 12) to no tensor");
+                   0, 20,
+                   "tensor 'b': data_offsets [12, 20] leave data bytes [8, 12) to no tensor");
     EXPECT_REFUSED("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 0, 12,
                    "cover 8 of the file's 12 data bytes");
     EXPECT_REFUSED("{\"__metadata__\":{\"k\":1}}", 0, 0, "__metadata__ value 'k' is not a string");
@@ -151,8 +153,8 @@ static void hand_made_headers(void)
 
     /* A hand-made file that is valid, to show the cases above fail for
      * their one fault: spaces and escapes in the header are fine. */
-    write_raw(" { \"a\\u0062\" : {\"shape\":[2], \"dtype\":\"F32\", \"data_offsets\":[0,8]} } ",
-              0, 8);
+    write_raw(" { \"a\\u0062\" : {\"shape\":[2], \"dtype\":\"F32\", \"data_offsets\":[0,8]} } ", 0,
+              8);
     pt_safetensors *st;
     int r = pt_safetensors_open(path, &st);
     CHECK(r == PT_OK, "valid hand-made file refused: %s", pt_last_error());
@@ -306,8 +308,8 @@ static void failed_writes_leave_the_old_file(void)
     /* A mistake in the request: refused before the file is touched. */
     pt_st_tensor twice[2] = {t, t};
     r = pt_safetensors_write(path, twice, 2, NULL, 0);
-    CHECK(r == PT_EINVAL && strstr(pt_last_error(), "'w' given twice"), "duplicate: %d \"%s\"",
-          r, pt_last_error());
+    CHECK(r == PT_EINVAL && strstr(pt_last_error(), "'w' given twice"), "duplicate: %d \"%s\"", r,
+          pt_last_error());
     pt_st_tensor no_data = {"w", PT_DT_F32, 1, {4}, NULL};
     r = pt_safetensors_write(path, &no_data, 1, NULL, 0);
     CHECK(r == PT_EINVAL, "NULL data accepted");

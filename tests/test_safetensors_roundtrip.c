@@ -118,10 +118,9 @@ int main(void)
     uint64_t expect_begin = 0;
     for (int i = 0; i < nt && i < pt_safetensors_count(st); i++) {
         const pt_st_info *info = pt_safetensors_info(st, i);
-        CHECK(strcmp(info->name, t[i].name) == 0, "tensor %d is '%s', expected '%s'", i,
-              info->name, t[i].name);
-        CHECK(info->dtype == t[i].dtype, "'%s' dtype %s", info->name,
-              pt_dtype_name(info->dtype));
+        CHECK(strcmp(info->name, t[i].name) == 0, "tensor %d is '%s', expected '%s'", i, info->name,
+              t[i].name);
+        CHECK(info->dtype == t[i].dtype, "'%s' dtype %s", info->name, pt_dtype_name(info->dtype));
         CHECK(info->ndim == t[i].ndim, "'%s' ndim %d", info->name, info->ndim);
         size_t numel = 1;
         for (int d = 0; d < t[i].ndim; d++) {

@@ -60,10 +60,10 @@ int main(void)
             pt_schedule_sim *o2 = play("1f1b", P, M, 0, other, NULL);
             if (!g || !o || !g2 || !o2)
                 return 1;
-            CHECK(near(g->bubble_fraction, flush), "gpipe P=%d M=%d bubble %.12g, want %.12g",
-                  P, M, g->bubble_fraction, flush);
-            CHECK(near(o->bubble_fraction, flush), "1f1b P=%d M=%d bubble %.12g, want %.12g", P,
-                  M, o->bubble_fraction, flush);
+            CHECK(near(g->bubble_fraction, flush), "gpipe P=%d M=%d bubble %.12g, want %.12g", P, M,
+                  g->bubble_fraction, flush);
+            CHECK(near(o->bubble_fraction, flush), "1f1b P=%d M=%d bubble %.12g, want %.12g", P, M,
+                  o->bubble_fraction, flush);
             CHECK(near(g2->bubble_fraction, flush) && near(o2->bubble_fraction, flush),
                   "P=%d M=%d F=2 B=3 W=.5: gpipe %g 1f1b %g, want %g", P, M, g2->bubble_fraction,
                   o2->bubble_fraction, flush);
@@ -84,16 +84,16 @@ int main(void)
             if (M >= P) {
                 for (int r = 0; r < P; r++) {
                     double want = (P - 1) * (unit.f + unit.b - unit.w);
-                    CHECK(near(z->idle[r], want), "zbh1 P=%d M=%d worker %d idle %g, want %g", P,
-                          M, r, z->idle[r], want);
+                    CHECK(near(z->idle[r], want), "zbh1 P=%d M=%d worker %d idle %g, want %g", P, M,
+                          r, z->idle[r], want);
                     CHECK(near(3 * z->idle[r], o->idle[r]),
-                          "zbh1 P=%d M=%d: idle %g is not a third of 1f1b's %g", P, M,
-                          z->idle[r], o->idle[r]);
+                          "zbh1 P=%d M=%d: idle %g is not a third of 1f1b's %g", P, M, z->idle[r],
+                          o->idle[r]);
                 }
                 if (P > 1)
                     CHECK(zv->bubble_fraction < z->bubble_fraction,
-                          "zbv P=%d M=%d bubble %g not below zbh1's %g", P, M,
-                          zv->bubble_fraction, z->bubble_fraction);
+                          "zbv P=%d M=%d bubble %g not below zbh1's %g", P, M, zv->bubble_fraction,
+                          z->bubble_fraction);
             }
             for (int v = 2; v <= 4 && M % P == 0; v++) {
                 pt_schedule_sim *in = play("interleaved", P, M, v, unit, NULL);
@@ -123,8 +123,10 @@ int main(void)
                     const pt_action *a = &pd->actions[r][i];
                     int lag = P - 1 - r;
                     int want_v = a->mb - lag > 0 ? a->mb - lag : 0;
-                    CHECK(a->version == want_v, "pipedream P=%d M=%d worker %d mb %d version %d, "
-                          "want %d", P, M, r, a->mb, a->version, want_v);
+                    CHECK(a->version == want_v,
+                          "pipedream P=%d M=%d worker %d mb %d version %d, "
+                          "want %d",
+                          P, M, r, a->mb, a->version, want_v);
                     CHECK(a->update == (a->kind == PT_ACT_BW), "pipedream: update flag on %d",
                           (int)a->kind);
                 }

@@ -36,8 +36,8 @@ static void check_complete(const pt_schedule *s, const char *what)
         int *n = &count[i * 4];
         bool fused = n[PT_ACT_F] == 1 && n[PT_ACT_BW] == 1 && !n[PT_ACT_B] && !n[PT_ACT_W];
         bool split = n[PT_ACT_F] == 1 && !n[PT_ACT_BW] && n[PT_ACT_B] == 1 && n[PT_ACT_W] == 1;
-        CHECK(fused || split, "%s: chunk %d mb %d has F%d B%d W%d BW%d", what, i / M, i % M,
-              n[0], n[1], n[2], n[3]);
+        CHECK(fused || split, "%s: chunk %d mb %d has F%d B%d W%d BW%d", what, i / M, i % M, n[0],
+              n[1], n[2], n[3]);
     }
     free(count);
     free(where);
@@ -46,19 +46,20 @@ static void check_complete(const pt_schedule *s, const char *what)
 static void check_one(const pt_schedule_config *cfg)
 {
     char what[96];
-    snprintf(what, sizeof what, "%s P=%d M=%d v=%d R=%d", cfg->name, cfg->stages,
-             cfg->microbatches, cfg->virtual_stages, cfg->replicas);
+    snprintf(what, sizeof what, "%s P=%d M=%d v=%d R=%d", cfg->name, cfg->stages, cfg->microbatches,
+             cfg->virtual_stages, cfg->replicas);
     pt_schedule *s = NULL;
     int rc = pt_schedule_create(cfg, &s);
     CHECK(rc == PT_OK, "%s: generate -> %d", what, rc);
     if (rc != PT_OK)
         return;
     int R = cfg->replicas ? cfg->replicas : 1;
-    CHECK(pt_schedule_workers(s) == cfg->stages * R, "%s: %d workers", what, pt_schedule_workers(s));
+    CHECK(pt_schedule_workers(s) == cfg->stages * R, "%s: %d workers", what,
+          pt_schedule_workers(s));
     CHECK(pt_schedule_stages(s) == cfg->stages, "%s: %d stages", what, pt_schedule_stages(s));
     CHECK(pt_schedule_microbatches(s) == cfg->microbatches, "%s: micro-batches", what);
-    CHECK(pt_schedule_virtual_stages(s) == cfg->virtual_stages, "%s: %d chunks per worker",
-          what, pt_schedule_virtual_stages(s));
+    CHECK(pt_schedule_virtual_stages(s) == cfg->virtual_stages, "%s: %d chunks per worker", what,
+          pt_schedule_virtual_stages(s));
     rc = pt_schedule_validate(s);
     CHECK(rc == PT_OK, "%s: validate -> %d", what, rc);
     check_complete(s, what);
@@ -89,8 +90,8 @@ static void check_one(const pt_schedule_config *cfg)
 
 static void check_refused(const char *name, int P, int M, int v, int R)
 {
-    pt_schedule_config cfg = {.name = name, .stages = P, .microbatches = M,
-                              .virtual_stages = v, .replicas = R};
+    pt_schedule_config cfg = {
+        .name = name, .stages = P, .microbatches = M, .virtual_stages = v, .replicas = R};
     pt_schedule *s = (pt_schedule *)&cfg; /* must be reset to NULL */
     int rc = pt_schedule_create(&cfg, &s);
     CHECK(rc == PT_EINVAL && s == NULL && pt_last_error()[0],

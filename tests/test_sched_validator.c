@@ -63,8 +63,8 @@ static void check_bad_file(const char *dir, const char *name)
         rc = pt_schedule_validate(s);
         int want = !strcmp(status, "EDEADLOCK") ? PT_EDEADLOCK : PT_EINVAL;
         CHECK(rc == want, "%s: status %d, want %s", name, rc, status);
-        CHECK(strstr(pt_last_error(), message) != NULL, "%s: message\n  '%s'\nlacks\n  '%s'",
-              name, pt_last_error(), message);
+        CHECK(strstr(pt_last_error(), message) != NULL, "%s: message\n  '%s'\nlacks\n  '%s'", name,
+              pt_last_error(), message);
         /* the simulator refuses what the validator refuses */
         pt_schedule_sim *sim = NULL;
         CHECK(pt_schedule_simulate(s, NULL, &sim) == want && sim == NULL,
@@ -105,8 +105,8 @@ static void check_mutations(const char *name, int P, int M, int v)
                 s->actions[w][n - 1] = last;
             }
         }
-    CHECK(refused == tried, "%s P=%d M=%d: %d of %d broken schedules refused", name, P, M,
-          refused, tried);
+    CHECK(refused == tried, "%s P=%d M=%d: %d of %d broken schedules refused", name, P, M, refused,
+          tried);
     CHECK(pt_schedule_validate(s) == PT_OK, "%s: restored schedule refused", name);
     pt_schedule_destroy(s);
 }
@@ -116,10 +116,14 @@ int main(void)
     const char *dir = getenv("PT_TEST_DATA");
     if (!dir)
         dir = "tests/data";
-    const char *bad[] = {"bad_missing.sched",        "bad_repeated.sched",
-                         "bad_f_before_upstream.sched", "bad_b_before_f.sched",
-                         "bad_b_before_downstream.sched", "bad_w_before_b.sched",
-                         "bad_deadlock.sched",       "bad_misplaced.sched",
+    const char *bad[] = {"bad_missing.sched",
+                         "bad_repeated.sched",
+                         "bad_f_before_upstream.sched",
+                         "bad_b_before_f.sched",
+                         "bad_b_before_downstream.sched",
+                         "bad_w_before_b.sched",
+                         "bad_deadlock.sched",
+                         "bad_misplaced.sched",
                          "bad_weight_version.sched"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         check_bad_file(dir, bad[i]);

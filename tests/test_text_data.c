@@ -66,8 +66,7 @@ static void directory_rule(void)
     CHECK(r == PT_OK, "load: %s", pt_last_error());
     CHECK(d.n_files == 2, "%d files read, expected a.txt and b.txt", d.n_files);
     CHECK(d.vocab == 256, "vocab %d", d.vocab);
-    CHECK(stream_is(d.train, d.n_train,
-                    "alpha alpha alpha!bravo bravo bravo bravo bra"),
+    CHECK(stream_is(d.train, d.n_train, "alpha alpha alpha!bravo bravo bravo bravo bra"),
           "training stream of %zu tokens is not a's head then b's head", d.n_train);
     CHECK(stream_is(d.val, d.n_val, "\nvo\n"), "validation stream of %zu tokens is not the tails",
           d.n_val);

@@ -12,24 +12,24 @@
 
 #include "comm/transport.h"
 
-#define N 4
-#define TAGS 5
+#define N       4
+#define TAGS    5
 #define PER_TAG 40 /* messages per (source, tag) */
-#define WORDS 37
+#define WORDS   37
 
 static int failures;
 static pthread_mutex_t fail_mu = PTHREAD_MUTEX_INITIALIZER;
 
-#define CHECK(cond, ...)                                                                     \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            pthread_mutex_lock(&fail_mu);                                                    \
-            failures++;                                                                      \
-            fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                                  \
-            fprintf(stderr, __VA_ARGS__);                                                    \
-            fprintf(stderr, "\n");                                                           \
-            pthread_mutex_unlock(&fail_mu);                                                  \
-        }                                                                                    \
+#define CHECK(cond, ...)                                    \
+    do {                                                    \
+        if (!(cond)) {                                      \
+            pthread_mutex_lock(&fail_mu);                   \
+            failures++;                                     \
+            fprintf(stderr, "%s:%d: ", __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                   \
+            fprintf(stderr, "\n");                          \
+            pthread_mutex_unlock(&fail_mu);                 \
+        }                                                   \
     } while (0)
 
 typedef struct {
@@ -79,8 +79,7 @@ static void exchange(pt_transport *t)
                 meta[nr][0] = src;
                 meta[nr][1] = k;
                 meta[nr][2] = posted[src][k]++;
-                CHECK(pt_transport_irecv(t, src, k, rbuf[nr], sizeof rbuf[nr], &rreq[nr]) ==
-                          PT_OK,
+                CHECK(pt_transport_irecv(t, src, k, rbuf[nr], sizeof rbuf[nr], &rreq[nr]) == PT_OK,
                       "irecv: %s", pt_last_error());
                 nr++;
             }

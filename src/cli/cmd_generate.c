@@ -73,7 +73,8 @@ int cmd_generate(int argc, char **argv)
     }
     if (rc != PT_OK) {
         fprintf(stderr, "pipetrain generate: %s\n",
-                rc == -1 ? "the checkpoint holds an mlp; only a gpt generates text" : pt_last_error());
+                rc == -1 ? "the checkpoint holds an mlp; only a gpt generates text"
+                         : pt_last_error());
         pt_optimizer_destroy(opt);
         pt_model_destroy(m);
         return rc == PT_EINVAL ? 2 : 1;
@@ -87,8 +88,8 @@ int cmd_generate(int argc, char **argv)
         fprintf(stderr, "pipetrain generate: vocab %d is not bytes; printing token ids\n",
                 cfg.vocab);
     fputs(prompt, stdout);
-    rc = pt_generate(m, pipe, ids, n_prompt, tokens, temperature, seed, ids + n_prompt,
-                     print_token, &bytes);
+    rc = pt_generate(m, pipe, ids, n_prompt, tokens, temperature, seed, ids + n_prompt, print_token,
+                     &bytes);
     printf("\n");
     if (rc != PT_OK)
         fprintf(stderr, "pipetrain generate: %s\n", pt_last_error());

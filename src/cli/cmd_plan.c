@@ -29,24 +29,23 @@ typedef struct {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: pipetrain plan --stages P [--microbatches M,...] [model flags]\n\n"
-            "profile the model, choose a partition and compare schedules by simulation\n\n"
-            "  --stages P            pipeline stages (default 2)\n"
-            "  --microbatches LIST   micro-batch counts to compare, like 4,8,16\n"
-            "                        (default P, 2P, 4P, 8P)\n"
-            "  --virtual V           chunks per worker for interleaved (default 2)\n"
-            "  --balance LIST        blocks per stage instead of the partitioner's choice\n"
-            "  --max-stage-memory B  bytes per stage the partition must fit (default: no cap)\n"
-            "  --reps N              profiling repetitions per block (default 3)\n"
-            "  --model gpt|mlp       (default gpt)\n"
-            "  --layers N            gpt transformer blocks (default 4)\n"
-            "  --heads N             gpt attention heads (default 4)\n"
-            "  --embd N              gpt channels (default 128)\n"
-            "  --seq N               gpt tokens per sample (default 128)\n"
-            "  --vocab N             gpt vocabulary (default 256)\n"
-            "  --widths LIST         mlp layer widths (default 784,256,256,10)\n"
-            "  --batch N             samples per micro-batch (default 1)\n");
+    fprintf(f, "usage: pipetrain plan --stages P [--microbatches M,...] [model flags]\n\n"
+               "profile the model, choose a partition and compare schedules by simulation\n\n"
+               "  --stages P            pipeline stages (default 2)\n"
+               "  --microbatches LIST   micro-batch counts to compare, like 4,8,16\n"
+               "                        (default P, 2P, 4P, 8P)\n"
+               "  --virtual V           chunks per worker for interleaved (default 2)\n"
+               "  --balance LIST        blocks per stage instead of the partitioner's choice\n"
+               "  --max-stage-memory B  bytes per stage the partition must fit (default: no cap)\n"
+               "  --reps N              profiling repetitions per block (default 3)\n"
+               "  --model gpt|mlp       (default gpt)\n"
+               "  --layers N            gpt transformer blocks (default 4)\n"
+               "  --heads N             gpt attention heads (default 4)\n"
+               "  --embd N              gpt channels (default 128)\n"
+               "  --seq N               gpt tokens per sample (default 128)\n"
+               "  --vocab N             gpt vocabulary (default 256)\n"
+               "  --widths LIST         mlp layer widths (default 784,256,256,10)\n"
+               "  --batch N             samples per micro-batch (default 1)\n");
 }
 
 static int bad(const char *flag, const char *value, const char *want)
@@ -186,8 +185,7 @@ int cmd_plan(int argc, char **argv)
     }
     int n = pt_model_n_blocks(m), P = o.stages;
     if (o.n_balance && o.n_balance != P) {
-        fprintf(stderr, "pipetrain plan: --balance has %d entries for %d stages\n", o.n_balance,
-                P);
+        fprintf(stderr, "pipetrain plan: --balance has %d entries for %d stages\n", o.n_balance, P);
         pt_model_destroy(m);
         return 2;
     }
@@ -223,9 +221,9 @@ int cmd_plan(int argc, char **argv)
            "F+B+W ms", "memory MiB");
     for (int s = 0, first = 0; s < P; first += balance[s++]) {
         size_t mem = pt_partition_chunk_memory(prof, first, first + balance[s] - 1, P - s);
-        printf("%-6d %3d..%-3d %9.3f %9.3f %9.3f %9.3f %12.2f\n", s, first,
-               first + balance[s] - 1, 1e3 * f[s], 1e3 * b[s], 1e3 * w[s],
-               1e3 * (f[s] + b[s] + w[s]), (double)mem / (1 << 20));
+        printf("%-6d %3d..%-3d %9.3f %9.3f %9.3f %9.3f %12.2f\n", s, first, first + balance[s] - 1,
+               1e3 * f[s], 1e3 * b[s], 1e3 * w[s], 1e3 * (f[s] + b[s] + w[s]),
+               (double)mem / (1 << 20));
     }
     printf("(memory: parameters, gradients and AdamW moments, plus the activations of the "
            "micro-batches 1f1b keeps in flight)\n\n");
@@ -233,8 +231,8 @@ int cmd_plan(int argc, char **argv)
     const char *scheds[] = {"gpipe", "1f1b", "interleaved", "zbh1", "zbv"};
     plan_row rows[5 * MAX_MS];
     int n_rows = 0;
-    printf("%-12s %4s %10s %10s %12s %10s\n", "schedule", "M", "bubble", "step ms",
-           "ms per mb", "peak acts");
+    printf("%-12s %4s %10s %10s %12s %10s\n", "schedule", "M", "bubble", "step ms", "ms per mb",
+           "peak acts");
     for (int si = 0; si < 5; si++)
         for (int mi = 0; mi < o.n_ms; mi++) {
             int v = !strcmp(scheds[si], "interleaved") ? o.virtual_stages

@@ -182,12 +182,14 @@ static int load_chunk_costs(const char *path, int n_chunks, double **f, double *
         if (got <= 0)
             continue;
         if (got != 3 || !isfinite(x) || !isfinite(y) || !isfinite(z) || x < 0 || y < 0 || z < 0) {
-            fprintf(stderr, "pipetrain schedule: %s:%d: expected three costs >= 0: F B W\n",
-                    path, lineno);
+            fprintf(stderr, "pipetrain schedule: %s:%d: expected three costs >= 0: F B W\n", path,
+                    lineno);
             rc = 1;
         } else if (n >= n_chunks) {
-            fprintf(stderr, "pipetrain schedule: %s: more than %d lines of costs; the schedule "
-                            "has %d chunks\n", path, n_chunks, n_chunks);
+            fprintf(stderr,
+                    "pipetrain schedule: %s: more than %d lines of costs; the schedule "
+                    "has %d chunks\n",
+                    path, n_chunks, n_chunks);
             rc = 1;
         } else {
             (*f)[n] = x, (*b)[n] = y, (*w)[n] = z;
@@ -271,8 +273,8 @@ static int print_picture(const pt_schedule *s, const pt_schedule_sim *sim,
         return 1;
     }
     int v = pt_schedule_virtual_stages(s);
-    printf("schedule %s: %d stages, %d micro-batches, ", pt_schedule_name(s),
-           pt_schedule_stages(s), pt_schedule_microbatches(s));
+    printf("schedule %s: %d stages, %d micro-batches, ", pt_schedule_name(s), pt_schedule_stages(s),
+           pt_schedule_microbatches(s));
     if (v)
         printf("%d chunk%s per worker", v, v == 1 ? "" : "s");
     else
@@ -289,8 +291,8 @@ static int print_picture(const pt_schedule *s, const pt_schedule_sim *sim,
     free(ascii);
     printf("\nmakespan %g, bubble fraction %.4f\n", sim->makespan, sim->bubble_fraction);
     for (int w = 0; w < sim->workers; w++)
-        printf("worker %d: busy %g, idle %g, peak activations %d\n", w, sim->busy[w],
-               sim->idle[w], sim->peak_activations[w]);
+        printf("worker %d: busy %g, idle %g, peak activations %d\n", w, sim->busy[w], sim->idle[w],
+               sim->peak_activations[w]);
     return 0;
 }
 

@@ -35,8 +35,8 @@ static void on_report(const pt_train_report *r, void *user)
     }
     if (r->step % p->log_every && !r->has_val && r->step != 1)
         return;
-    printf("step %ld/%ld  loss %.4f  lr %.2e  %.0f tok/s  %.0f ms/step", r->step, r->steps,
-           r->loss, r->lr, r->tokens_per_s, r->step_ms);
+    printf("step %ld/%ld  loss %.4f  lr %.2e  %.0f tok/s  %.0f ms/step", r->step, r->steps, r->loss,
+           r->lr, r->tokens_per_s, r->step_ms);
     if (r->has_val) {
         printf("  val_loss %.4f", r->val_loss);
         if (r->val_accuracy >= 0)
@@ -57,8 +57,7 @@ static const char summary[] =
 int cmd_train(int argc, char **argv)
 {
     pt_train_config cfg = pt_train_config_default();
-    const char *model = "gpt", *widths = "64,256,10", *optimizer = "adamw",
-               *data_format = "auto";
+    const char *model = "gpt", *widths = "64,256,10", *optimizer = "adamw", *data_format = "auto";
     flag_list data = {.n = 0};
     float min_lr = -1.0f, weight_decay = -1.0f;
     long decay_steps = -1;
@@ -80,7 +79,8 @@ int cmd_train(int argc, char **argv)
         {"steps", FLAG_LONG, &cfg.steps, "N", "total optimizer steps (default 200)"},
         {"optimizer", FLAG_STRING, &optimizer, "adamw|sgd", "optimizer (default adamw)"},
         {"lr", FLAG_FLOAT, &cfg.optim.lr, "X", "peak learning rate (default 3e-4)"},
-        {"min-lr", FLAG_FLOAT, &min_lr, "X", "learning rate at the end of the decay (default lr/10)"},
+        {"min-lr", FLAG_FLOAT, &min_lr, "X",
+         "learning rate at the end of the decay (default lr/10)"},
         {"warmup", FLAG_LONG, &cfg.optim.warmup_steps, "N", "linear warm-up steps (default 0)"},
         {"decay-steps", FLAG_LONG, &decay_steps, "N",
          "cosine decay reaches min-lr at this step (default: --steps)"},
@@ -150,8 +150,10 @@ int cmd_train(int argc, char **argv)
     while (k < 4 && strcmp(data_format, kinds[k]))
         k++;
     if (k == 4) {
-        fprintf(stderr, "pipetrain train: --data-format '%s': expected auto, text, tokens or "
-                        "digits\n", data_format);
+        fprintf(stderr,
+                "pipetrain train: --data-format '%s': expected auto, text, tokens or "
+                "digits\n",
+                data_format);
         return 2;
     }
     cfg.data_kind = (pt_data_kind)k;
@@ -209,7 +211,8 @@ int cmd_train(int argc, char **argv)
         printf(", val_loss %.4f", result.val_loss);
     if (result.val_accuracy >= 0)
         printf(", held-out accuracy %.1f%%", 100.0 * result.val_accuracy);
-    printf(", %.0f %s/s\n", result.tokens_per_s, cfg.model.kind == PT_MODEL_GPT ? "tokens" : "samples");
+    printf(", %.0f %s/s\n", result.tokens_per_s,
+           cfg.model.kind == PT_MODEL_GPT ? "tokens" : "samples");
     if (cfg.save)
         printf("saved %s\n", cfg.save);
     if (cfg.pipeline.stages > 1 && result.bubbles[0])

@@ -69,8 +69,9 @@ static int set_value(const char *command, const flag *fl, const char *text)
     }
     }
     fprintf(stderr, "pipetrain %s: --%s: '%s' is not a%s\n", command, fl->name, text,
-            fl->kind == FLAG_FLOAT ? " number" : fl->kind == FLAG_U64 ? " non-negative integer"
-                                                                      : "n integer");
+            fl->kind == FLAG_FLOAT ? " number"
+            : fl->kind == FLAG_U64 ? " non-negative integer"
+                                   : "n integer");
     return 2;
 }
 
@@ -95,8 +96,8 @@ int flags_parse(const char *command, const char *summary, const flag *flags, int
             if (strlen(flags[k].name) == len && !strncmp(flags[k].name, name, len))
                 fl = &flags[k];
         if (!fl) {
-            fprintf(stderr, "pipetrain %s: unknown flag '%s' (see pipetrain %s --help)\n",
-                    command, arg, command);
+            fprintf(stderr, "pipetrain %s: unknown flag '%s' (see pipetrain %s --help)\n", command,
+                    arg, command);
             return 2;
         }
         const char *value;
@@ -120,8 +121,7 @@ int flags_parse(const char *command, const char *summary, const flag *flags, int
     return 0;
 }
 
-int flags_int_list(const char *command, const char *flag_name, const char *text, int *out,
-                   int max)
+int flags_int_list(const char *command, const char *flag_name, const char *text, int *out, int max)
 {
     int n = 0;
     const char *p = text;
@@ -130,8 +130,10 @@ int flags_int_list(const char *command, const char *flag_name, const char *text,
         errno = 0;
         long x = strtol(p, &end, 10);
         if (end == p || errno || x < 1 || x > 1 << 24 || (*end && *end != ',') || n == max) {
-            fprintf(stderr, "pipetrain %s: --%s '%s' must be up to %d positive integers "
-                            "separated by commas\n", command, flag_name, text, max);
+            fprintf(stderr,
+                    "pipetrain %s: --%s '%s' must be up to %d positive integers "
+                    "separated by commas\n",
+                    command, flag_name, text, max);
             return -1;
         }
         out[n++] = (int)x;

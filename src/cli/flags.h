@@ -41,7 +41,6 @@ void flags_help(FILE *f, const char *command, const char *summary, const flag *f
 
 /* "2,3,3" -> {2,3,3}; returns the count, or -1 after printing a message
  * naming the flag. */
-int flags_int_list(const char *command, const char *flag_name, const char *text, int *out,
-                   int max);
+int flags_int_list(const char *command, const char *flag_name, const char *text, int *out, int max);
 
 #endif

@@ -16,8 +16,8 @@
 #include "comm/threads_world.h"
 #include "tensor/error.h"
 
-#define SLICE_ALIGN 16 /* floats: slices start on cache-line boundaries */
-#define BLOCK 1024     /* floats summed at a time on the stack */
+#define SLICE_ALIGN 16   /* floats: slices start on cache-line boundaries */
+#define BLOCK       1024 /* floats summed at a time on the stack */
 
 int pt_threads_collectives_init(pt_threads_world *w)
 {

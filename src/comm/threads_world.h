@@ -23,8 +23,8 @@ typedef struct pt_slot {
  * thread receives on it. */
 typedef struct {
     _Alignas(64) pthread_mutex_t mu;
-    pthread_cond_t data_cv;  /* dst waits here for a receive to complete */
-    pthread_cond_t space_cv; /* src waits here for a parked send to complete */
+    pthread_cond_t data_cv;           /* dst waits here for a receive to complete */
+    pthread_cond_t space_cv;          /* src waits here for a parked send to complete */
     pt_slot *queue_head, *queue_tail; /* buffered messages, oldest first */
     pt_slot *free_slots;
     pt_request *recv_head, *recv_tail; /* receives posted by dst */
@@ -42,11 +42,11 @@ typedef struct {
 typedef struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    unsigned epoch; /* collectives opened on this slot so far */
-    int users;     /* threads inside the current epoch's collective */
-    int n;         /* the current group */
-    int *members;  /* its ranks, ascending */
-    float **bufs;  /* each member's buffer, by position */
+    unsigned epoch;   /* collectives opened on this slot so far */
+    int users;        /* threads inside the current epoch's collective */
+    int n;            /* the current group */
+    int *members;     /* its ranks, ascending */
+    float **bufs;     /* each member's buffer, by position */
     char *arrived_at; /* which positions reached the current barrier */
     int arrived;
     unsigned gen;
@@ -55,7 +55,7 @@ typedef struct {
 typedef struct {
     pt_transport t;
     struct pt_threads_world *world;
-    int *group; /* scratch for sorting a collective's group */
+    int *group;       /* scratch for sorting a collective's group */
     unsigned *joined; /* joined[leader]: the last epoch joined on that slot */
 } pt_threads_endpoint;
 

@@ -35,8 +35,7 @@ double pt_transport_env_timeout(double fallback)
     return v;
 }
 
-int pt_transport_sort_group(const pt_transport *t, const int *group, int n, int *sorted,
-                            int *me)
+int pt_transport_sort_group(const pt_transport *t, const int *group, int n, int *sorted, int *me)
 {
     if (!group || n < 1 || n > t->size)
         return pt_fail(PT_EINVAL, "collective group of %d ranks in a world of %d", n, t->size);

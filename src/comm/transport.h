@@ -55,14 +55,14 @@ struct pt_request {
     int kind; /* 0 idle, PT_REQ_SEND, PT_REQ_RECV */
     int peer;
     int tag;
-    int status;        /* result once done */
-    atomic_int done;   /* set (release) by whichever side completes it */
-    int claimed;       /* threads: the peer is copying this request's buffer */
+    int status;      /* result once done */
+    atomic_int done; /* set (release) by whichever side completes it */
+    int claimed;     /* threads: the peer is copying this request's buffer */
     size_t bytes;
-    size_t received;   /* receives: the size the matching send had */
+    size_t received; /* receives: the size the matching send had */
     void *buf;
-    void *link;        /* threads: the link it waits on */
-    pt_request *next;  /* threads: intrusive list of posted operations */
+    void *link;                          /* threads: the link it waits on */
+    pt_request *next;                    /* threads: intrusive list of posted operations */
     _Alignas(16) unsigned char impl[32]; /* MPI: the MPI_Request */
 };
 
@@ -72,8 +72,7 @@ typedef struct {
     const char *name; /* "threads" or "mpi" */
     int (*isend)(pt_transport *t, int peer, int tag, const void *buf, size_t bytes,
                  pt_request *req);
-    int (*irecv)(pt_transport *t, int peer, int tag, void *buf, size_t bytes,
-                 pt_request *req);
+    int (*irecv)(pt_transport *t, int peer, int tag, void *buf, size_t bytes, pt_request *req);
     int (*wait)(pt_transport *t, pt_request *req);
     /* *done = 1 when the request has finished (its status is returned). */
     int (*test)(pt_transport *t, pt_request *req, int *done);
@@ -103,8 +102,8 @@ static inline int pt_transport_isend(pt_transport *t, int peer, int tag, const v
 {
     return t->ops->isend(t, peer, tag, buf, bytes, req);
 }
-static inline int pt_transport_irecv(pt_transport *t, int peer, int tag, void *buf,
-                                     size_t bytes, pt_request *req)
+static inline int pt_transport_irecv(pt_transport *t, int peer, int tag, void *buf, size_t bytes,
+                                     pt_request *req)
 {
     return t->ops->irecv(t, peer, tag, buf, bytes, req);
 }
@@ -116,8 +115,8 @@ static inline int pt_transport_test(pt_transport *t, pt_request *req, int *done)
 {
     return t->ops->test(t, req, done);
 }
-static inline int pt_transport_allreduce_sum_f32(pt_transport *t, const int *group,
-                                                 int n_group, float *buf, size_t count)
+static inline int pt_transport_allreduce_sum_f32(pt_transport *t, const int *group, int n_group,
+                                                 float *buf, size_t count)
 {
     return t->ops->allreduce_sum_f32(t, group, n_group, buf, count);
 }
@@ -174,8 +173,7 @@ int pt_transport_mpi_create(const pt_mpi_options *opt, pt_transport **out);
 double pt_transport_env_timeout(double fallback);
 /* Checks a group (ranks in 0..size-1, distinct, caller included) and writes
  * it sorted ascending into sorted[n]; *me receives the caller's position. */
-int pt_transport_sort_group(const pt_transport *t, const int *group, int n, int *sorted,
-                            int *me);
+int pt_transport_sort_group(const pt_transport *t, const int *group, int n, int *sorted, int *me);
 /* acc[i] += x[i]: the one addition every allreduce uses, so that both
  * transports fold bit-identically. */
 void pt_transport_add_f32(float *acc, const float *x, size_t count);

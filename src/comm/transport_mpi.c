@@ -32,10 +32,10 @@
 #include "comm/transport.h"
 #include "tensor/error.h"
 
-#define SEGMENT (1 << 18) /* floats per allreduce message */
-#define TAG_UP 1          /* coll: a member's contribution to the root */
-#define TAG_DOWN 2        /* coll: the root's sum back to a member */
-#define TAG_ABORT 1       /* ctrl */
+#define SEGMENT   (1 << 18) /* floats per allreduce message */
+#define TAG_UP    1         /* coll: a member's contribution to the root */
+#define TAG_DOWN  2         /* coll: the root's sum back to a member */
+#define TAG_ABORT 1         /* ctrl */
 
 _Static_assert(sizeof(MPI_Request) <= sizeof(((pt_request *)0)->impl),
                "pt_request.impl cannot hold an MPI_Request");
@@ -70,8 +70,8 @@ static int fail_aborted(mpi_endpoint *e)
 {
     if (e->failed_rank == e->t.rank)
         return pt_fail(PT_ETRANSPORT, "rank %d: transport aborted: %s", e->t.rank, e->reason);
-    return pt_fail(PT_ETRANSPORT, "rank %d failed: %s (seen by rank %d)", e->failed_rank,
-                   e->reason, e->t.rank);
+    return pt_fail(PT_ETRANSPORT, "rank %d failed: %s (seen by rank %d)", e->failed_rank, e->reason,
+                   e->t.rank);
 }
 
 /* Marks this endpoint aborted and tells every other rank (the failed one
@@ -93,8 +93,8 @@ static void abort_world(mpi_endpoint *e, int failed_rank, const char *reason)
     for (int r = 0; r < n; r++) {
         reqs[r] = MPI_REQUEST_NULL;
         if (r != e->t.rank)
-            MPI_Isend(&e->notice_out, (int)sizeof e->notice_out, MPI_BYTE, r, TAG_ABORT,
-                      e->ctrl, &reqs[r]);
+            MPI_Isend(&e->notice_out, (int)sizeof e->notice_out, MPI_BYTE, r, TAG_ABORT, e->ctrl,
+                      &reqs[r]);
     }
     double until = now() + 1.0;
     int all = 0;
@@ -142,10 +142,10 @@ static int mpi_error(mpi_endpoint *e, int code, int peer, const char *what)
  * rank has its core to itself and lets another rank run when ranks share
  * cores), and only after YIELD_S sleeping a little longer each round (up to
  * 100 us): a long wait (a peer computing) should not burn a core. */
-#define SPIN_S 100e-6
+#define SPIN_S  100e-6
 #define YIELD_S 10e-3
-static int poll_request(mpi_endpoint *e, MPI_Request *r, MPI_Status *st, int peer,
-                        const char *what, int tag)
+static int poll_request(mpi_endpoint *e, MPI_Request *r, MPI_Status *st, int peer, const char *what,
+                        int tag)
 {
     double start = now();
     double deadline = e->t.timeout_s > 0.0 ? start + e->t.timeout_s : 0.0;
@@ -177,8 +177,8 @@ static int poll_request(mpi_endpoint *e, MPI_Request *r, MPI_Status *st, int pee
         waited = t - start;
         if (deadline > 0.0 && t >= deadline) {
             char why[252];
-            snprintf(why, sizeof why, "rank %d waited %.3g s for rank %d (%s, tag %d)",
-                     e->t.rank, e->t.timeout_s, peer, what, tag);
+            snprintf(why, sizeof why, "rank %d waited %.3g s for rank %d (%s, tag %d)", e->t.rank,
+                     e->t.timeout_s, peer, what, tag);
             abort_world(e, peer, why);
             return pt_fail(PT_ETRANSPORT, "rank %d stopped answering: %s", peer, why);
         }
@@ -196,8 +196,7 @@ static int check_p2p(mpi_endpoint *e, int peer, int tag, const void *buf, size_t
     if (!req)
         return pt_fail(PT_EINVAL, "%s: no request", what);
     if (peer < 0 || peer >= e->t.size)
-        return pt_fail(PT_EINVAL, "%s: peer %d is not a rank (0..%d)", what, peer,
-                       e->t.size - 1);
+        return pt_fail(PT_EINVAL, "%s: peer %d is not a rank (0..%d)", what, peer, e->t.size - 1);
     if (tag < 0 || tag > PT_TAG_MAX)
         return pt_fail(PT_EINVAL, "%s: tag %d is outside 0..%d", what, tag, PT_TAG_MAX);
     if (!buf && bytes)
@@ -235,8 +234,7 @@ static int mpi_isend(pt_transport *t, int peer, int tag, const void *buf, size_t
     return PT_OK;
 }
 
-static int mpi_irecv(pt_transport *t, int peer, int tag, void *buf, size_t bytes,
-                     pt_request *req)
+static int mpi_irecv(pt_transport *t, int peer, int tag, void *buf, size_t bytes, pt_request *req)
 {
     mpi_endpoint *e = t->impl;
     int rc = check_p2p(e, peer, tag, buf, bytes, req, "irecv");
@@ -355,14 +353,14 @@ static int gather_sum_scatter(mpi_endpoint *e, const int *sorted, int n, int pos
             int rc = PT_OK;
             for (int j = 1; j < n; j++) {
                 reqs[j - 1] = MPI_REQUEST_NULL;
-                int mrc = MPI_Isend(seg, len, MPI_FLOAT, sorted[j], TAG_DOWN, e->coll,
-                                    &reqs[j - 1]);
+                int mrc =
+                    MPI_Isend(seg, len, MPI_FLOAT, sorted[j], TAG_DOWN, e->coll, &reqs[j - 1]);
                 if (mrc != MPI_SUCCESS && rc == PT_OK)
                     rc = mpi_error(e, mrc, sorted[j], "allreduce send");
             }
             for (int j = 1; rc == PT_OK && j < n; j++)
-                rc = poll_request(e, &reqs[j - 1], MPI_STATUS_IGNORE, sorted[j],
-                                  "allreduce send", TAG_DOWN);
+                rc = poll_request(e, &reqs[j - 1], MPI_STATUS_IGNORE, sorted[j], "allreduce send",
+                                  TAG_DOWN);
             if (reqs != stack)
                 free(reqs);
             if (rc)
@@ -501,8 +499,8 @@ int pt_transport_mpi_create(const pt_mpi_options *opt, pt_transport **out)
     e->t.timeout_s = o.timeout_s;
     e->t.impl = e;
     e->failed_rank = -1;
-    MPI_Irecv(&e->notice_in, (int)sizeof e->notice_in, MPI_BYTE, MPI_ANY_SOURCE, TAG_ABORT,
-              e->ctrl, &e->notice_req);
+    MPI_Irecv(&e->notice_in, (int)sizeof e->notice_in, MPI_BYTE, MPI_ANY_SOURCE, TAG_ABORT, e->ctrl,
+              &e->notice_req);
     *out = &e->t;
     return PT_OK;
 }

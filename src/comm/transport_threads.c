@@ -132,8 +132,8 @@ int pt_threads_fail_aborted(pt_threads_world *w, int me)
 {
     if (w->failed_rank == me)
         return pt_fail(PT_ETRANSPORT, "rank %d: transport aborted: %s", me, w->reason);
-    return pt_fail(PT_ETRANSPORT, "rank %d failed: %s (seen by rank %d)", w->failed_rank,
-                   w->reason, me);
+    return pt_fail(PT_ETRANSPORT, "rank %d failed: %s (seen by rank %d)", w->failed_rank, w->reason,
+                   me);
 }
 
 /* ---- request lists --------------------------------------------------------- */
@@ -462,9 +462,9 @@ static int threads_wait(pt_transport *t, pt_request *req)
             if (deadline > 0.0 && pt_threads_now() >= deadline) {
                 pthread_mutex_unlock(&l->mu);
                 char why[160];
-                snprintf(why, sizeof why, "rank %d waited %.3g s for rank %d (%s, tag %d)",
-                         t->rank, t->timeout_s, req->peer,
-                         req->kind == PT_REQ_RECV ? "receive" : "send", req->tag);
+                snprintf(why, sizeof why, "rank %d waited %.3g s for rank %d (%s, tag %d)", t->rank,
+                         t->timeout_s, req->peer, req->kind == PT_REQ_RECV ? "receive" : "send",
+                         req->tag);
                 pt_threads_world_abort(w, req->peer, why);
                 req->kind = 0;
                 return pt_fail(PT_ETRANSPORT, "rank %d stopped answering: %s", req->peer, why);
@@ -479,10 +479,7 @@ static void threads_abort(pt_transport *t, const char *reason)
     pt_threads_world_abort(pt_threads_endpoint_world(t), t->rank, reason);
 }
 
-static void threads_destroy(pt_transport *t)
-{
-    (void)t; /* endpoints belong to their world */
-}
+static void threads_destroy(pt_transport *t) { (void)t; /* endpoints belong to their world */ }
 
 const pt_transport_ops pt_threads_ops = {
     .name = "threads",
@@ -513,8 +510,7 @@ int pt_threads_world_create(int n, const pt_threads_options *opt, pt_threads_wor
     if (n < 1)
         return pt_fail(PT_EINVAL, "threads transport: %d workers; at least 1", n);
     if (o.queue_slots < 1)
-        return pt_fail(PT_EINVAL, "threads transport: queue_slots %d; at least 1",
-                       o.queue_slots);
+        return pt_fail(PT_EINVAL, "threads transport: queue_slots %d; at least 1", o.queue_slots);
     if (!(o.timeout_s >= 0.0))
         return pt_fail(PT_EINVAL, "threads transport: negative timeout");
     pt_threads_world *w = calloc(1, sizeof *w);
@@ -572,11 +568,10 @@ void pt_threads_world_destroy(pt_threads_world *w)
     free(w->links);
     pt_threads_collectives_free(w);
     if (w->endpoints)
-        for (int r = 0; r < w->n; r++)
-{
-                free(w->endpoints[r].group);
-                free(w->endpoints[r].joined);
-            }
+        for (int r = 0; r < w->n; r++) {
+            free(w->endpoints[r].group);
+            free(w->endpoints[r].joined);
+        }
     free(w->endpoints);
     pthread_mutex_destroy(&w->abort_mu);
     free(w);

@@ -133,8 +133,9 @@ int pt_atomic_commit(pt_atomic_file *af)
     }
     if (step) {
         unlink(af->tmp_path);
-        int r = pt_fail(PT_EIO, "%s: %s of the temporary file %s failed (%s); the file was not changed",
-                        af->path, step, af->tmp_path, strerror(err));
+        int r =
+            pt_fail(PT_EIO, "%s: %s of the temporary file %s failed (%s); the file was not changed",
+                    af->path, step, af->tmp_path, strerror(err));
         release(af);
         return r;
     }

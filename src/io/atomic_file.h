@@ -16,10 +16,10 @@
 #include <stdio.h>
 
 typedef struct {
-    FILE *f;          /* the temporary file; write to it directly or with pt_atomic_write */
-    char *path;       /* the final name */
-    char *tmp_path;   /* "<path>.tmp.<pid>.<n>" */
-    int failed;       /* errno of a failed write: commit will refuse */
+    FILE *f;        /* the temporary file; write to it directly or with pt_atomic_write */
+    char *path;     /* the final name */
+    char *tmp_path; /* "<path>.tmp.<pid>.<n>" */
+    int failed;     /* errno of a failed write: commit will refuse */
 } pt_atomic_file;
 
 /* Creates the temporary file. PT_EIO (with the path and the system's reason)

@@ -54,8 +54,8 @@ static void config_meta(meta_list *l, const pt_model_config *c)
     } else {
         char widths[160] = "";
         for (int i = 0; i < c->n_widths; i++)
-            snprintf(widths + strlen(widths), sizeof widths - strlen(widths), "%s%d",
-                     i ? "," : "", c->widths[i]);
+            snprintf(widths + strlen(widths), sizeof widths - strlen(widths), "%s%d", i ? "," : "",
+                     c->widths[i]);
         meta_add(l, "model", "mlp");
         meta_add(l, "widths", "%s", widths);
     }
@@ -67,7 +67,7 @@ int pt_checkpoint_save(const char *path, const pt_model *m, pt_optimizer *opt,
 {
     int n = pt_model_n_params(m);
     pt_st_tensor *t = calloc((size_t)n * 3, sizeof *t);
-    char (*names)[128] = calloc((size_t)n * 2, sizeof *names);
+    char(*names)[128] = calloc((size_t)n * 2, sizeof *names);
     if (!t || !names) {
         free(t), free(names);
         return pt_fail(PT_ENOMEM, "cannot allocate the checkpoint's tensor list");
@@ -77,8 +77,8 @@ int pt_checkpoint_save(const char *path, const pt_model *m, pt_optimizer *opt,
         const pt_param *p = pt_model_param(m, i);
         if (p->tied_to)
             continue;
-        t[nt] = (pt_st_tensor){.name = p->name, .dtype = PT_DT_F32, .ndim = p->ndim,
-                               .data = p->data};
+        t[nt] =
+            (pt_st_tensor){.name = p->name, .dtype = PT_DT_F32, .ndim = p->ndim, .data = p->data};
         memcpy(t[nt].shape, p->shape, sizeof(int) * (size_t)p->ndim);
         nt++;
     }
@@ -90,7 +90,9 @@ int pt_checkpoint_save(const char *path, const pt_model *m, pt_optimizer *opt,
             if (p->tied_to)
                 continue;
             snprintf(names[nn], sizeof names[0], "%s%s", prefix, p->name);
-            t[nt] = (pt_st_tensor){.name = names[nn++], .dtype = PT_DT_F32, .ndim = p->ndim,
+            t[nt] = (pt_st_tensor){.name = names[nn++],
+                                   .dtype = PT_DT_F32,
+                                   .ndim = p->ndim,
                                    .data = pt_optimizer_state(opt, m, i, which)};
             memcpy(t[nt].shape, p->shape, sizeof(int) * (size_t)p->ndim);
             nt++;
@@ -177,8 +179,8 @@ static int config_from_meta(const pt_safetensors *st, const char *path, pt_model
             char *end;
             long x = strtol(p, &end, 10);
             if (end == p || x < 1)
-                return pt_fail(PT_EFORMAT, "%s: metadata widths '%s' is not a list of widths",
-                               path, w);
+                return pt_fail(PT_EFORMAT, "%s: metadata widths '%s' is not a list of widths", path,
+                               w);
             widths[n++] = (int)x;
             p = *end == ',' ? end + 1 : end;
             if (*end != ',' && *end != '\0')
@@ -283,7 +285,8 @@ static int check_tensors(const pt_safetensors *st, const char *path, const pt_mo
             for (int d = 0; same && d < p->ndim; d++)
                 same = in->shape[d] == p->shape[d];
             if (!same)
-                return pt_fail(PT_EFORMAT, "%s: tensor '%s' has another shape than the model's "
+                return pt_fail(PT_EFORMAT,
+                               "%s: tensor '%s' has another shape than the model's "
                                "(%d dims, first %d; expected %d dims, first %d)",
                                path, name, in->ndim, in->ndim ? in->shape[0] : 0, p->ndim,
                                p->shape[0]);
@@ -304,8 +307,10 @@ static int read_state(const pt_safetensors *st, const char *path, pt_train_state
     const char *rng = pt_safetensors_meta(st, "data_rng");
     const char *drawn = pt_safetensors_meta(st, "data_drawn");
     if (!step || !rng || strlen(rng) != 64)
-        return pt_fail(PT_EFORMAT, "%s: metadata 'step' or 'data_rng' is missing: not a "
-                       "checkpoint a run can resume from", path);
+        return pt_fail(PT_EFORMAT,
+                       "%s: metadata 'step' or 'data_rng' is missing: not a "
+                       "checkpoint a run can resume from",
+                       path);
     char *end;
     state->step = strtol(step, &end, 10);
     if (*end || state->step < 0)

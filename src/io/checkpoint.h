@@ -22,8 +22,8 @@
 #include "tensor/rng.h"
 
 typedef struct {
-    long step;         /* optimizer steps taken */
-    pt_rng data_rng;   /* the training sampler's stream */
+    long step;           /* optimizer steps taken */
+    pt_rng data_rng;     /* the training sampler's stream */
     uint64_t data_drawn; /* samples drawn (digits sampler) */
 } pt_train_state;
 

@@ -27,8 +27,8 @@ static int parse_line(const char *path, long line_no, const char *line, int *row
         char end = f + 1 < FIELDS ? ',' : '\0';
         int at_end = *p == end || (end == '\0' && (*p == '\n' || *p == '\r'));
         if (digits > 0 && v <= max && end == ',' && (*p == '\0' || *p == '\n' || *p == '\r'))
-            return pt_fail(PT_EFORMAT, "%s: line %ld: %d fields, expected %d", path, line_no,
-                           f + 1, FIELDS);
+            return pt_fail(PT_EFORMAT, "%s: line %ld: %d fields, expected %d", path, line_no, f + 1,
+                           FIELDS);
         if (digits == 0 || !at_end || v > max) {
             size_t len = strcspn(start, ",\r\n");
             return pt_fail(PT_EFORMAT, "%s: line %ld: field %d is \"%.*s\", not %s 0..%d", path,

@@ -19,8 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PT_DIGITS_FEATURES 64
-#define PT_DIGITS_CLASSES 10
+#define PT_DIGITS_FEATURES              64
+#define PT_DIGITS_CLASSES               10
 #define PT_DIGITS_TEST_FRACTION_DEFAULT 0.2
 
 typedef struct {

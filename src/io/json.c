@@ -26,7 +26,7 @@ static locale_t c_locale(void)
 typedef struct {
     const unsigned char *s;
     size_t len, pos, base;
-    int status;         /* PT_OK until the first failure */
+    int status; /* PT_OK until the first failure */
     size_t err_pos;
     const char *err_msg;
     char err_buf[160];

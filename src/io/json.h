@@ -37,8 +37,8 @@ struct pt_json {
     /* PT_JSON_NUMBER: the value as a double; when the text is an integer
      * (no fraction, no exponent) that fits, also exactly as one of these. */
     double number;
-    int is_uint;    /* 0 <= value <= UINT64_MAX: uint_value holds it */
-    int is_int;     /* INT64_MIN <= value <= INT64_MAX: int_value holds it */
+    int is_uint; /* 0 <= value <= UINT64_MAX: uint_value holds it */
+    int is_int;  /* INT64_MIN <= value <= INT64_MAX: int_value holds it */
     uint64_t uint_value;
     int64_t int_value;
     /* PT_JSON_STRING: decoded UTF-8, NUL-terminated; len excludes the NUL and

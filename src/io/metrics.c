@@ -22,8 +22,8 @@ static int keep_line(const char *line, size_t len, int64_t resume_step)
     if (pt_json_parse(line, len, 0, "metrics line", &v) != PT_OK)
         return 0;
     const pt_json *step = pt_json_get(v, "step");
-    int keep = step && step->type == PT_JSON_NUMBER && step->is_int &&
-               step->int_value <= resume_step;
+    int keep =
+        step && step->type == PT_JSON_NUMBER && step->is_int && step->int_value <= resume_step;
     pt_json_free(v);
     return keep;
 }
@@ -106,8 +106,7 @@ int pt_metrics_open(const char *path, int64_t resume_step, pt_metrics_log **out)
 
 static int is_standard_key(const char *key)
 {
-    static const char *const keys[] = {"step", "loss", "lr", "tokens_per_s", "step_ms",
-                                       "val_loss"};
+    static const char *const keys[] = {"step", "loss", "lr", "tokens_per_s", "step_ms", "val_loss"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (strcmp(key, keys[i]) == 0)
             return 1;

@@ -112,8 +112,7 @@ int pt_safetensors_read_raw(const pt_safetensors *st, const pt_st_info *info, vo
 const char *pt_safetensors_meta(const pt_safetensors *st, const char *key);
 int pt_safetensors_meta_count(const pt_safetensors *st);
 /* The i-th metadata entry in header order. */
-void pt_safetensors_meta_at(const pt_safetensors *st, int i, const char **key,
-                            const char **value);
+void pt_safetensors_meta_at(const pt_safetensors *st, int i, const char **key, const char **value);
 /* The path the file was opened with (for the caller's messages). */
 const char *pt_safetensors_path(const pt_safetensors *st);
 

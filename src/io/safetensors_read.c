@@ -107,42 +107,43 @@ static int parse_tensor(pt_safetensors *st, const char *name, const pt_json *t, 
 {
     const char *path = st->path;
     if (t->type != PT_JSON_OBJECT)
-        return pt_fail(PT_EFORMAT, "%s: tensor '%s': byte %zu: entry is not an object", path,
-                       name, t->offset);
+        return pt_fail(PT_EFORMAT, "%s: tensor '%s': byte %zu: entry is not an object", path, name,
+                       t->offset);
     for (size_t i = 0; i < t->n; i++)
         if (strcmp(t->keys[i], "dtype") != 0 && strcmp(t->keys[i], "shape") != 0 &&
             strcmp(t->keys[i], "data_offsets") != 0)
-            return pt_fail(PT_EFORMAT, "%s: tensor '%s': byte %zu: unknown field '%s'", path,
-                           name, t->items[i]->offset, t->keys[i]);
+            return pt_fail(PT_EFORMAT, "%s: tensor '%s': byte %zu: unknown field '%s'", path, name,
+                           t->items[i]->offset, t->keys[i]);
     const pt_json *dtype = pt_json_get(t, "dtype"), *shape = pt_json_get(t, "shape"),
                   *offsets = pt_json_get(t, "data_offsets");
     if (!dtype || !shape || !offsets)
         return pt_fail(PT_EFORMAT, "%s: tensor '%s': byte %zu: no %s", path, name, t->offset,
-                       !dtype ? "dtype" : !shape ? "shape" : "data_offsets");
+                       !dtype   ? "dtype"
+                       : !shape ? "shape"
+                                : "data_offsets");
 
     if (dtype->type != PT_JSON_STRING)
-        return pt_fail(PT_EFORMAT, "%s: tensor '%s': byte %zu: dtype is not a string", path,
-                       name, dtype->offset);
+        return pt_fail(PT_EFORMAT, "%s: tensor '%s': byte %zu: dtype is not a string", path, name,
+                       dtype->offset);
     if (pt_dtype_from_name(dtype->string, &info->dtype) != PT_OK)
-        return pt_fail(PT_EFORMAT, "%s: tensor '%s': byte %zu: unknown dtype \"%.40s\"", path,
-                       name, dtype->offset, dtype->string);
+        return pt_fail(PT_EFORMAT, "%s: tensor '%s': byte %zu: unknown dtype \"%.40s\"", path, name,
+                       dtype->offset, dtype->string);
 
     if (shape->type != PT_JSON_ARRAY || shape->n > PT_ST_MAX_DIMS)
         return pt_fail(PT_EFORMAT,
-                       "%s: tensor '%s': byte %zu: shape is not an array of at most %d sizes",
-                       path, name, shape->offset, PT_ST_MAX_DIMS);
+                       "%s: tensor '%s': byte %zu: shape is not an array of at most %d sizes", path,
+                       name, shape->offset, PT_ST_MAX_DIMS);
     info->ndim = (int)shape->n;
     uint64_t bytes = pt_dtype_size(info->dtype), numel = 1;
     for (size_t d = 0; d < shape->n; d++) {
         const pt_json *s = shape->items[d];
         if (s->type != PT_JSON_NUMBER || !s->is_uint || s->uint_value > INT_MAX)
             return pt_fail(PT_EFORMAT,
-                           "%s: tensor '%s': byte %zu: shape entry %zu is not a size 0..%d",
-                           path, name, s->offset, d, INT_MAX);
+                           "%s: tensor '%s': byte %zu: shape entry %zu is not a size 0..%d", path,
+                           name, s->offset, d, INT_MAX);
         info->shape[d] = (int)s->uint_value;
         if (s->uint_value && bytes > UINT64_MAX / s->uint_value)
-            return pt_fail(PT_EFORMAT, "%s: tensor '%s': shape's byte size overflows", path,
-                           name);
+            return pt_fail(PT_EFORMAT, "%s: tensor '%s': shape's byte size overflows", path, name);
         bytes *= s->uint_value;
         numel *= s->uint_value;
     }
@@ -210,8 +211,8 @@ static int check_tiling(pt_safetensors *st, int *order)
                            "%s: tensor '%s': data_offsets [%llu, %llu] overlap tensor '%s' "
                            "[%llu, %llu]",
                            st->path, t->name, (unsigned long long)t->begin,
-                           (unsigned long long)t->end, prev->name,
-                           (unsigned long long)prev->begin, (unsigned long long)prev->end);
+                           (unsigned long long)t->end, prev->name, (unsigned long long)prev->begin,
+                           (unsigned long long)prev->end);
         if (t->begin > expect)
             return pt_fail(PT_EFORMAT,
                            "%s: tensor '%s': data_offsets [%llu, %llu] leave data bytes [%llu, "
@@ -292,7 +293,8 @@ int pt_safetensors_open(const char *path, pt_safetensors **out)
                        path, (unsigned long long)size);
     }
     if (read_at(st->fd, prefix, 8, 0) != 0) {
-        int r = pt_fail(PT_EIO, "%s: cannot read: %s", path, errno ? strerror(errno) : "short file");
+        int r =
+            pt_fail(PT_EIO, "%s: cannot read: %s", path, errno ? strerror(errno) : "short file");
         pt_safetensors_close(st);
         return r;
     }
@@ -308,8 +310,8 @@ int pt_safetensors_open(const char *path, pt_safetensors **out)
     }
     if (n > MAX_HEADER_BYTES) {
         pt_safetensors_close(st);
-        return pt_fail(PT_EFORMAT, "%s: byte 0: header length %llu is over the %u-byte limit",
-                       path, (unsigned long long)n, MAX_HEADER_BYTES);
+        return pt_fail(PT_EFORMAT, "%s: byte 0: header length %llu is over the %u-byte limit", path,
+                       (unsigned long long)n, MAX_HEADER_BYTES);
     }
     st->data_start = 8 + n;
     st->data_size = size - 8 - n;
@@ -373,8 +375,7 @@ int pt_safetensors_read_raw(const pt_safetensors *st, const pt_st_info *info, vo
 {
     uint64_t n = info->end - info->begin;
     if (n > SIZE_MAX)
-        return pt_fail(PT_ENOMEM, "%s: tensor '%s' is too large for memory", st->path,
-                       info->name);
+        return pt_fail(PT_ENOMEM, "%s: tensor '%s' is too large for memory", st->path, info->name);
     if (n > 0 && read_at(st->fd, dst, (size_t)n, st->data_start + info->begin) != 0)
         return pt_fail(PT_EIO, "%s: tensor '%s': read failed: %s", st->path, info->name,
                        errno ? strerror(errno) : "the file shrank while open");
@@ -405,10 +406,13 @@ int pt_safetensors_read(const pt_safetensors *st, const char *name, pt_dtype dty
     if (!same) {
         char have[128], want[128];
         format_shape(have, sizeof have, t->ndim, t->shape);
-        format_shape(want, sizeof want, ndim < 0 ? 0 : ndim > PT_ST_MAX_DIMS ? PT_ST_MAX_DIMS : ndim,
+        format_shape(want, sizeof want,
+                     ndim < 0                ? 0
+                     : ndim > PT_ST_MAX_DIMS ? PT_ST_MAX_DIMS
+                                             : ndim,
                      shape);
-        return pt_fail(PT_EINVAL, "%s: tensor '%s' has shape %s, expected %s", st->path, name,
-                       have, want);
+        return pt_fail(PT_EINVAL, "%s: tensor '%s' has shape %s, expected %s", st->path, name, have,
+                       want);
     }
     return pt_safetensors_read_raw(st, t, dst);
 }

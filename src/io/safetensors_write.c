@@ -14,14 +14,11 @@ static const struct {
     const char *name;
     size_t size;
 } dtypes[PT_DT_COUNT] = {
-    [PT_DT_BOOL] = {"BOOL", 1},       [PT_DT_U8] = {"U8", 1},
-    [PT_DT_I8] = {"I8", 1},           [PT_DT_F8_E5M2] = {"F8_E5M2", 1},
-    [PT_DT_F8_E4M3] = {"F8_E4M3", 1}, [PT_DT_I16] = {"I16", 2},
-    [PT_DT_U16] = {"U16", 2},         [PT_DT_F16] = {"F16", 2},
-    [PT_DT_BF16] = {"BF16", 2},       [PT_DT_I32] = {"I32", 4},
-    [PT_DT_U32] = {"U32", 4},         [PT_DT_F32] = {"F32", 4},
-    [PT_DT_F64] = {"F64", 8},         [PT_DT_I64] = {"I64", 8},
-    [PT_DT_U64] = {"U64", 8},
+    [PT_DT_BOOL] = {"BOOL", 1},       [PT_DT_U8] = {"U8", 1},           [PT_DT_I8] = {"I8", 1},
+    [PT_DT_F8_E5M2] = {"F8_E5M2", 1}, [PT_DT_F8_E4M3] = {"F8_E4M3", 1}, [PT_DT_I16] = {"I16", 2},
+    [PT_DT_U16] = {"U16", 2},         [PT_DT_F16] = {"F16", 2},         [PT_DT_BF16] = {"BF16", 2},
+    [PT_DT_I32] = {"I32", 4},         [PT_DT_U32] = {"U32", 4},         [PT_DT_F32] = {"F32", 4},
+    [PT_DT_F64] = {"F64", 8},         [PT_DT_I64] = {"I64", 8},         [PT_DT_U64] = {"U64", 8},
 };
 
 const char *pt_dtype_name(pt_dtype dt)

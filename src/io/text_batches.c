@@ -55,9 +55,10 @@ int pt_eval_batch(const uint16_t *tokens, size_t n, int B, int T, size_t k, int 
 {
     size_t count = pt_eval_batch_count(n, B, T);
     if (k >= count)
-        return pt_fail(PT_EINVAL,
-                       "evaluation batch %zu does not exist: %zu tokens hold %zu batches of %d x %d",
-                       k, n, count, B, T);
+        return pt_fail(
+            PT_EINVAL,
+            "evaluation batch %zu does not exist: %zu tokens hold %zu batches of %d x %d", k, n,
+            count, B, T);
     for (int b = 0; b < B; b++) {
         size_t off = (k * (size_t)B + (size_t)b) * (size_t)T;
         fill_row(tokens + off, T, inputs + (size_t)b * T, targets + (size_t)b * T);

@@ -49,7 +49,7 @@ typedef struct {
     struct file_id {
         dev_t dev;
         ino_t ino;
-    } *seen;
+    } * seen;
     size_t n_seen, cap_seen;
 } corpus;
 
@@ -214,7 +214,8 @@ int pt_text_data_load(const char *const *paths, int n_paths, double val_fraction
     }
     free(c.seen);
     if (r == PT_OK && c.train.n == 0)
-        r = pt_fail(PT_EINVAL, "%s%s: no text found (directories give their regular files "
+        r = pt_fail(PT_EINVAL,
+                    "%s%s: no text found (directories give their regular files "
                     "without NUL bytes)",
                     paths[0], n_paths > 1 ? " and the other paths" : "");
     if (r != PT_OK) {

@@ -16,7 +16,7 @@
 #include "io/text_data.h"
 #include "tensor/error.h"
 
-#define LLMC_MAGIC 20240520
+#define LLMC_MAGIC        20240520
 #define LLMC_HEADER_BYTES 1024
 
 static int32_t le_i32(const unsigned char *p)
@@ -72,8 +72,8 @@ int pt_token_file_read(const char *path, int vocab, uint16_t **tokens, size_t *n
     *tokens = NULL;
     *n = 0;
     if (vocab < 1 || vocab > 65536)
-        return pt_fail(PT_EINVAL, "%s: vocabulary size %d is not in 1..65536 (uint16 tokens)",
-                       path, vocab);
+        return pt_fail(PT_EINVAL, "%s: vocabulary size %d is not in 1..65536 (uint16 tokens)", path,
+                       vocab);
     FILE *f = fopen(path, "rb");
     if (!f)
         return pt_fail(PT_EIO, "%s: %s", path, strerror(errno));
@@ -108,8 +108,8 @@ int pt_token_file_read(const char *path, int vocab, uint16_t **tokens, size_t *n
         t[i] = (uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8);
         if (t[i] >= vocab) {
             r = pt_fail(PT_EFORMAT,
-                        "%s: token %zu is %u, not below the vocabulary size %d (--vocab)", path,
-                        i, (unsigned)t[i], vocab);
+                        "%s: token %zu is %u, not below the vocabulary size %d (--vocab)", path, i,
+                        (unsigned)t[i], vocab);
             free(raw);
             free(t);
             return r;

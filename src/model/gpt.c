@@ -17,8 +17,8 @@ int pt_gpt_build(pt_model *m)
                        c->n_head);
     if (c->n_layer + 2 > PT_MODEL_MAX_BLOCKS)
         return pt_fail(PT_EINVAL, "gpt: at most %d layers", PT_MODEL_MAX_BLOCKS - 2);
-    pt_block_shape s = {.T = c->seq_len, .C = c->n_embd, .H = c->n_head, .V = c->vocab,
-                        .n_layer = c->n_layer};
+    pt_block_shape s = {
+        .T = c->seq_len, .C = c->n_embd, .H = c->n_head, .V = c->vocab, .n_layer = c->n_layer};
     pt_embedding_init(&m->blocks[m->n_blocks++], &s);
     for (int l = 0; l < c->n_layer; l++)
         pt_transformer_init(&m->blocks[m->n_blocks++], &s, l);

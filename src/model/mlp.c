@@ -14,8 +14,7 @@ int pt_mlp_build(pt_model *m)
                        c->n_widths);
     for (int i = 0; i < c->n_widths; i++)
         if (c->widths[i] < 1)
-            return pt_fail(PT_EINVAL, "mlp width %d is %d; widths must be >= 1", i,
-                           c->widths[i]);
+            return pt_fail(PT_EINVAL, "mlp width %d is %d; widths must be >= 1", i, c->widths[i]);
     if (c->widths[c->n_widths - 1] < 2)
         return pt_fail(PT_EINVAL, "mlp needs at least 2 classes (last width)");
     char prefix[32];

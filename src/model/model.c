@@ -20,8 +20,13 @@ struct pt_activations {
 
 pt_model_config pt_model_config_gpt(void)
 {
-    return (pt_model_config){.kind = PT_MODEL_GPT, .n_layer = 4, .n_head = 4, .n_embd = 128,
-                             .seq_len = 128, .vocab = 256, .seed = 1};
+    return (pt_model_config){.kind = PT_MODEL_GPT,
+                             .n_layer = 4,
+                             .n_head = 4,
+                             .n_embd = 128,
+                             .seq_len = 128,
+                             .vocab = 256,
+                             .seed = 1};
 }
 
 pt_model_config pt_model_config_mlp(int n_widths, const int *widths)
@@ -88,8 +93,8 @@ static int lay_out_params(pt_model *m)
             continue;
         const pt_param *src = pt_model_find_param(m, p->tied_to);
         if (!src || src->numel != p->numel)
-            return pt_fail(PT_EINVAL, "parameter %s is tied to %s, which %s", p->name,
-                           p->tied_to, src ? "has another shape" : "does not exist");
+            return pt_fail(PT_EINVAL, "parameter %s is tied to %s, which %s", p->name, p->tied_to,
+                           src ? "has another shape" : "does not exist");
         memcpy(p->data, src->data, p->numel * sizeof(float));
     }
     return PT_OK;
@@ -194,10 +199,7 @@ size_t pt_model_param_count(const pt_model *m)
     return n;
 }
 
-void pt_model_zero_grads(pt_model *m)
-{
-    memset(m->grad.base, 0, m->grad.capacity * sizeof(float));
-}
+void pt_model_zero_grads(pt_model *m) { memset(m->grad.base, 0, m->grad.capacity * sizeof(float)); }
 
 void pt_model_sum_tied_grads(pt_model *m)
 {
@@ -219,13 +221,12 @@ void pt_model_sum_tied_grads(pt_model *m)
 static int check_range(const pt_model *m, int first, int last)
 {
     if (first < 0 || last >= m->n_blocks || first > last)
-        return pt_fail(PT_EINVAL, "block range %d..%d is not within the model's %d blocks",
-                       first, last, m->n_blocks);
+        return pt_fail(PT_EINVAL, "block range %d..%d is not within the model's %d blocks", first,
+                       last, m->n_blocks);
     return PT_OK;
 }
 
-int pt_activations_create(const pt_model *m, int first, int last, int batch,
-                          pt_activations **out)
+int pt_activations_create(const pt_model *m, int first, int last, int batch, pt_activations **out)
 {
     *out = NULL;
     int rc = check_range(m, first, last);
@@ -313,8 +314,10 @@ static int check_labels(const pt_model *m, int first, int last, const pt_microba
             return pt_fail(PT_EINVAL, "the micro-batch has no tokens");
         for (size_t i = 0; i < n; i++)
             if (mb->tokens[i] < 0 || mb->tokens[i] >= c->vocab)
-                return pt_fail(PT_EINVAL, "token %d at position %zu is outside the vocabulary "
-                               "of %d", mb->tokens[i], i, c->vocab);
+                return pt_fail(PT_EINVAL,
+                               "token %d at position %zu is outside the vocabulary "
+                               "of %d",
+                               mb->tokens[i], i, c->vocab);
     }
     if (first == 0 && !gpt && !mb->inputs)
         return pt_fail(PT_EINVAL, "the micro-batch has no inputs");
@@ -326,8 +329,8 @@ static int check_labels(const pt_model *m, int first, int last, const pt_microba
     return PT_OK;
 }
 
-static const float *block_input(const pt_model *m, int i, const pt_microbatch *mb,
-                                const float *in, const pt_activations *a)
+static const float *block_input(const pt_model *m, int i, const pt_microbatch *mb, const float *in,
+                                const pt_activations *a)
 {
     if (i > a->first)
         return a->out[i - 1 - a->first];
@@ -336,8 +339,8 @@ static const float *block_input(const pt_model *m, int i, const pt_microbatch *m
     return in;
 }
 
-int pt_model_forward(pt_model *m, int first, int last, const pt_microbatch *mb,
-                     const float *in, pt_activations *acts, float *loss)
+int pt_model_forward(pt_model *m, int first, int last, const pt_microbatch *mb, const float *in,
+                     pt_activations *acts, float *loss)
 {
     int rc = check_call(m, first, last, mb, in, acts);
     if (rc == PT_OK)
@@ -357,8 +360,8 @@ int pt_model_forward(pt_model *m, int first, int last, const pt_microbatch *mb,
 }
 
 int pt_model_backward_input(pt_model *m, int first, int last, const pt_microbatch *mb,
-                            const float *in, pt_activations *acts, const float *dout,
-                            float *din, float loss_scale)
+                            const float *in, pt_activations *acts, const float *dout, float *din,
+                            float loss_scale)
 {
     int rc = check_call(m, first, last, mb, in, acts);
     if (rc != PT_OK)

@@ -29,9 +29,8 @@ static void gelu_forward(pt_block *b, const pt_microbatch *mb, const float *in, 
 }
 
 // dout (B,n) -> din (B,n)
-static void gelu_backward_input(pt_block *b, const pt_microbatch *mb, const float *in,
-                                float *out, float *saved, const float *dout, float *din,
-                                float loss_scale)
+static void gelu_backward_input(pt_block *b, const pt_microbatch *mb, const float *in, float *out,
+                                float *saved, const float *dout, float *din, float loss_scale)
 {
     (void)out, (void)saved, (void)loss_scale;
     if (din)
@@ -53,9 +52,8 @@ static void relu_forward(pt_block *b, const pt_microbatch *mb, const float *in, 
 }
 
 // dout (B,n) -> din (B,n)
-static void relu_backward_input(pt_block *b, const pt_microbatch *mb, const float *in,
-                                float *out, float *saved, const float *dout, float *din,
-                                float loss_scale)
+static void relu_backward_input(pt_block *b, const pt_microbatch *mb, const float *in, float *out,
+                                float *saved, const float *dout, float *din, float loss_scale)
 {
     (void)out, (void)saved, (void)loss_scale;
     if (din)
@@ -64,8 +62,7 @@ static void relu_backward_input(pt_block *b, const pt_microbatch *mb, const floa
 
 static pt_block_cost relu_cost(const pt_block *b)
 {
-    return (pt_block_cost){.forward_flops = b->in_floats,
-                           .backward_input_flops = b->in_floats};
+    return (pt_block_cost){.forward_flops = b->in_floats, .backward_input_flops = b->in_floats};
 }
 
 static const pt_block_ops gelu_ops = {

@@ -22,8 +22,8 @@
 static int band(int T, int r0) { return T - r0 < ATT_ROWS ? T - r0 : ATT_ROWS; }
 
 // qkv (B,T,3C) -> y (B,T,C); att (B,H,T,T)
-void pt_attention_forward(const pt_kernels *k, float *y, float *att, const float *qkv,
-                          int B, int T, int C, int H)
+void pt_attention_forward(const pt_kernels *k, float *y, float *att, const float *qkv, int B, int T,
+                          int C, int H)
 {
     int hs = C / H, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)hs);
@@ -34,12 +34,12 @@ void pt_attention_forward(const pt_kernels *k, float *y, float *att, const float
             float *a = att + ((size_t)b * H + h) * T * T;
             float *yh = y + (size_t)b * T * C + h * hs;
             for (int r0 = 0; r0 < T; r0 += ATT_ROWS) /* q k^T, rows r0.. up to the diagonal */
-                k->matmul(0, 1, band(T, r0), r0 + band(T, r0), hs, 1.0f, q + (size_t)r0 * C3,
-                          C3, kk, C3, 0.0f, a + (size_t)r0 * T, T);
+                k->matmul(0, 1, band(T, r0), r0 + band(T, r0), hs, 1.0f, q + (size_t)r0 * C3, C3,
+                          kk, C3, 0.0f, a + (size_t)r0 * T, T);
             k->softmax_causal_forward(a, T, scale);
             for (int r0 = 0; r0 < T; r0 += ATT_ROWS) /* att v */
-                k->matmul(0, 0, band(T, r0), hs, r0 + band(T, r0), 1.0f, a + (size_t)r0 * T, T,
-                          v, C3, 0.0f, yh + (size_t)r0 * C, C);
+                k->matmul(0, 0, band(T, r0), hs, r0 + band(T, r0), 1.0f, a + (size_t)r0 * T, T, v,
+                          C3, 0.0f, yh + (size_t)r0 * C, C);
         }
 }
 
@@ -65,7 +65,7 @@ void pt_attention_backward(const pt_kernels *k, float *dqkv, float *att, float *
                           dyh + (size_t)r0 * C, C, 0.0f, dv + (size_t)r0 * C3, C3);
             }
             k->softmax_causal_backward(a, a, scratch, T, scale); /* dS, in place */
-            for (int r0 = 0; r0 < T; r0 += ATT_ROWS) { /* dq = dS k, and dk = dS^T q */
+            for (int r0 = 0; r0 < T; r0 += ATT_ROWS) {           /* dq = dS k, and dk = dS^T q */
                 int n = band(T, r0);
                 k->matmul(0, 0, n, hs, r0 + n, 1.0f, a + (size_t)r0 * T, T, kk, C3, 0.0f,
                           dq + (size_t)r0 * C3, C3);
@@ -102,8 +102,8 @@ static attention_layout layout(const pt_block *b, int B)
 static size_t attention_saved(const pt_block *b, int B) { return layout(b, B).total; }
 
 // in (B,T,C) -> out (B,T,C)
-static void attention_forward(pt_block *b, const pt_microbatch *mb, const float *in,
-                              float *out, float *saved, double *loss_sum, int *loss_rows)
+static void attention_forward(pt_block *b, const pt_microbatch *mb, const float *in, float *out,
+                              float *saved, double *loss_sum, int *loss_rows)
 {
     (void)loss_sum, (void)loss_rows;
     const pt_kernels *k = b->k;

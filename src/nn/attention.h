@@ -8,8 +8,8 @@
 #include "tensor/kernels.h"
 
 // qkv (B,T,3C) -> y (B,T,C); att (B,H,T,T) keeps the probabilities
-void pt_attention_forward(const pt_kernels *k, float *y, float *att, const float *qkv,
-                          int B, int T, int C, int H);
+void pt_attention_forward(const pt_kernels *k, float *y, float *att, const float *qkv, int B, int T,
+                          int C, int H);
 // dy (B,T,C) -> dqkv (B,T,3C). att is overwritten (it becomes the score
 // gradient); scratch holds T*T floats.
 void pt_attention_backward(const pt_kernels *k, float *dqkv, float *att, float *scratch,

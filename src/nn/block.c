@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-int pt_block_declare(pt_block *b, const char *name, int ndim, const int *shape,
-                     pt_init_kind init, float std)
+int pt_block_declare(pt_block *b, const char *name, int ndim, const int *shape, pt_init_kind init,
+                     float std)
 {
     int i = b->n_params++;
     pt_param_decl *d = &b->decl[i];

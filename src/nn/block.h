@@ -29,9 +29,9 @@ typedef struct pt_block pt_block;
 
 /* The shapes a block may need; each block reads the fields it uses. */
 typedef struct {
-    int T, C, H, V;    /* sequence, channels, heads, vocabulary (gpt) */
-    int in, out;       /* widths (linear, mlp) */
-    int n_layer;       /* for GPT-2's scaled init of residual projections */
+    int T, C, H, V; /* sequence, channels, heads, vocabulary (gpt) */
+    int in, out;    /* widths (linear, mlp) */
+    int n_layer;    /* for GPT-2's scaled init of residual projections */
 } pt_block_shape;
 
 typedef enum { PT_INIT_ZEROS, PT_INIT_ONES, PT_INIT_NORMAL } pt_init_kind;
@@ -54,15 +54,14 @@ typedef struct {
     size_t (*saved_floats)(const pt_block *b, int B);
     /* loss is written by the loss heads only (sum over the micro-batch's
      * rows is divided by the rows counted); others ignore it */
-    void (*forward)(pt_block *b, const pt_microbatch *mb, const float *in, float *out,
-                    float *saved, double *loss_sum, int *loss_rows);
+    void (*forward)(pt_block *b, const pt_microbatch *mb, const float *in, float *out, float *saved,
+                    double *loss_sum, int *loss_rows);
     /* din may be NULL (first block). Loss heads read loss_scale and ignore
      * dout; the others ignore loss_scale. */
-    void (*backward_input)(pt_block *b, const pt_microbatch *mb, const float *in,
-                           float *out, float *saved, const float *dout, float *din,
-                           float loss_scale);
-    void (*backward_weight)(pt_block *b, const pt_microbatch *mb, const float *in,
-                            const float *out, const float *saved, const float *dout);
+    void (*backward_input)(pt_block *b, const pt_microbatch *mb, const float *in, float *out,
+                           float *saved, const float *dout, float *din, float loss_scale);
+    void (*backward_weight)(pt_block *b, const pt_microbatch *mb, const float *in, const float *out,
+                            const float *saved, const float *dout);
     /* FLOPs per sample; model.c adds the byte counts, which follow from the
      * declarations and saved_floats */
     pt_block_cost (*cost)(const pt_block *b);
@@ -76,13 +75,13 @@ struct pt_block {
     int layer;                 /* transformer layer index, -1 elsewhere */
     int n_params;
     pt_param_decl decl[PT_BLOCK_MAX_PARAMS];
-    float *p[PT_BLOCK_MAX_PARAMS];  /* parameter data, in declaration order */
-    float *g[PT_BLOCK_MAX_PARAMS];  /* their gradients */
+    float *p[PT_BLOCK_MAX_PARAMS]; /* parameter data, in declaration order */
+    float *g[PT_BLOCK_MAX_PARAMS]; /* their gradients */
 };
 
 /* Declares a parameter; returns its index in b->p / b->g. */
-int pt_block_declare(pt_block *b, const char *name, int ndim, const int *shape,
-                     pt_init_kind init, float std);
+int pt_block_declare(pt_block *b, const char *name, int ndim, const int *shape, pt_init_kind init,
+                     float std);
 /* weight (in,out) + bias (out) under <prefix>.weight and <prefix>.bias */
 void pt_block_declare_linear(pt_block *b, const char *prefix, int in, int out, float std);
 /* weight (C) = 1 and bias (C) = 0 */

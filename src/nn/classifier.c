@@ -16,8 +16,8 @@ static size_t classifier_saved(const pt_block *b, int B)
 }
 
 // in (B,in) -> out (B,classes)
-static void classifier_forward(pt_block *b, const pt_microbatch *mb, const float *in,
-                               float *out, float *saved, double *loss_sum, int *loss_rows)
+static void classifier_forward(pt_block *b, const pt_microbatch *mb, const float *in, float *out,
+                               float *saved, double *loss_sum, int *loss_rows)
 {
     (void)saved;
     int B = mb->batch;

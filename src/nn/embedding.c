@@ -16,8 +16,8 @@ static size_t embedding_saved(const pt_block *b, int B)
 }
 
 // tokens (B,T) -> out (B,T,C)
-static void embedding_forward(pt_block *b, const pt_microbatch *mb, const float *in,
-                              float *out, float *saved, double *loss_sum, int *loss_rows)
+static void embedding_forward(pt_block *b, const pt_microbatch *mb, const float *in, float *out,
+                              float *saved, double *loss_sum, int *loss_rows)
 {
     (void)in, (void)saved, (void)loss_sum, (void)loss_rows;
     int T = b->shape.T, C = b->shape.C;
@@ -34,8 +34,7 @@ static void embedding_backward_input(pt_block *b, const pt_microbatch *mb, const
                                      float loss_scale)
 {
     /* tokens have no gradient */
-    (void)b, (void)mb, (void)in, (void)out, (void)saved, (void)dout, (void)din,
-        (void)loss_scale;
+    (void)b, (void)mb, (void)in, (void)out, (void)saved, (void)dout, (void)din, (void)loss_scale;
 }
 
 // dout (B,T,C) -> dwte (V,C), dwpe (T,C)

@@ -9,8 +9,8 @@ static int rows(const pt_block *b, const pt_microbatch *mb) { return mb->batch *
 static size_t layernorm_saved(const pt_block *b, int B) { return 2 * (size_t)B * b->shape.T; }
 
 // in (B,T,C) -> out (B,T,C); saved: mean (B,T), rstd (B,T)
-static void layernorm_forward(pt_block *b, const pt_microbatch *mb, const float *in,
-                              float *out, float *saved, double *loss_sum, int *loss_rows)
+static void layernorm_forward(pt_block *b, const pt_microbatch *mb, const float *in, float *out,
+                              float *saved, double *loss_sum, int *loss_rows)
 {
     (void)loss_sum, (void)loss_rows;
     int N = rows(b, mb);
@@ -36,16 +36,14 @@ static void layernorm_backward_weight(pt_block *b, const pt_microbatch *mb, cons
 {
     (void)out;
     int N = rows(b, mb);
-    b->k->layernorm_backward_weight(b->g[0], b->g[1], dout, in, saved, saved + N, N,
-                                    b->shape.C);
+    b->k->layernorm_backward_weight(b->g[0], b->g[1], dout, in, saved, saved + N, N, b->shape.C);
 }
 
 static pt_block_cost layernorm_cost(const pt_block *b)
 {
     double n = (double)b->shape.T * b->shape.C;
-    return (pt_block_cost){.forward_flops = 8 * n,
-                           .backward_input_flops = 10 * n,
-                           .backward_weight_flops = 4 * n};
+    return (pt_block_cost){
+        .forward_flops = 8 * n, .backward_input_flops = 10 * n, .backward_weight_flops = 4 * n};
 }
 
 static const pt_block_ops layernorm_ops = {

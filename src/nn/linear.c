@@ -15,16 +15,14 @@ void pt_linear_forward(const pt_kernels *k, float *out, const float *inp, const 
         k->bias_add(out, bias, N, out_w);
 }
 
-void pt_linear_backward_input(const pt_kernels *k, float *dinp, const float *dout,
-                              const float *w, int N, int in, int out_w, int accumulate)
+void pt_linear_backward_input(const pt_kernels *k, float *dinp, const float *dout, const float *w,
+                              int N, int in, int out_w, int accumulate)
 {
-    k->matmul(0, 1, N, in, out_w, 1.0f, dout, out_w, w, out_w, accumulate ? 1.0f : 0.0f,
-              dinp, in);
+    k->matmul(0, 1, N, in, out_w, 1.0f, dout, out_w, w, out_w, accumulate ? 1.0f : 0.0f, dinp, in);
 }
 
-void pt_linear_backward_weight(const pt_kernels *k, float *dw, float *dbias,
-                               const float *dout, const float *inp, int N, int in,
-                               int out_w)
+void pt_linear_backward_weight(const pt_kernels *k, float *dw, float *dbias, const float *dout,
+                               const float *inp, int N, int in, int out_w)
 {
     k->matmul(1, 0, in, out_w, N, 1.0f, inp, in, dout, out_w, 1.0f, dw, out_w);
     if (dbias)
@@ -49,14 +47,12 @@ static void linear_forward(pt_block *b, const pt_microbatch *mb, const float *in
 }
 
 // dout (B,out) -> din (B,in)
-static void linear_backward_input(pt_block *b, const pt_microbatch *mb, const float *in,
-                                  float *out, float *saved, const float *dout, float *din,
-                                  float loss_scale)
+static void linear_backward_input(pt_block *b, const pt_microbatch *mb, const float *in, float *out,
+                                  float *saved, const float *dout, float *din, float loss_scale)
 {
     (void)in, (void)out, (void)saved, (void)loss_scale;
     if (din)
-        pt_linear_backward_input(b->k, din, dout, b->p[0], mb->batch, b->shape.in,
-                                 b->shape.out, 0);
+        pt_linear_backward_input(b->k, din, dout, b->p[0], mb->batch, b->shape.in, b->shape.out, 0);
 }
 
 static void linear_backward_weight(pt_block *b, const pt_microbatch *mb, const float *in,

@@ -57,9 +57,8 @@ static void head_forward(pt_block *b, const pt_microbatch *mb, const float *in, 
 }
 
 // loss -> din (B,T,C); out becomes dlogits (B,T,V)
-static void head_backward_input(pt_block *b, const pt_microbatch *mb, const float *in,
-                                float *out, float *s, const float *dout, float *din,
-                                float loss_scale)
+static void head_backward_input(pt_block *b, const pt_microbatch *mb, const float *in, float *out,
+                                float *s, const float *dout, float *din, float loss_scale)
 {
     (void)dout;
     const pt_kernels *k = b->k;
@@ -70,8 +69,7 @@ static void head_backward_input(pt_block *b, const pt_microbatch *mb, const floa
     k->matmul(0, 0, N, C, V, 1.0f, out, V, b->p[HEAD], C, 0.0f, s + l.dln, C);
     if (din) {
         memset(din, 0, sizeof(float) * (size_t)N * C);
-        k->layernorm_backward_input(din, s + l.dln, in, b->p[LNF_W], s + l.mean, s + l.rstd,
-                                    N, C);
+        k->layernorm_backward_input(din, s + l.dln, in, b->p[LNF_W], s + l.mean, s + l.rstd, N, C);
     }
 }
 
@@ -83,8 +81,8 @@ static void head_backward_weight(pt_block *b, const pt_microbatch *mb, const flo
     int N = mb->batch * b->shape.T, C = b->shape.C, V = b->shape.V;
     head_layout l = layout(b, mb->batch);
     k->matmul(1, 0, V, C, N, 1.0f, out, V, s + l.ln, C, 1.0f, b->g[HEAD], C);
-    k->layernorm_backward_weight(b->g[LNF_W], b->g[LNF_B], s + l.dln, in, s + l.mean,
-                                 s + l.rstd, N, C);
+    k->layernorm_backward_weight(b->g[LNF_W], b->g[LNF_B], s + l.dln, in, s + l.mean, s + l.rstd, N,
+                                 C);
 }
 
 static pt_block_cost head_cost(const pt_block *b)

@@ -54,8 +54,8 @@ static transformer_layout layout(const pt_block *b, int B)
 static size_t transformer_saved(const pt_block *b, int B) { return layout(b, B).total; }
 
 // in (B,T,C) -> out (B,T,C)
-static void transformer_forward(pt_block *b, const pt_microbatch *mb, const float *in,
-                                float *out, float *s, double *loss_sum, int *loss_rows)
+static void transformer_forward(pt_block *b, const pt_microbatch *mb, const float *in, float *out,
+                                float *s, double *loss_sum, int *loss_rows)
 {
     (void)loss_sum, (void)loss_rows;
     const pt_kernels *k = b->k;
@@ -93,17 +93,16 @@ static void transformer_backward_input(pt_block *b, const pt_microbatch *mb, con
     k->gelu_backward(s + l.dh, s + l.h, s + l.dh, nc * 4);
     pt_linear_backward_input(k, s + l.dln2, s + l.dh, p[FC_W], N, C, 4 * C, 0);
     memcpy(s + l.dx2, dout, nc * sizeof(float));
-    k->layernorm_backward_input(s + l.dx2, s + l.dln2, s + l.x2, p[LN2_W], s + l.mean2,
-                                s + l.rstd2, N, C);
+    k->layernorm_backward_input(s + l.dx2, s + l.dln2, s + l.x2, p[LN2_W], s + l.mean2, s + l.rstd2,
+                                N, C);
     /* attention branch: dx2 -> dy -> dqkv -> dln1 -> din (plus the residual) */
     pt_linear_backward_input(k, s + l.dy, s + l.dx2, p[APROJ_W], N, C, C, 0);
-    pt_attention_backward(k, s + l.dqkv, s + l.att, s + l.scratch, s + l.dy, s + l.qkv, B, T,
-                          C, b->shape.H);
+    pt_attention_backward(k, s + l.dqkv, s + l.att, s + l.scratch, s + l.dy, s + l.qkv, B, T, C,
+                          b->shape.H);
     pt_linear_backward_input(k, s + l.dln1, s + l.dqkv, p[ATTN_W], N, C, 3 * C, 0);
     if (din) {
         memcpy(din, s + l.dx2, nc * sizeof(float));
-        k->layernorm_backward_input(din, s + l.dln1, in, p[LN1_W], s + l.mean1, s + l.rstd1,
-                                    N, C);
+        k->layernorm_backward_input(din, s + l.dln1, in, p[LN1_W], s + l.mean1, s + l.rstd1, N, C);
     }
 }
 
@@ -118,12 +117,12 @@ static void transformer_backward_weight(pt_block *b, const pt_microbatch *mb, co
 
     pt_linear_backward_weight(k, g[FPROJ_W], g[FPROJ_B], dout, s + l.g, N, 4 * C, C);
     pt_linear_backward_weight(k, g[FC_W], g[FC_B], s + l.dh, s + l.ln2, N, C, 4 * C);
-    k->layernorm_backward_weight(g[LN2_W], g[LN2_B], s + l.dln2, s + l.x2, s + l.mean2,
-                                 s + l.rstd2, N, C);
+    k->layernorm_backward_weight(g[LN2_W], g[LN2_B], s + l.dln2, s + l.x2, s + l.mean2, s + l.rstd2,
+                                 N, C);
     pt_linear_backward_weight(k, g[APROJ_W], g[APROJ_B], s + l.dx2, s + l.y, N, C, C);
     pt_linear_backward_weight(k, g[ATTN_W], g[ATTN_B], s + l.dqkv, s + l.ln1, N, C, 3 * C);
-    k->layernorm_backward_weight(g[LN1_W], g[LN1_B], s + l.dln1, in, s + l.mean1,
-                                 s + l.rstd1, N, C);
+    k->layernorm_backward_weight(g[LN1_W], g[LN1_B], s + l.dln1, in, s + l.mean1, s + l.rstd1, N,
+                                 C);
 }
 
 static pt_block_cost transformer_cost(const pt_block *b)

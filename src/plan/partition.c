@@ -24,16 +24,16 @@ int pt_partition_parse_balance(const char *text, int *balance, int max, int *n)
         errno = 0;
         long v = strtol(s, &end, 10);
         if (end == s || errno || v < 1 || v > 1000000)
-            return pt_fail(PT_EINVAL, "balance '%s': entry %d is not a positive block count",
-                           text, *n + 1);
+            return pt_fail(PT_EINVAL, "balance '%s': entry %d is not a positive block count", text,
+                           *n + 1);
         if (*n >= max)
             return pt_fail(PT_EINVAL, "balance '%s' has more than %d entries", text, max);
         balance[(*n)++] = (int)v;
         if (*end == '\0')
             return PT_OK;
         if (*end != ',')
-            return pt_fail(PT_EINVAL, "balance '%s': unexpected '%c' after entry %d", text,
-                           *end, *n);
+            return pt_fail(PT_EINVAL, "balance '%s': unexpected '%c' after entry %d", text, *end,
+                           *n);
         s = end + 1;
     }
 }
@@ -41,18 +41,22 @@ int pt_partition_parse_balance(const char *text, int *balance, int max, int *n)
 int pt_partition_check_balance(const int *balance, int n_balance, int n_chunks, int n_blocks)
 {
     if (n_balance != n_chunks)
-        return pt_fail(PT_EINVAL, "balance has %d entries; it needs one per chunk (%d: stages "
-                                  "x virtual stages)", n_balance, n_chunks);
+        return pt_fail(PT_EINVAL,
+                       "balance has %d entries; it needs one per chunk (%d: stages "
+                       "x virtual stages)",
+                       n_balance, n_chunks);
     long sum = 0;
     for (int i = 0; i < n_balance; i++) {
         if (balance[i] < 1)
-            return pt_fail(PT_EINVAL, "balance entry %d is %d; every chunk needs at least one "
-                                      "block", i + 1, balance[i]);
+            return pt_fail(PT_EINVAL,
+                           "balance entry %d is %d; every chunk needs at least one "
+                           "block",
+                           i + 1, balance[i]);
         sum += balance[i];
     }
     if (sum != n_blocks)
-        return pt_fail(PT_EINVAL, "balance sums to %ld blocks, but the model has %d blocks",
-                       sum, n_blocks);
+        return pt_fail(PT_EINVAL, "balance sums to %ld blocks, but the model has %d blocks", sum,
+                       n_blocks);
     return PT_OK;
 }
 
@@ -64,8 +68,7 @@ double pt_partition_chunk_time(const pt_block_profile *prof, int first, int last
     return t;
 }
 
-size_t pt_partition_chunk_memory(const pt_block_profile *prof, int first, int last,
-                                 int inflight)
+size_t pt_partition_chunk_memory(const pt_block_profile *prof, int first, int last, int inflight)
 {
     size_t bytes = 0;
     for (int i = first; i <= last; i++)
@@ -77,8 +80,10 @@ int pt_partition_solve(const pt_block_profile *prof, int n, int K, size_t cap, i
                        int *balance, double *max_time)
 {
     if (K < 1 || K > n)
-        return pt_fail(PT_EINVAL, "cannot cut %d blocks into %d chunks: each chunk needs at "
-                                  "least one block", n, K);
+        return pt_fail(PT_EINVAL,
+                       "cannot cut %d blocks into %d chunks: each chunk needs at "
+                       "least one block",
+                       n, K);
     size_t cells = (size_t)(K + 1) * (size_t)(n + 1);
     double *best = malloc(sizeof(double) * cells);
     int *from = malloc(sizeof(int) * cells);
@@ -112,8 +117,10 @@ int pt_partition_solve(const pt_block_profile *prof, int n, int K, size_t cap, i
             size_t b = pt_partition_chunk_memory(prof, i, i, inflight);
             need = b > need ? b : need;
         }
-        rc = pt_fail(PT_EINVAL, "no cut of %d blocks into %d chunks fits %zu bytes per chunk "
-                                "(the largest block alone needs %zu)", n, K, cap, need);
+        rc = pt_fail(PT_EINVAL,
+                     "no cut of %d blocks into %d chunks fits %zu bytes per chunk "
+                     "(the largest block alone needs %zu)",
+                     n, K, cap, need);
     } else {
         int j = n;
         for (int k = K; k >= 1; k--) {

@@ -34,16 +34,15 @@ int pt_partition_check_balance(const int *balance, int n_balance, int n_chunks, 
 /* Memory of a chunk holding blocks first..last with `inflight` micro-batches'
  * activations alive: parameters, gradients and two optimizer moments, plus
  * the activations. */
-size_t pt_partition_chunk_memory(const pt_block_profile *prof, int first, int last,
-                                 int inflight);
+size_t pt_partition_chunk_memory(const pt_block_profile *prof, int first, int last, int inflight);
 double pt_partition_chunk_time(const pt_block_profile *prof, int first, int last);
 
 /* The contiguous cut of n_blocks into n_chunks minimising the slowest chunk's
  * f + b + w, with every chunk's memory (above) at most max_memory when that is
  * not 0. Writes balance[n_chunks] and the slowest chunk's time; PT_EINVAL
  * when no cut fits the cap (the message gives the smallest cap that would). */
-int pt_partition_solve(const pt_block_profile *prof, int n_blocks, int n_chunks,
-                       size_t max_memory, int inflight, int *balance, double *max_time);
+int pt_partition_solve(const pt_block_profile *prof, int n_blocks, int n_chunks, size_t max_memory,
+                       int inflight, int *balance, double *max_time);
 
 /* profile.c: measures every block of m on random micro-batches of `batch`
  * samples, the median of `reps` runs (after one warm-up). Leaves the model's

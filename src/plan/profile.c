@@ -57,8 +57,8 @@ int pt_profile_blocks(pt_model *m, int batch, int reps, pt_block_profile *prof)
     }
     if (rc == PT_OK && inputs)
         pt_rng_fill_normal(&rng, inputs, (size_t)batch * (size_t)c->widths[0], 1.0f);
-    pt_microbatch mb = {.batch = batch, .tokens = gpt ? tokens : NULL, .inputs = inputs,
-                        .targets = targets};
+    pt_microbatch mb = {
+        .batch = batch, .tokens = gpt ? tokens : NULL, .inputs = inputs, .targets = targets};
     size_t widest = 0;
     for (int b = 0; rc == PT_OK && b < n; b++) {
         rc = pt_activations_create(m, b, b, batch, &acts[b]);

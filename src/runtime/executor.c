@@ -63,10 +63,7 @@ static int tag_of(const pt_pipeline *p, int chunk, int mb, int dir)
     return (chunk * p->M + mb) * 2 + dir;
 }
 
-static pt_slot *slot_of(pt_worker *w, int chunk, int mb)
-{
-    return &w->slots[chunk * w->p->M + mb];
-}
+static pt_slot *slot_of(pt_worker *w, int chunk, int mb) { return &w->slots[chunk * w->p->M + mb]; }
 
 static bool is_backward(pt_action_kind k) { return k == PT_ACT_B || k == PT_ACT_BW; }
 
@@ -122,8 +119,10 @@ static int await_input(pt_worker *w, const pt_action *a)
             sl->gin_ready = true;
         }
         if (!sl->gin_ready)
-            return pt_fail(PT_EDEADLOCK, "worker %d: %s runs before its output's gradient "
-                                         "exists", w->rank, pt_sched_action_str(a, name, sizeof name));
+            return pt_fail(PT_EDEADLOCK,
+                           "worker %d: %s runs before its output's gradient "
+                           "exists",
+                           w->rank, pt_sched_action_str(a, name, sizeof name));
     }
     return PT_OK;
 }
@@ -312,8 +311,8 @@ static int run_backward(pt_worker *w, const pt_action *a, const pt_microbatch *b
     if (a->chunk > 0 && (rc = pt_store_take_buffer(&w->store, a->chunk, &din)) != PT_OK)
         return rc;
     float scale = p->async ? 1.0f : 1.0f / (float)p->M;
-    rc = pt_model_backward_input(p->m, first, last, &mb, sl->in, sl->acts,
-                                 is_last ? NULL : sl->gin, din, scale);
+    rc = pt_model_backward_input(p->m, first, last, &mb, sl->in, sl->acts, is_last ? NULL : sl->gin,
+                                 din, scale);
     if (rc != PT_OK) {
         pt_store_give_buffer(&w->store, a->chunk, din);
         return rc;
@@ -330,8 +329,8 @@ static int run_backward(pt_worker *w, const pt_action *a, const pt_microbatch *b
             prev->gin = din;
             prev->gin_ready = true;
         } else if (dst >= 0) {
-            if ((rc = send_async(w, dst, tag_of(p, a->chunk - 1, a->mb, DIR_GRAD), din,
-                                 a->chunk, true)) != PT_OK) {
+            if ((rc = send_async(w, dst, tag_of(p, a->chunk - 1, a->mb, DIR_GRAD), din, a->chunk,
+                                 true)) != PT_OK) {
                 pt_store_give_buffer(&w->store, a->chunk, din);
                 return rc;
             }

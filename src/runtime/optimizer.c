@@ -14,8 +14,14 @@ struct pt_optimizer {
 
 pt_optim_config pt_optim_config_default(pt_optim_kind kind)
 {
-    pt_optim_config c = {.kind = kind, .lr = 3e-4f, .min_lr = 3e-5f, .beta1 = 0.9f,
-                         .beta2 = 0.95f, .eps = 1e-8f, .momentum = 0.9f, .grad_clip = 1.0f};
+    pt_optim_config c = {.kind = kind,
+                         .lr = 3e-4f,
+                         .min_lr = 3e-5f,
+                         .beta1 = 0.9f,
+                         .beta2 = 0.95f,
+                         .eps = 1e-8f,
+                         .momentum = 0.9f,
+                         .grad_clip = 1.0f};
     c.weight_decay = kind == PT_OPTIM_ADAMW ? 0.1f : 0.0f;
     return c;
 }
@@ -25,8 +31,8 @@ int pt_optimizer_create(const pt_model *m, const pt_optim_config *cfg, pt_optimi
     *out = NULL;
     if (cfg->kind != PT_OPTIM_ADAMW && cfg->kind != PT_OPTIM_SGD)
         return pt_fail(PT_EINVAL, "unknown optimizer %d", (int)cfg->kind);
-    if (!(cfg->lr >= 0) || !(cfg->min_lr >= 0) || cfg->warmup_steps < 0 ||
-        cfg->decay_steps < 0 || !(cfg->grad_clip >= 0) || !(cfg->weight_decay >= 0))
+    if (!(cfg->lr >= 0) || !(cfg->min_lr >= 0) || cfg->warmup_steps < 0 || cfg->decay_steps < 0 ||
+        !(cfg->grad_clip >= 0) || !(cfg->weight_decay >= 0))
         return pt_fail(PT_EINVAL, "optimizer settings must not be negative");
     if (cfg->kind == PT_OPTIM_ADAMW &&
         !(cfg->beta1 >= 0 && cfg->beta1 < 1 && cfg->beta2 >= 0 && cfg->beta2 < 1 && cfg->eps > 0))
@@ -115,8 +121,8 @@ static void adamw(const pt_optim_config *c, float *w, const float *g, float *m1,
     }
 }
 
-static void sgd(const pt_optim_config *c, float *w, const float *g, float *mom, size_t n,
-                float lr, float clip, float decay)
+static void sgd(const pt_optim_config *c, float *w, const float *g, float *mom, size_t n, float lr,
+                float clip, float decay)
 {
     for (size_t j = 0; j < n; j++) {
         float grad = g[j] * clip + decay * w[j];
@@ -137,8 +143,8 @@ void pt_optimizer_step(pt_optimizer *o, pt_model *m, int first, int last, long s
         float decay = p->ndim >= 2 ? c->weight_decay : 0.0f;
         float *m1 = pt_optimizer_state(o, m, i, 0);
         if (c->kind == PT_OPTIM_ADAMW)
-            adamw(c, p->data, p->grad, m1, pt_optimizer_state(o, m, i, 1), p->numel, step, lr,
-                  clip, decay);
+            adamw(c, p->data, p->grad, m1, pt_optimizer_state(o, m, i, 1), p->numel, step, lr, clip,
+                  decay);
         else
             sgd(c, p->data, p->grad, m1, p->numel, lr, clip, decay);
     }

@@ -31,8 +31,12 @@
 
 pt_pipeline_config pt_pipeline_config_default(void)
 {
-    return (pt_pipeline_config){.stages = 1, .microbatches = 1, .micro_batch_size = 1,
-                                .schedule = "1f1b", .record_trace = 1, .replicas = 1,
+    return (pt_pipeline_config){.stages = 1,
+                                .microbatches = 1,
+                                .micro_batch_size = 1,
+                                .schedule = "1f1b",
+                                .record_trace = 1,
+                                .replicas = 1,
                                 .transport = PT_PIPELINE_AUTO};
 }
 
@@ -221,13 +225,15 @@ static int make_schedule(pt_pipeline *p, const pt_pipeline_config *cfg)
     bool rr = !(cfg->schedule_file && cfg->schedule_file[0]) && cfg->schedule &&
               !strcmp(cfg->schedule, "1f1b-rr");
     if (!p->mpi && (rr || D > 1))
-        return pt_fail(PT_EINVAL, "%s needs data-parallel replicas of every stage, which the "
-                                  "threads pipeline does not run (each replica needs its own "
-                                  "parameters): run under mpirun with stages x replicas ranks",
+        return pt_fail(PT_EINVAL,
+                       "%s needs data-parallel replicas of every stage, which the "
+                       "threads pipeline does not run (each replica needs its own "
+                       "parameters): run under mpirun with stages x replicas ranks",
                        rr ? "1f1b-rr" : "--replicas");
     if (p->M % D != 0)
-        return pt_fail(PT_EINVAL, "%d micro-batches cannot be shared by %d replicas: the "
-                                  "micro-batch count must be a multiple of the replicas",
+        return pt_fail(PT_EINVAL,
+                       "%d micro-batches cannot be shared by %d replicas: the "
+                       "micro-batch count must be a multiple of the replicas",
                        p->M, D);
     if (rr) {
         rc = base_schedule(cfg, p->M, D, &p->s);
@@ -235,8 +241,9 @@ static int make_schedule(pt_pipeline *p, const pt_pipeline_config *cfg)
         pt_schedule *base = NULL;
         rc = base_schedule(cfg, p->M / D, 0, &base);
         if (rc == PT_OK && D > 1 && pt_sched_is_async(base))
-            rc = pt_fail(PT_EINVAL, "schedule %s is asynchronous; its replicas would drift "
-                                    "apart: use 1f1b-rr for data-parallel replicas",
+            rc = pt_fail(PT_EINVAL,
+                         "schedule %s is asynchronous; its replicas would drift "
+                         "apart: use 1f1b-rr for data-parallel replicas",
                          pt_schedule_name(base));
         if (rc == PT_OK && D > 1 && base->replicas != 1)
             rc = pt_fail(PT_EINVAL, "schedule %s already has %d replicas per stage",
@@ -256,15 +263,17 @@ static int make_schedule(pt_pipeline *p, const pt_pipeline_config *cfg)
     if (p->s->replicas != D)
         return pt_fail(PT_EINVAL, "schedule %s has %d replicas per stage, but %d were asked for%s",
                        name, p->s->replicas, D,
-                       p->mpi ? "" : " (the threads pipeline runs one copy of each chunk: "
-                                     "use the MPI transport)");
+                       p->mpi ? ""
+                              : " (the threads pipeline runs one copy of each chunk: "
+                                "use the MPI transport)");
     if (p->s->n_workers != cfg->stages * D)
-        return pt_fail(PT_EINVAL, "schedule %s is for %d workers, but %d stages x %d replicas "
-                                  "were asked for",
+        return pt_fail(PT_EINVAL,
+                       "schedule %s is for %d workers, but %d stages x %d replicas "
+                       "were asked for",
                        name, p->s->n_workers, cfg->stages, D);
     if (p->s->n_micro != cfg->microbatches)
-        return pt_fail(PT_EINVAL, "schedule %s has %d micro-batches, but %d were asked for",
-                       name, p->s->n_micro, cfg->microbatches);
+        return pt_fail(PT_EINVAL, "schedule %s has %d micro-batches, but %d were asked for", name,
+                       p->s->n_micro, cfg->microbatches);
     return PT_OK;
 }
 
@@ -283,8 +292,10 @@ static int make_partition(pt_pipeline *p, const pt_pipeline_config *cfg)
         if (rc == PT_OK)
             memcpy(balance, cfg->balance, sizeof(int) * (size_t)K);
     } else if (K > n_blocks) {
-        rc = pt_fail(PT_EINVAL, "%d chunks (stages x virtual stages) need at least %d blocks, "
-                                "but the model has %d", K, K, n_blocks);
+        rc = pt_fail(PT_EINVAL,
+                     "%d chunks (stages x virtual stages) need at least %d blocks, "
+                     "but the model has %d",
+                     K, K, n_blocks);
     } else {
         pt_block_profile *prof = calloc((size_t)n_blocks, sizeof *prof);
         rc = prof ? pt_profile_blocks(p->m, p->mbs, 3, prof)
@@ -321,8 +332,7 @@ static int make_worker(pt_pipeline *p, int r)
     w->chunk_count = calloc((size_t)p->n_chunks * 3, sizeof(int));
     int *records = calloc((size_t)p->n_chunks, sizeof(int));
     bool *own = calloc((size_t)p->n_chunks, sizeof(bool));
-    int rc = w->slots && w->sends && w->events && w->chunk_time && w->chunk_count && records &&
-                     own
+    int rc = w->slots && w->sends && w->events && w->chunk_time && w->chunk_count && records && own
                  ? PT_OK
                  : pt_fail(PT_ENOMEM, "cannot allocate worker %d", r);
     if (rc == PT_OK)
@@ -378,8 +388,9 @@ int pt_pipeline_create(pt_model *m, pt_optimizer *opt, const pt_pipeline_config 
     if (!m || !opt || !cfg)
         return pt_fail(PT_EINVAL, "a pipeline needs a model, an optimizer and a config");
     if (cfg->stages < 1 || cfg->microbatches < 1 || cfg->micro_batch_size < 1)
-        return pt_fail(PT_EINVAL, "stages (%d), micro-batches (%d) and the micro-batch size "
-                                  "(%d) must be at least 1",
+        return pt_fail(PT_EINVAL,
+                       "stages (%d), micro-batches (%d) and the micro-batch size "
+                       "(%d) must be at least 1",
                        cfg->stages, cfg->microbatches, cfg->micro_batch_size);
     if (cfg->blas_threads < 0)
         return pt_fail(PT_EINVAL, "BLAS threads must not be negative (got %d)", cfg->blas_threads);
@@ -393,8 +404,9 @@ int pt_pipeline_create(pt_model *m, pt_optimizer *opt, const pt_pipeline_config 
         return rc;
     int D = cfg->replicas ? cfg->replicas : 1;
     if (mpi_t && (long)cfg->stages * D != pt_transport_size(mpi_t))
-        return pt_fail(PT_EINVAL, "%d stages x %d replicas need %ld MPI ranks, but mpirun "
-                                  "started %d",
+        return pt_fail(PT_EINVAL,
+                       "%d stages x %d replicas need %ld MPI ranks, but mpirun "
+                       "started %d",
                        cfg->stages, D, (long)cfg->stages * D, pt_transport_size(mpi_t));
     pt_pipeline *p = calloc(1, sizeof *p);
     if (!p)
@@ -426,8 +438,10 @@ int pt_pipeline_create(pt_model *m, pt_optimizer *opt, const pt_pipeline_config 
         p->async = pt_sched_is_async(p->s);
         /* the executor's tags, then two per chunk for the replicas' sum */
         if ((long)p->n_chunks * (p->M + 1) * 2 > (long)PT_TAG_FIRST_CONTROL)
-            rc = pt_fail(PT_EINVAL, "%d chunks x %d micro-batches are more than the transport's "
-                                    "tags can name", p->n_chunks, p->M);
+            rc = pt_fail(PT_EINVAL,
+                         "%d chunks x %d micro-batches are more than the transport's "
+                         "tags can name",
+                         p->n_chunks, p->M);
     }
     if (rc == PT_OK)
         rc = make_partition(p, cfg);
@@ -523,7 +537,8 @@ static int check_batch(const pt_pipeline *p, const pt_microbatch *batch, bool ta
         return pt_fail(PT_EINVAL, "a batch of %d samples is not %d micro-batches of %d",
                        batch->batch, p->M, p->mbs);
     if (c->kind == PT_MODEL_GPT ? !batch->tokens : !batch->inputs)
-        return pt_fail(PT_EINVAL, "the batch has no %s", c->kind == PT_MODEL_GPT ? "tokens" : "inputs");
+        return pt_fail(PT_EINVAL, "the batch has no %s",
+                       c->kind == PT_MODEL_GPT ? "tokens" : "inputs");
     if (targets && !batch->targets)
         return pt_fail(PT_EINVAL, "training needs targets");
     return PT_OK;

@@ -54,8 +54,8 @@ typedef struct {
     pt_model *m;
     int batch;
     int n_chunks;
-    pt_acts_pool *acts;       /* [n_chunks] */
-    pt_float_pool *boundary;  /* [n_chunks]: [c] holds chunk c's input (c >= 1) */
+    pt_acts_pool *acts;      /* [n_chunks] */
+    pt_float_pool *boundary; /* [n_chunks]: [c] holds chunk c's input (c >= 1) */
     size_t live_bytes, peak_bytes;
 } pt_activation_store;
 
@@ -77,10 +77,10 @@ size_t pt_store_buffer_bytes(const pt_activation_store *s, int boundary);
 /* One chunk's parameter span in the model's data arena and its stashed
  * versions (PipeDream weight stashing). */
 typedef struct {
-    float *data;    /* start of the chunk's parameters in the arena */
-    float *grad;    /* the same span of the gradient arena */
-    size_t floats;  /* length of the span */
-    int version;    /* updates applied to the chunk in this step */
+    float *data;   /* start of the chunk's parameters in the arena */
+    float *grad;   /* the same span of the gradient arena */
+    size_t floats; /* length of the span */
+    int version;   /* updates applied to the chunk in this step */
     int n_stash;
     int *stash_version, *stash_refs;
     float **stash;  /* [n_stash] copies; refs 0 = free */
@@ -112,7 +112,7 @@ typedef struct {
 
 /* One bucket of a chunk's gradient span on its way between the replicas. */
 typedef struct {
-    float *grad;      /* the bucket in this rank's gradient arena */
+    float *grad; /* the bucket in this rank's gradient arena */
     size_t floats;
     float *scratch;   /* root: the other members' copies, one after another */
     pt_request *up;   /* root: a receive per other member; member: its send */
@@ -122,14 +122,14 @@ typedef struct {
 } pt_reduce_bucket;
 
 typedef struct {
-    bool own;         /* this rank holds a replica of the chunk */
-    int *group;       /* the chunk's replicas, ascending: group[0] is the root */
-    int n, pos;       /* group size, this rank's place in it */
+    bool own;   /* this rank holds a replica of the chunk */
+    int *group; /* the chunk's replicas, ascending: group[0] is the root */
+    int n, pos; /* group size, this rank's place in it */
     int first_bucket, n_buckets;
-    int last_action;  /* index of the chunk's last W or BW in the list; -1: none */
-    bool started;     /* the chunk's gradient is final and on its way */
+    int last_action; /* index of the chunk's last W or BW in the list; -1: none */
+    bool started;    /* the chunk's gradient is final and on its way */
     int buckets_done;
-    double t0, t1;    /* start and end, seconds since the step began (-1: not) */
+    double t0, t1; /* start and end, seconds since the step began (-1: not) */
 } pt_reduce_chunk;
 
 typedef struct {
@@ -152,8 +152,8 @@ enum { PT_JOB_NONE, PT_JOB_TRAIN, PT_JOB_STEP, PT_JOB_EVAL, PT_JOB_PROBS, PT_JOB
 /* What one worker keeps for (chunk, micro-batch) between its actions. */
 typedef struct {
     pt_activations *acts;
-    float *in;   /* input of the chunk (chunks > 0), until the last backward piece */
-    float *gin;  /* gradient of the chunk's output, until B has read it */
+    float *in;  /* input of the chunk (chunks > 0), until the last backward piece */
+    float *gin; /* gradient of the chunk's output, until B has read it */
     pt_request in_req, gin_req;
     bool in_posted, gin_posted; /* a receive is in flight */
     bool in_ready, gin_ready;   /* the buffer holds its data */
@@ -198,25 +198,25 @@ struct pt_pipeline {
     pt_schedule *s;
     int P, n_chunks, M, mbs;
     bool async, checkpoint;
-    int *chunk_first, *chunk_last; /* [n_chunks] */
+    int *chunk_first, *chunk_last;   /* [n_chunks] */
     int *worker_first, *worker_last; /* block span of each worker's chunks (for the optimizer) */
     pt_threads_world *world;
     bool world_aborted;
     /* MPI: one worker per rank; n_workers = P = stages x replicas */
     bool mpi;
-    pt_transport *mpi_t;  /* the process's endpoint (pipeline_ranks.c owns it) */
-    int rank;             /* this process's worker; 0 on threads */
-    int D;                /* replicas of every stage */
-    bool reduce_overlap;  /* replicas: sum each chunk's gradients as soon as they
-                           * are final (default); false: after the action list,
-                           * with blocking all-reduce calls (the reference) */
+    pt_transport *mpi_t;         /* the process's endpoint (pipeline_ranks.c owns it) */
+    int rank;                    /* this process's worker; 0 on threads */
+    int D;                       /* replicas of every stage */
+    bool reduce_overlap;         /* replicas: sum each chunk's gradients as soon as they
+                                  * are final (default); false: after the action list,
+                                  * with blocking all-reduce calls (the reference) */
     size_t reduce_bucket_floats; /* PT_BUCKET_FLOATS; tests make it small */
     pt_worker *workers;
-    pt_weight_stash *stash;        /* [n_chunks], async only */
-    long *chunk_updates;           /* [n_chunks], async: updates applied so far */
-    double *shares;                /* [n_chunks]: squared gradient norm per chunk */
-    float *losses;                 /* [n_micro] */
-    double step_t0;                /* when the last step's actions began */
+    pt_weight_stash *stash; /* [n_chunks], async only */
+    long *chunk_updates;    /* [n_chunks], async: updates applied so far */
+    double *shares;         /* [n_chunks]: squared gradient norm per chunk */
+    float *losses;          /* [n_micro] */
+    double step_t0;         /* when the last step's actions began */
     /* the job being run */
     pthread_mutex_t mu;
     pthread_cond_t start_cv, done_cv;

@@ -31,7 +31,7 @@
 #include "runtime/pipeline_internal.h"
 #include "tensor/error.h"
 
-#define PIECE_FLOATS ((size_t)1 << 24)  /* 64 MiB per gather message */
+#define PIECE_FLOATS ((size_t)1 << 24) /* 64 MiB per gather message */
 
 enum { TAG_GATHER = PT_TAG_FIRST_CONTROL, TAG_BROADCAST, TAG_PROBS_SIZE, TAG_PROBS };
 

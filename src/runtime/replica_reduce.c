@@ -147,10 +147,7 @@ void pt_reduce_free(pt_replica_reduce *r)
     memset(r, 0, sizeof *r);
 }
 
-static double since_step(const pt_replica_reduce *r)
-{
-    return pt_pipeline_now() - r->p->step_t0;
-}
+static double since_step(const pt_replica_reduce *r) { return pt_pipeline_now() - r->p->step_t0; }
 
 int pt_reduce_begin(pt_replica_reduce *r, pt_transport *t)
 {
@@ -294,8 +291,7 @@ static int advance_all(pt_replica_reduce *r, bool block)
             pt_reduce_bucket *bk = &r->buckets[ch->first_bucket + b];
             if (bk->state == BUCKET_DONE)
                 continue;
-            int rc = is_root(ch) ? advance_root(r, c, bk, block)
-                                 : advance_member(r, c, bk, block);
+            int rc = is_root(ch) ? advance_root(r, c, bk, block) : advance_member(r, c, bk, block);
             if (rc != PT_OK)
                 return rc;
             /* a chunk's buckets share their tags, so the sums must leave the

@@ -161,8 +161,8 @@ int pt_pipeline_bubble_report(const pt_pipeline *p, char *buf, size_t n)
                 at += (size_t)snprintf(buf + at, n - at, "%-8d %10s %10s\n", r, "-", "-");
                 continue;
             }
-            at += (size_t)snprintf(buf + at, n - at, "%-8d %9.1f%% %9.1f%%\n", r,
-                                   100.0 * meas[r], 100.0 * pred[r]);
+            at += (size_t)snprintf(buf + at, n - at, "%-8d %9.1f%% %9.1f%%\n", r, 100.0 * meas[r],
+                                   100.0 * pred[r]);
         }
     }
     free(meas);

@@ -53,8 +53,10 @@ static int find(const pt_weight_stash *w, int version)
 int pt_stash_forward(pt_weight_stash *w, int version)
 {
     if (version != w->version)
-        return pt_fail(PT_EINVAL, "a forward of weight version %d runs when the chunk is at "
-                                  "version %d", version, w->version);
+        return pt_fail(PT_EINVAL,
+                       "a forward of weight version %d runs when the chunk is at "
+                       "version %d",
+                       version, w->version);
     if (!w->floats)
         return PT_OK;
     int i = find(w, version);
@@ -94,8 +96,10 @@ int pt_stash_enter(pt_weight_stash *w, int version, bool *swapped)
         return PT_OK;
     int i = find(w, version);
     if (i < 0)
-        return pt_fail(PT_EINVAL, "a backward needs weight version %d, which no forward "
-                                  "stashed", version);
+        return pt_fail(PT_EINVAL,
+                       "a backward needs weight version %d, which no forward "
+                       "stashed",
+                       version);
     if (!w->current && !(w->current = pt_alloc_floats(w->floats)))
         return pt_fail(PT_ENOMEM, "cannot allocate the weight swap buffer");
     memcpy(w->current, w->data, w->floats * sizeof(float));

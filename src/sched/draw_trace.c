@@ -18,12 +18,14 @@ int pt_schedule_draw_trace(const pt_schedule *s, const pt_schedule_sim *sim, cha
     char name[48];
     *text = NULL;
     pt_textbuf_printf(&b, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
-    pt_textbuf_printf(&b, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,"
-                          "\"args\":{\"name\":\"schedule %s\"}}",
+    pt_textbuf_printf(&b,
+                      "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,"
+                      "\"args\":{\"name\":\"schedule %s\"}}",
                       s->name);
     for (int w = 0; w < s->n_workers; w++)
-        pt_textbuf_printf(&b, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
-                              "\"args\":{\"name\":\"worker %d\"}}",
+        pt_textbuf_printf(&b,
+                          ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,"
+                          "\"args\":{\"name\":\"worker %d\"}}",
                           w, w);
     for (int w = 0; w < s->n_workers; w++)
         for (int i = 0; i < s->n_actions[w]; i++) {

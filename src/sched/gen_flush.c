@@ -47,7 +47,7 @@ typedef struct {
     int w, chunk;
     const int *mbs; /* the worker's micro-batches, in order */
     bool async;
-    int version;    /* weight updates applied so far (async) */
+    int version; /* weight updates applied so far (async) */
     int next_f, next_b;
     int *f_version; /* [i]: the version mbs[i]'s forward used */
 } walk;

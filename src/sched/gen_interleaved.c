@@ -42,8 +42,10 @@ int pt_sched_gen_interleaved(int P, int M, int v, pt_schedule **out)
     if (v == 1)
         return pt_sched_gen_1f1b(P, M, out);
     if (M % P != 0)
-        return pt_fail(PT_EINVAL, "interleaved: micro-batches (%d) must be a multiple of "
-                                  "stages (%d) when virtual stages > 1", M, P);
+        return pt_fail(PT_EINVAL,
+                       "interleaved: micro-batches (%d) must be a multiple of "
+                       "stages (%d) when virtual stages > 1",
+                       M, P);
     int rc = pt_sched_alloc(P, P * v, M, 1, out);
     if (rc != PT_OK)
         return rc;

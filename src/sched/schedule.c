@@ -13,10 +13,10 @@
 int pt_sched_alloc(int n_workers, int n_chunks, int n_micro, int replicas, pt_schedule **out)
 {
     *out = NULL;
-    if (n_workers < 1 || n_chunks < 1 || n_micro < 1 || replicas < 1 ||
-        n_workers % replicas != 0)
-        return pt_fail(PT_EINVAL, "schedule of %d workers, %d chunks, %d micro-batches, "
-                                  "%d replicas is not possible",
+    if (n_workers < 1 || n_chunks < 1 || n_micro < 1 || replicas < 1 || n_workers % replicas != 0)
+        return pt_fail(PT_EINVAL,
+                       "schedule of %d workers, %d chunks, %d micro-batches, "
+                       "%d replicas is not possible",
                        n_workers, n_chunks, n_micro, replicas);
     pt_schedule *s = calloc(1, sizeof *s);
     if (!s)
@@ -56,8 +56,8 @@ void pt_schedule_destroy(pt_schedule *s)
     free(s);
 }
 
-int pt_sched_push_async(pt_schedule *s, int w, pt_action_kind kind, int chunk, int mb,
-                        int version, bool update)
+int pt_sched_push_async(pt_schedule *s, int w, pt_action_kind kind, int chunk, int mb, int version,
+                        bool update)
 {
     if (w < 0 || w >= s->n_workers)
         return pt_fail(PT_EINVAL, "worker %d out of range (0..%d)", w, s->n_workers - 1);
@@ -117,12 +117,13 @@ int pt_sched_send_to(const pt_schedule *s, const pt_action *a)
 {
     switch (a->kind) {
     case PT_ACT_F:
-        return pt_sched_is_last_chunk(s, a->chunk) ? -1 : pt_sched_worker_of(s, a->chunk + 1, a->mb);
+        return pt_sched_is_last_chunk(s, a->chunk) ? -1
+                                                   : pt_sched_worker_of(s, a->chunk + 1, a->mb);
     case PT_ACT_B:
     case PT_ACT_BW:
-        return pt_sched_is_first_chunk(s, a->chunk) ? -1 : pt_sched_worker_of(s, a->chunk - 1, a->mb);
-    default:
-        return -1;
+        return pt_sched_is_first_chunk(s, a->chunk) ? -1
+                                                    : pt_sched_worker_of(s, a->chunk - 1, a->mb);
+    default: return -1;
     }
 }
 
@@ -130,12 +131,13 @@ int pt_sched_recv_from(const pt_schedule *s, const pt_action *a)
 {
     switch (a->kind) {
     case PT_ACT_F:
-        return pt_sched_is_first_chunk(s, a->chunk) ? -1 : pt_sched_worker_of(s, a->chunk - 1, a->mb);
+        return pt_sched_is_first_chunk(s, a->chunk) ? -1
+                                                    : pt_sched_worker_of(s, a->chunk - 1, a->mb);
     case PT_ACT_B:
     case PT_ACT_BW:
-        return pt_sched_is_last_chunk(s, a->chunk) ? -1 : pt_sched_worker_of(s, a->chunk + 1, a->mb);
-    default:
-        return -1;
+        return pt_sched_is_last_chunk(s, a->chunk) ? -1
+                                                   : pt_sched_worker_of(s, a->chunk + 1, a->mb);
+    default: return -1;
     }
 }
 
@@ -183,8 +185,8 @@ bool pt_sched_equal(const pt_schedule *a, const pt_schedule *b)
 
 /* ---- the public entry points ---- */
 
-static const char *const names[] = {"gpipe", "1f1b",     "interleaved", "loopedbfs",
-                                    "zbh1",  "zbv",      "pipedream",   "1f1b-rr", NULL};
+static const char *const names[] = {"gpipe", "1f1b",      "interleaved", "loopedbfs", "zbh1",
+                                    "zbv",   "pipedream", "1f1b-rr",     NULL};
 
 const char *const *pt_schedule_names(void) { return names; }
 
@@ -203,8 +205,10 @@ int pt_schedule_create(const pt_schedule_config *cfg, pt_schedule **out)
     for (int i = 0; names[i]; i++)
         known |= !strcmp(name, names[i]);
     if (!known)
-        return pt_fail(PT_EINVAL, "unknown schedule '%s' (gpipe, 1f1b, interleaved, loopedbfs, "
-                                  "zbh1, zbv, pipedream, 1f1b-rr)", name);
+        return pt_fail(PT_EINVAL,
+                       "unknown schedule '%s' (gpipe, 1f1b, interleaved, loopedbfs, "
+                       "zbh1, zbv, pipedream, 1f1b-rr)",
+                       name);
     if (P < 1)
         return pt_fail(PT_EINVAL, "%s: stages must be at least 1 (got %d)", name, P);
     if (M < 1)
@@ -218,8 +222,10 @@ int pt_schedule_create(const pt_schedule_config *cfg, pt_schedule **out)
     if (v == 0)
         v = chunked || is_zbv ? 2 : 1;
     if (is_zbv && v != 2)
-        return pt_fail(PT_EINVAL, "zbv: holds exactly 2 chunks per worker (a V); "
-                                  "virtual stages %d is not possible", v);
+        return pt_fail(PT_EINVAL,
+                       "zbv: holds exactly 2 chunks per worker (a V); "
+                       "virtual stages %d is not possible",
+                       v);
     if (!chunked && !is_zbv && v != 1)
         return pt_fail(PT_EINVAL, "%s: has no chunks; virtual stages must be 1 (got %d)", name, v);
     bool is_rr = !strcmp(name, "1f1b-rr");
@@ -228,8 +234,10 @@ int pt_schedule_create(const pt_schedule_config *cfg, pt_schedule **out)
     if (!is_rr && R != 1)
         return pt_fail(PT_EINVAL, "%s: has no replicas; replicas must be 1 (got %d)", name, R);
     if ((long)P * v > 4096 || (long)P * R > 4096 || M > 1000000)
-        return pt_fail(PT_EINVAL, "%s: %d stages x %d chunks x %d replicas, %d micro-batches "
-                                  "is too large", name, P, v, R, M);
+        return pt_fail(PT_EINVAL,
+                       "%s: %d stages x %d chunks x %d replicas, %d micro-batches "
+                       "is too large",
+                       name, P, v, R, M);
 
     int rc;
     if (!strcmp(name, "gpipe"))

@@ -40,10 +40,10 @@
 #include "pipetrain.h"
 
 typedef enum {
-    PT_ACT_F = 0,  /* forward */
-    PT_ACT_B = 1,  /* backward w.r.t. the input only */
-    PT_ACT_W = 2,  /* backward w.r.t. the weights only */
-    PT_ACT_BW = 3  /* fused backward: B then W */
+    PT_ACT_F = 0, /* forward */
+    PT_ACT_B = 1, /* backward w.r.t. the input only */
+    PT_ACT_W = 2, /* backward w.r.t. the weights only */
+    PT_ACT_BW = 3 /* fused backward: B then W */
 } pt_action_kind;
 
 typedef struct {
@@ -55,15 +55,16 @@ typedef struct {
 } pt_action;
 
 struct pt_schedule {
-    char name[32];    /* the generator's name, or what a text file says */
-    int n_workers;    /* stages x replicas */
-    int n_chunks;     /* virtual stages in total */
-    int n_micro;      /* micro-batches */
-    int replicas;     /* copies of every chunk, >= 1 */
+    char name[32];     /* the generator's name, or what a text file says */
+    int n_workers;     /* stages x replicas */
+    int n_chunks;      /* virtual stages in total */
+    int n_micro;       /* micro-batches */
+    int replicas;      /* copies of every chunk, >= 1 */
     int *chunk_worker; /* [n_chunks * replicas]: worker of (chunk c, replica k) at c*replicas+k */
-    int *route;        /* [n_micro * n_chunks]: replica of chunk c that runs micro-batch m, at m*n_chunks+c */
-    int *n_actions;    /* [n_workers] */
-    int *cap_actions;  /* [n_workers] allocated length of actions[w] */
+    int *route; /* [n_micro * n_chunks]: replica of chunk c that runs micro-batch m, at m*n_chunks+c
+                 */
+    int *n_actions;      /* [n_workers] */
+    int *cap_actions;    /* [n_workers] allocated length of actions[w] */
     pt_action **actions; /* [n_workers][n_actions[w]] in execution order */
 };
 
@@ -71,13 +72,12 @@ struct pt_schedule {
 
 /* An empty schedule: placement chunk c on worker c % n_workers (replica 0),
  * every route 0, no actions. n_workers must be a multiple of replicas. */
-int pt_sched_alloc(int n_workers, int n_chunks, int n_micro, int replicas,
-                   pt_schedule **out);
+int pt_sched_alloc(int n_workers, int n_chunks, int n_micro, int replicas, pt_schedule **out);
 /* Appends an action to worker w's list. */
 int pt_sched_push(pt_schedule *s, int w, pt_action_kind kind, int chunk, int mb);
 /* The same with the async fields. */
-int pt_sched_push_async(pt_schedule *s, int w, pt_action_kind kind, int chunk, int mb,
-                        int version, bool update);
+int pt_sched_push_async(pt_schedule *s, int w, pt_action_kind kind, int chunk, int mb, int version,
+                        bool update);
 void pt_sched_set_name(pt_schedule *s, const char *name);
 
 /* ---- queries (everyone) ---- */

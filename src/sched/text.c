@@ -93,8 +93,10 @@ static int parse_token(const char *tok, int line, pt_action *a)
         a->kind = *p == 'F' ? PT_ACT_F : *p == 'B' ? PT_ACT_B : PT_ACT_W;
         p++;
     } else {
-        return pt_fail(PT_EFORMAT, "line %d: '%s' is not an action (F, B, W or BW then "
-                                   "CHUNK.MICROBATCH, like F0.3)", line, tok);
+        return pt_fail(PT_EFORMAT,
+                       "line %d: '%s' is not an action (F, B, W or BW then "
+                       "CHUNK.MICROBATCH, like F0.3)",
+                       line, tok);
     }
     char *end;
     a->version = -1;
@@ -102,8 +104,10 @@ static int parse_token(const char *tok, int line, pt_action *a)
     if (!isdigit((unsigned char)*p) || read_int(p, &end, line, "chunk", &a->chunk) != PT_OK ||
         *end != '.' || !isdigit((unsigned char)end[1]) ||
         read_int(end + 1, &end, line, "micro-batch", &a->mb) != PT_OK)
-        return pt_fail(PT_EFORMAT, "line %d: '%s' is not an action (F, B, W or BW then "
-                                   "CHUNK.MICROBATCH, like F0.3)", line, tok);
+        return pt_fail(PT_EFORMAT,
+                       "line %d: '%s' is not an action (F, B, W or BW then "
+                       "CHUNK.MICROBATCH, like F0.3)",
+                       line, tok);
     if (*end == '@') {
         if (!isdigit((unsigned char)end[1]) ||
             read_int(end + 1, &end, line, "weight version", &a->version) != PT_OK)
@@ -165,21 +169,24 @@ static int parse_header_line(header *h, char *key, char *rest, int line)
             return pt_fail(PT_EFORMAT, "line %d: schedule takes one name", line);
         for (const char *p = name; *p; p++)
             if (!isalnum((unsigned char)*p) && !strchr("_-+.", *p))
-                return pt_fail(PT_EFORMAT, "line %d: a schedule name holds letters, digits and "
-                                           "_-+. only", line);
+                return pt_fail(PT_EFORMAT,
+                               "line %d: a schedule name holds letters, digits and "
+                               "_-+. only",
+                               line);
         snprintf(h->name, sizeof h->name, "%s", name);
         return PT_OK;
     }
     if (!strcmp(key, "place"))
         return parse_place(h, rest, line);
     int *field = !strcmp(key, "workers")        ? &h->workers
-               : !strcmp(key, "chunks")         ? &h->chunks
-               : !strcmp(key, "microbatches")   ? &h->micro
-               : !strcmp(key, "replicas")       ? &h->replicas
+                 : !strcmp(key, "chunks")       ? &h->chunks
+                 : !strcmp(key, "microbatches") ? &h->micro
+                 : !strcmp(key, "replicas")     ? &h->replicas
                                                 : NULL;
     if (!field)
-        return pt_fail(PT_EFORMAT, "line %d: unknown line '%s' (expected schedule, workers, "
-                                   "chunks, microbatches, replicas, place, or WORKER: actions)",
+        return pt_fail(PT_EFORMAT,
+                       "line %d: unknown line '%s' (expected schedule, workers, "
+                       "chunks, microbatches, replicas, place, or WORKER: actions)",
                        line, key);
     char *end;
     while (*rest == ' ' || *rest == '\t')
@@ -214,14 +221,17 @@ static int build(header *h, const parsed_action *acts, int n, pt_schedule **out)
     for (int i = 0; i < n; i++) {
         char tok[48];
         if (acts[i].worker >= W || acts[i].a.chunk >= C || acts[i].a.mb >= M)
-            return pt_fail(PT_EFORMAT, "line %d: %d: %s is outside %d workers, %d chunks, "
-                                       "%d micro-batches",
+            return pt_fail(PT_EFORMAT,
+                           "line %d: %d: %s is outside %d workers, %d chunks, "
+                           "%d micro-batches",
                            acts[i].line, acts[i].worker,
                            pt_sched_action_str(&acts[i].a, tok, sizeof tok), W, C, M);
     }
     if (h->n_place && h->n_place != C * R)
-        return pt_fail(PT_EFORMAT, "line %d: place lists %d workers; %d chunks x %d replicas "
-                                   "need %d", h->place_line, h->n_place, C, R, C * R);
+        return pt_fail(PT_EFORMAT,
+                       "line %d: place lists %d workers; %d chunks x %d replicas "
+                       "need %d",
+                       h->place_line, h->n_place, C, R, C * R);
     int rc = pt_sched_alloc(W, C, M, R, out);
     if (rc != PT_OK)
         return rc;
@@ -240,8 +250,8 @@ static int build(header *h, const parsed_action *acts, int n, pt_schedule **out)
                 s->route[at] = k;
                 routed[at] = 1;
             }
-        rc = pt_sched_push_async(s, acts[i].worker, a->kind, a->chunk, a->mb, a->version,
-                                 a->update);
+        rc =
+            pt_sched_push_async(s, acts[i].worker, a->kind, a->chunk, a->mb, a->version, a->update);
     }
     free(routed);
     if (rc != PT_OK) {
@@ -278,8 +288,10 @@ int pt_schedule_parse(const char *text, pt_schedule **out)
             int w;
             rc = read_int(p, &end, line, "worker", &w);
             if (rc == PT_OK && *end != ':')
-                rc = pt_fail(PT_EFORMAT, "line %d: a worker line is WORKER: ACTIONS "
-                                         "(like '0: F0.0 BW0.0')", line);
+                rc = pt_fail(PT_EFORMAT,
+                             "line %d: a worker line is WORKER: ACTIONS "
+                             "(like '0: F0.0 BW0.0')",
+                             line);
             seen_worker = true;
             char *save = NULL;
             for (char *tok = rc == PT_OK ? strtok_r(end + 1, " \t\r", &save) : NULL;
@@ -300,8 +312,10 @@ int pt_schedule_parse(const char *text, pt_schedule **out)
             continue;
         }
         if (seen_worker) {
-            rc = pt_fail(PT_EFORMAT, "line %d: header lines (schedule, workers, ...) come before "
-                                     "the worker lines", line);
+            rc = pt_fail(PT_EFORMAT,
+                         "line %d: header lines (schedule, workers, ...) come before "
+                         "the worker lines",
+                         line);
             break;
         }
         char *key = p;

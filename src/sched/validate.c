@@ -40,16 +40,19 @@ static int check_placement(const pt_schedule *s)
         for (int k = 0; k < s->replicas; k++) {
             int w = s->chunk_worker[c * s->replicas + k];
             if (w < 0 || w >= s->n_workers)
-                return pt_fail(PT_EINVAL, "chunk %d replica %d is placed on worker %d, "
-                                          "which does not exist (0..%d)",
+                return pt_fail(PT_EINVAL,
+                               "chunk %d replica %d is placed on worker %d, "
+                               "which does not exist (0..%d)",
                                c, k, w, s->n_workers - 1);
         }
     for (int m = 0; m < s->n_micro; m++)
         for (int c = 0; c < s->n_chunks; c++) {
             int k = s->route[m * s->n_chunks + c];
             if (k < 0 || k >= s->replicas)
-                return pt_fail(PT_EINVAL, "micro-batch %d is routed to replica %d of chunk %d, "
-                                          "which has %d", m, k, c, s->replicas);
+                return pt_fail(PT_EINVAL,
+                               "micro-batch %d is routed to replica %d of chunk %d, "
+                               "which has %d",
+                               m, k, c, s->replicas);
         }
     return PT_OK;
 }
@@ -64,13 +67,15 @@ static int check_actions(const pt_schedule *s, slot *slots)
                 return pt_fail(PT_EINVAL, "worker %d, position %d: unknown action kind %d", w,
                                i + 1, (int)a->kind);
             if (a->chunk < 0 || a->chunk >= s->n_chunks || a->mb < 0 || a->mb >= s->n_micro)
-                return pt_fail(PT_EINVAL, "worker %d: %s (position %d) names chunk %d of %d or "
-                                          "micro-batch %d of %d, out of range",
+                return pt_fail(PT_EINVAL,
+                               "worker %d: %s (position %d) names chunk %d of %d or "
+                               "micro-batch %d of %d, out of range",
                                w, act(a, x), i + 1, a->chunk, s->n_chunks, a->mb, s->n_micro);
             int owner = pt_sched_worker_of(s, a->chunk, a->mb);
             if (owner != w)
-                return pt_fail(PT_EINVAL, "worker %d: %s (position %d) belongs on worker %d, "
-                                          "which holds chunk %d for micro-batch %d",
+                return pt_fail(PT_EINVAL,
+                               "worker %d: %s (position %d) belongs on worker %d, "
+                               "which holds chunk %d for micro-batch %d",
                                w, act(a, x), i + 1, owner, a->chunk, a->mb);
             slot *sl = &slots[a->chunk * s->n_micro + a->mb];
             int *n, *pw, *pi;
@@ -81,16 +86,18 @@ static int check_actions(const pt_schedule *s, slot *slots)
             default: n = &sl->n_bw, pw = &sl->b_w, pi = &sl->b_i; break;
             }
             if (*n > 0)
-                return pt_fail(PT_EINVAL, "worker %d: %s (position %d) is repeated: it already "
-                                          "ran at position %d",
+                return pt_fail(PT_EINVAL,
+                               "worker %d: %s (position %d) is repeated: it already "
+                               "ran at position %d",
                                w, act(a, x), i + 1, *pi + 1);
             if ((a->kind == PT_ACT_BW && sl->n_b + sl->n_w > 0) ||
                 ((a->kind == PT_ACT_B || a->kind == PT_ACT_W) && sl->n_bw > 0)) {
-                const pt_action *o = sl->n_bw ? &s->actions[sl->b_w][sl->b_i]
-                                   : sl->n_b  ? &s->actions[sl->b_w][sl->b_i]
-                                              : &s->actions[sl->w_w][sl->w_i];
-                return pt_fail(PT_EINVAL, "worker %d: %s (position %d) repeats the backward "
-                                          "of chunk %d, micro-batch %d, already in %s",
+                const pt_action *o = sl->n_bw  ? &s->actions[sl->b_w][sl->b_i]
+                                     : sl->n_b ? &s->actions[sl->b_w][sl->b_i]
+                                               : &s->actions[sl->w_w][sl->w_i];
+                return pt_fail(PT_EINVAL,
+                               "worker %d: %s (position %d) repeats the backward "
+                               "of chunk %d, micro-batch %d, already in %s",
                                w, act(a, x), i + 1, a->chunk, a->mb, act(o, y));
             }
             (*n)++;
@@ -102,18 +109,25 @@ static int check_actions(const pt_schedule *s, slot *slots)
             const slot *sl = &slots[c * s->n_micro + m];
             int owner = pt_sched_worker_of(s, c, m);
             if (!sl->n_f)
-                return pt_fail(PT_EINVAL, "worker %d: F%d.%d is missing (chunk %d never runs "
-                                          "forward for micro-batch %d)", owner, c, m, c, m);
+                return pt_fail(PT_EINVAL,
+                               "worker %d: F%d.%d is missing (chunk %d never runs "
+                               "forward for micro-batch %d)",
+                               owner, c, m, c, m);
             if (!sl->n_bw && !sl->n_b && !sl->n_w)
-                return pt_fail(PT_EINVAL, "worker %d: BW%d.%d (or B%d.%d and W%d.%d) is missing "
-                                          "(chunk %d never runs backward for micro-batch %d)",
+                return pt_fail(PT_EINVAL,
+                               "worker %d: BW%d.%d (or B%d.%d and W%d.%d) is missing "
+                               "(chunk %d never runs backward for micro-batch %d)",
                                owner, c, m, c, m, c, m, c, m);
             if (!sl->n_bw && !sl->n_b)
-                return pt_fail(PT_EINVAL, "worker %d: B%d.%d is missing (W%d.%d has no B to "
-                                          "follow)", owner, c, m, c, m);
+                return pt_fail(PT_EINVAL,
+                               "worker %d: B%d.%d is missing (W%d.%d has no B to "
+                               "follow)",
+                               owner, c, m, c, m);
             if (sl->n_b && !sl->n_w)
-                return pt_fail(PT_EINVAL, "worker %d: W%d.%d is missing (B%d.%d is never "
-                                          "followed by its weight gradient)", owner, c, m, c, m);
+                return pt_fail(PT_EINVAL,
+                               "worker %d: W%d.%d is missing (B%d.%d is never "
+                               "followed by its weight gradient)",
+                               owner, c, m, c, m);
         }
     return PT_OK;
 }
@@ -129,26 +143,30 @@ static int check_local_order(const pt_schedule *s, const slot *slots)
             if (a->kind == PT_ACT_F && a->chunk > 0) {
                 const slot *up = &slots[(a->chunk - 1) * M + a->mb];
                 if (up->f_w == w && up->f_i > i)
-                    return pt_fail(PT_EINVAL, "worker %d: %s (position %d) comes before the "
-                                              "upstream F%d.%d it needs (position %d)",
+                    return pt_fail(PT_EINVAL,
+                                   "worker %d: %s (position %d) comes before the "
+                                   "upstream F%d.%d it needs (position %d)",
                                    w, act(a, x), i + 1, a->chunk - 1, a->mb, up->f_i + 1);
             } else if (a->kind == PT_ACT_B || a->kind == PT_ACT_BW) {
                 if (sl->f_i > i)
-                    return pt_fail(PT_EINVAL, "worker %d: %s (position %d) comes before its own "
-                                              "F%d.%d (position %d)",
+                    return pt_fail(PT_EINVAL,
+                                   "worker %d: %s (position %d) comes before its own "
+                                   "F%d.%d (position %d)",
                                    w, act(a, x), i + 1, a->chunk, a->mb, sl->f_i + 1);
                 if (a->chunk < s->n_chunks - 1) {
                     const slot *down = &slots[(a->chunk + 1) * M + a->mb];
                     if (down->b_w == w && down->b_i > i)
-                        return pt_fail(PT_EINVAL, "worker %d: %s (position %d) comes before the "
-                                                  "downstream %s (position %d) it needs",
+                        return pt_fail(PT_EINVAL,
+                                       "worker %d: %s (position %d) comes before the "
+                                       "downstream %s (position %d) it needs",
                                        w, act(a, x), i + 1,
                                        act(&s->actions[w][down->b_i], (char[48]){0}),
                                        down->b_i + 1);
                 }
             } else if (a->kind == PT_ACT_W && sl->b_i > i) {
-                return pt_fail(PT_EINVAL, "worker %d: %s (position %d) comes before its "
-                                          "B%d.%d (position %d)",
+                return pt_fail(PT_EINVAL,
+                               "worker %d: %s (position %d) comes before its "
+                               "B%d.%d (position %d)",
                                w, act(a, x), i + 1, a->chunk, a->mb, sl->b_i + 1);
             }
         }
@@ -167,23 +185,29 @@ static int check_versions(const pt_schedule *s, const slot *slots)
         for (int i = 0; i < s->n_actions[w] && rc == PT_OK; i++) {
             const pt_action *a = &s->actions[w][i];
             const slot *sl = &slots[a->chunk * s->n_micro + a->mb];
-            int want = a->kind == PT_ACT_F ? updates[a->chunk]
-                                           : s->actions[sl->f_w][sl->f_i].version;
+            int want =
+                a->kind == PT_ACT_F ? updates[a->chunk] : s->actions[sl->f_w][sl->f_i].version;
             if (a->kind != PT_ACT_W && a->version != want)
-                rc = pt_fail(PT_EINVAL, "worker %d: %s (position %d) should use weight version "
-                                        "%d (%s)",
+                rc = pt_fail(PT_EINVAL,
+                             "worker %d: %s (position %d) should use weight version "
+                             "%d (%s)",
                              w, act(a, x), i + 1, want,
                              a->kind == PT_ACT_F ? "the updates applied before it"
                                                  : "the version its forward used");
             else if (a->kind == PT_ACT_W && (a->version >= 0 || a->update))
-                rc = pt_fail(PT_EINVAL, "worker %d: %s (position %d): an asynchronous schedule "
-                                        "has no split W", w, act(a, x), i + 1);
+                rc = pt_fail(PT_EINVAL,
+                             "worker %d: %s (position %d): an asynchronous schedule "
+                             "has no split W",
+                             w, act(a, x), i + 1);
             else if (a->kind == PT_ACT_F && a->update)
-                rc = pt_fail(PT_EINVAL, "worker %d: %s (position %d): a forward cannot update "
-                                        "weights", w, act(a, x), i + 1);
+                rc = pt_fail(PT_EINVAL,
+                             "worker %d: %s (position %d): a forward cannot update "
+                             "weights",
+                             w, act(a, x), i + 1);
             else if (a->kind != PT_ACT_F && !a->update)
-                rc = pt_fail(PT_EINVAL, "worker %d: %s (position %d): every backward of an "
-                                        "asynchronous schedule updates the weights (add '!')",
+                rc = pt_fail(PT_EINVAL,
+                             "worker %d: %s (position %d): every backward of an "
+                             "asynchronous schedule updates the weights (add '!')",
                              w, act(a, x), i + 1);
             if (a->kind != PT_ACT_F && a->update)
                 updates[a->chunk]++;
@@ -270,8 +294,7 @@ static int check_deadlock(const pt_schedule *s, const slot *slots)
     while (!on_path[w]) {
         on_path[w] = 1;
         path[len++] = w;
-        const pt_action *need =
-            waits_for(s, slots, done_f, done_b, &s->actions[w][seen[w]]);
+        const pt_action *need = waits_for(s, slots, done_f, done_b, &s->actions[w][seen[w]]);
         w = pt_sched_worker_of(s, need->chunk, need->mb);
     }
     int start = 0;

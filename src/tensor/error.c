@@ -23,10 +23,7 @@ int pt_fail(int status, const char *fmt, ...)
 
 void pt_clear_error(void) { last_error[0] = '\0'; }
 
-void pt_set_error_message(const char *msg)
-{
-    snprintf(last_error, sizeof last_error, "%s", msg);
-}
+void pt_set_error_message(const char *msg) { snprintf(last_error, sizeof last_error, "%s", msg); }
 
 const char *pt_strerror(int status)
 {

@@ -21,21 +21,19 @@ typedef struct pt_kernels {
     /* C(M,N) = alpha op(A) op(B) + beta C; op transposes when trans* != 0.
      * lda, ldb, ldc are row strides, so heads can be read in place from a
      * (T, 3C) qkv row. */
-    void (*matmul)(int trans_a, int trans_b, int M, int N, int K, float alpha,
-                   const float *A, int lda, const float *B, int ldb, float beta,
-                   float *C, int ldc);
+    void (*matmul)(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                   int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
     /* out (N,C) = normalise(inp) * w + b; mean, rstd (N) kept for backward */
     void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *inp,
                               const float *w, const float *b, int N, int C);
     /* dinp (N,C) adds the input gradient */
     void (*layernorm_backward_input)(float *dinp, const float *dout, const float *inp,
-                                     const float *w, const float *mean, const float *rstd,
-                                     int N, int C);
+                                     const float *w, const float *mean, const float *rstd, int N,
+                                     int C);
     /* dw, db (C) add the parameter gradients */
-    void (*layernorm_backward_weight)(float *dw, float *db, const float *dout,
-                                      const float *inp, const float *mean,
-                                      const float *rstd, int N, int C);
+    void (*layernorm_backward_weight)(float *dw, float *db, const float *dout, const float *inp,
+                                      const float *mean, const float *rstd, int N, int C);
 
     /* GPT-2's tanh GELU, elementwise over n */
     void (*gelu_forward)(float *out, const float *inp, size_t n);
@@ -54,16 +52,15 @@ typedef struct pt_kernels {
     void (*softmax_causal_forward)(float *att, int T, float scale);
     /* datt (T,T) = gradient through the causal softmax and its scale, given
      * the probabilities att and the gradient dprob, both (T,T) */
-    void (*softmax_causal_backward)(float *datt, const float *att, const float *dprob,
-                                    int T, float scale);
+    void (*softmax_causal_backward)(float *datt, const float *att, const float *dprob, int T,
+                                    float scale);
 
     /* In place: logits (N,V) become probabilities. When targets != NULL,
      * returns the sum over rows of -log p[target]; rows whose target is
      * negative are ignored. */
     double (*crossentropy_forward)(float *probs, const int *targets, int N, int V);
     /* In place: probs (N,V) become scale * (probs - onehot(target)) */
-    void (*crossentropy_backward)(float *probs, const int *targets, int N, int V,
-                                  float scale);
+    void (*crossentropy_backward)(float *probs, const int *targets, int N, int V, float scale);
 } pt_kernels;
 
 /* fp32 kernels: products through cblas_sgemm, the rest in single passes. */

@@ -20,7 +20,10 @@ static inline float fast_expf(float x)
     /* round to nearest by adding and taking away 1.5 * 2^23: no libm call */
     float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = x - n * 0.693359375f + n * 2.12194440e-4f; /* ln2 in two parts */
-    float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
+    float p =
+        1.0f +
+        r * (1.0f +
+             r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
     int bits = ((int)n + 127) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
@@ -31,13 +34,11 @@ static inline float fast_expf(float x)
  * GELU's 0.5 x (1 + tanh) needs. */
 static inline float fast_tanhf(float u) { return 1.0f - 2.0f / (fast_expf(2.0f * u) + 1.0f); }
 
-static void cpu_matmul(int trans_a, int trans_b, int M, int N, int K, float alpha,
-                       const float *A, int lda, const float *B, int ldb, float beta,
-                       float *C, int ldc)
+static void cpu_matmul(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                       int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb,
-                beta, C, ldc);
+                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 static void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
@@ -66,8 +67,8 @@ static void cpu_layernorm_forward(float *out, float *mean, float *rstd, const fl
 }
 
 static void cpu_layernorm_backward_input(float *dinp, const float *dout, const float *inp,
-                                         const float *w, const float *mean,
-                                         const float *rstd, int N, int C)
+                                         const float *w, const float *mean, const float *rstd,
+                                         int N, int C)
 {
     for (int i = 0; i < N; i++) {
         const float *x = inp + (size_t)i * C, *dy = dout + (size_t)i * C;
@@ -89,9 +90,8 @@ static void cpu_layernorm_backward_input(float *dinp, const float *dout, const f
     }
 }
 
-static void cpu_layernorm_backward_weight(float *dw, float *db, const float *dout,
-                                          const float *inp, const float *mean,
-                                          const float *rstd, int N, int C)
+static void cpu_layernorm_backward_weight(float *dw, float *db, const float *dout, const float *inp,
+                                          const float *mean, const float *rstd, int N, int C)
 {
     for (int i = 0; i < N; i++) {
         const float *x = inp + (size_t)i * C, *dy = dout + (size_t)i * C;
@@ -185,8 +185,8 @@ static void cpu_softmax_causal_forward(float *att, int T, float scale)
     }
 }
 
-static void cpu_softmax_causal_backward(float *datt, const float *att, const float *dprob,
-                                        int T, float scale)
+static void cpu_softmax_causal_backward(float *datt, const float *att, const float *dprob, int T,
+                                        float scale)
 {
     for (int i = 0; i < T; i++) {
         const float *p = att + (size_t)i * T, *dp = dprob + (size_t)i * T;
@@ -224,8 +224,7 @@ static double cpu_crossentropy_forward(float *probs, const int *targets, int N, 
     return loss;
 }
 
-static void cpu_crossentropy_backward(float *probs, const int *targets, int N, int V,
-                                      float scale)
+static void cpu_crossentropy_backward(float *probs, const int *targets, int N, int V, float scale)
 {
     for (int i = 0; i < N; i++) {
         float *row = probs + (size_t)i * V;

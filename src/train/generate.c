@@ -34,8 +34,8 @@ static int sample(const float *probs, int V, float temperature, pt_rng *rng)
 }
 
 int pt_generate(pt_model *m, pt_pipeline *pipe, const int *prompt, int n_prompt, int n_new,
-                float temperature, uint64_t seed, int *out,
-                void (*on_token)(int token, void *user), void *user)
+                float temperature, uint64_t seed, int *out, void (*on_token)(int token, void *user),
+                void *user)
 {
     const pt_model_config *c = pt_model_get_config(m);
     if (c->kind != PT_MODEL_GPT)
@@ -49,7 +49,8 @@ int pt_generate(pt_model *m, pt_pipeline *pipe, const int *prompt, int n_prompt,
     pt_activations *acts = NULL;
     int rc = !context || !window || (pipe && !probs)
                  ? pt_fail(PT_ENOMEM, "cannot allocate the context")
-                 : pipe ? PT_OK : pt_activations_create(m, 0, last, 1, &acts);
+             : pipe ? PT_OK
+                    : pt_activations_create(m, 0, last, 1, &acts);
     pt_rng rng;
     pt_rng_seed(&rng, seed);
     if (rc == PT_OK)

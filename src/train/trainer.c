@@ -58,7 +58,7 @@ typedef struct {
     pt_pipeline *pipe;
     data_source data;
     pt_metrics_log *metrics;
-    int mbs;             /* micro-batch size */
+    int mbs;               /* micro-batch size */
     int *tokens, *targets; /* one batch */
     float *inputs;
     pt_train_state state;
@@ -89,14 +89,14 @@ static int open_data(trainer *t)
         kind = !d->gpt ? PT_DATA_DIGITS : single_bin_file(c) ? PT_DATA_TOKENS : PT_DATA_TEXT;
     if (d->gpt == (kind == PT_DATA_DIGITS))
         return pt_fail(PT_EINVAL, "%s data does not fit a%s model",
-                       kind == PT_DATA_DIGITS ? "digits" : "token",
-                       d->gpt ? " gpt" : "n mlp");
+                       kind == PT_DATA_DIGITS ? "digits" : "token", d->gpt ? " gpt" : "n mlp");
     int rc;
     if (kind == PT_DATA_DIGITS) {
         rc = pt_digits_load(c->data[0], PT_DIGITS_TEST_FRACTION_DEFAULT, c->seed, &d->digits);
         if (rc == PT_OK && (c->model.widths[0] != PT_DIGITS_FEATURES ||
                             c->model.widths[c->model.n_widths - 1] != PT_DIGITS_CLASSES))
-            rc = pt_fail(PT_EINVAL, "the digits have %d features and %d classes: the mlp's "
+            rc = pt_fail(PT_EINVAL,
+                         "the digits have %d features and %d classes: the mlp's "
                          "widths must start with %d and end with %d",
                          PT_DIGITS_FEATURES, PT_DIGITS_CLASSES, PT_DIGITS_FEATURES,
                          PT_DIGITS_CLASSES);
@@ -106,8 +106,10 @@ static int open_data(trainer *t)
     }
     if (kind == PT_DATA_TEXT) {
         if (c->model.vocab != 256)
-            return pt_fail(PT_EINVAL, "text is read as bytes: the gpt's vocab must be 256 "
-                           "(got %d)", c->model.vocab);
+            return pt_fail(PT_EINVAL,
+                           "text is read as bytes: the gpt's vocab must be 256 "
+                           "(got %d)",
+                           c->model.vocab);
         rc = pt_text_data_load(c->data, c->n_data, c->val_fraction, &d->tokens);
     } else {
         rc = pt_token_data_load_files(c->data[0], c->val_data, c->model.vocab, c->val_fraction,
@@ -117,8 +119,10 @@ static int open_data(trainer *t)
         rc = pt_batch_sampler_init(&d->sampler, d->tokens.train, d->tokens.n_train, c->batch,
                                    c->model.seq_len, c->seed);
     if (rc == PT_OK && pt_eval_batch_count(d->tokens.n_val, t->mbs, c->model.seq_len) < 1)
-        rc = pt_fail(PT_EINVAL, "the validation split holds %zu tokens, fewer than one "
-                     "micro-batch of %d x %d", d->tokens.n_val, t->mbs, c->model.seq_len);
+        rc = pt_fail(PT_EINVAL,
+                     "the validation split holds %zu tokens, fewer than one "
+                     "micro-batch of %d x %d",
+                     d->tokens.n_val, t->mbs, c->model.seq_len);
     return rc;
 }
 
@@ -162,8 +166,8 @@ static int evaluate(trainer *t, float *val_loss, float *accuracy)
         size_t avail = pt_eval_batch_count(t->data.tokens.n_val, c->batch, c->model.seq_len);
         size_t count = avail < (size_t)c->eval_batches ? avail : (size_t)c->eval_batches;
         for (size_t k = 0; rc == PT_OK && k < count; k++) {
-            pt_eval_batch(t->data.tokens.val, t->data.tokens.n_val, c->batch, c->model.seq_len,
-                          k, t->tokens, t->targets);
+            pt_eval_batch(t->data.tokens.val, t->data.tokens.n_val, c->batch, c->model.seq_len, k,
+                          t->tokens, t->targets);
             pt_microbatch b = whole_batch(t);
             float l;
             rc = pt_pipeline_eval(t->pipe, &b, &l);
@@ -209,15 +213,16 @@ static int save(trainer *t)
 static int check_config(const pt_train_config *c)
 {
     if (c->batch < 1 || c->microbatches < 1)
-        return pt_fail(PT_EINVAL, "batch and micro-batches must be >= 1 (got %d and %d)",
-                       c->batch, c->microbatches);
-    if (c->batch % c->microbatches)
-        return pt_fail(PT_EINVAL, "a batch of %d cannot be cut into %d equal micro-batches: "
-                       "choose a batch that %d divides", c->batch, c->microbatches,
+        return pt_fail(PT_EINVAL, "batch and micro-batches must be >= 1 (got %d and %d)", c->batch,
                        c->microbatches);
+    if (c->batch % c->microbatches)
+        return pt_fail(PT_EINVAL,
+                       "a batch of %d cannot be cut into %d equal micro-batches: "
+                       "choose a batch that %d divides",
+                       c->batch, c->microbatches, c->microbatches);
     if (c->steps < 0 || c->eval_every < 0 || c->eval_batches < 1 || c->save_every < 0)
         return pt_fail(PT_EINVAL, "steps, eval-every and save-every must be >= 0 and "
-                       "eval-batches >= 1");
+                                  "eval-batches >= 1");
     return PT_OK;
 }
 
@@ -325,9 +330,13 @@ static int run(trainer *t, pt_train_result *result)
             result->val_accuracy = r.val_accuracy;
         }
         if (t->metrics) {
-            pt_metrics_row row = {.step = r.step, .loss = r.loss, .lr = r.lr,
-                                  .tokens_per_s = r.tokens_per_s, .step_ms = r.step_ms,
-                                  .has_val_loss = r.has_val, .val_loss = r.val_loss};
+            pt_metrics_row row = {.step = r.step,
+                                  .loss = r.loss,
+                                  .lr = r.lr,
+                                  .tokens_per_s = r.tokens_per_s,
+                                  .step_ms = r.step_ms,
+                                  .has_val_loss = r.has_val,
+                                  .val_loss = r.val_loss};
             if ((rc = pt_metrics_write(t->metrics, &row)) != PT_OK)
                 break;
         }
