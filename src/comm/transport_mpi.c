@@ -88,8 +88,14 @@ static void abort_world(mpi_endpoint *e, int failed_rank, const char *reason)
     memcpy(e->notice_out.reason, e->reason, sizeof e->reason);
     int n = e->t.size;
     MPI_Request *reqs = calloc((size_t)n, sizeof *reqs);
-    if (!reqs)
+    /* real statuses, not MPI_STATUSES_IGNORE: with MPICH's headers GCC
+     * takes that constant for a buffer of size 0 */
+    MPI_Status *statuses = calloc((size_t)n, sizeof *statuses);
+    if (!reqs || !statuses) {
+        free(reqs);
+        free(statuses);
         return;
+    }
     for (int r = 0; r < n; r++) {
         reqs[r] = MPI_REQUEST_NULL;
         if (r != e->t.rank)
@@ -99,13 +105,14 @@ static void abort_world(mpi_endpoint *e, int failed_rank, const char *reason)
     double until = now() + 1.0;
     int all = 0;
     while (!all && now() < until) {
-        if (MPI_Testall(n, reqs, &all, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+        if (MPI_Testall(n, reqs, &all, statuses) != MPI_SUCCESS)
             break;
     }
     for (int r = 0; r < n; r++)
         if (reqs[r] != MPI_REQUEST_NULL)
             MPI_Request_free(&reqs[r]);
     free(reqs);
+    free(statuses);
 }
 
 /* Has another rank sent an abort notice? */
