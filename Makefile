@@ -1,14 +1,19 @@
 # The two commands of the README, and the build they share.
 #   make        build the pipetrain command and the library (build/)
 #   make run    install what is missing, build, run the demo training job
-#   make check  install what is missing, build, run every test, then again
-#               under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make check  install what is missing, build, run the tests under
+#               AddressSanitizer + UndefinedBehaviorSanitizer, the threaded ones
+#               under ThreadSanitizer, then every test on the release build
 #   make bench  build and run the benchmarks
 JOBS ?= $(shell nproc)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
+# the tests whose workers are threads of one process
+MPIRUN = OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe
+THREADED_TESTS = transport_threads|pipeline_matches|pipeline_memory|pipedream|train_pipelined
 
-.PHONY: all deps run check check-asan bench clean
+.PHONY: all deps run check bench clean
 
 all:
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -25,12 +30,20 @@ check: deps all
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 	@echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 	@cd $(ASAN_BUILD) && ctest -L fast --output-on-failure -j $(JOBS)
+	@cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS="-fsanitize=thread -O1" \
+	    -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread >/dev/null
+	@cmake --build $(TSAN_BUILD) -j $(JOBS)
+	@echo "== threaded tests under ThreadSanitizer"
+	@cd $(TSAN_BUILD) && ctest -R '$(THREADED_TESTS)' --output-on-failure -j $(JOBS)
 	@echo "== tests"
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 bench: deps all
 	@cmake --build $(BUILD) --target benches -j $(JOBS)
-	@for b in $(BUILD)/bench/bench_*; do echo "== $$b"; $$b || exit 1; done
+	@for b in model pipeline transport; do echo "== bench_$$b"; $(BUILD)/bench/bench_$$b || exit 1; done
+	@echo "== bench_mpi (2 ranks) and bench_transport over MPI"
+	@$(MPIRUN) -np 2 $(BUILD)/bench/bench_mpi
+	@$(MPIRUN) -np 2 $(BUILD)/bench/bench_transport
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
