@@ -18,7 +18,9 @@
  * backward first re-runs the chunk's forward into a fresh record, which then
  * lives until the W that ends the micro-batch's backward.
  * Asynchronous schedules (pipedream) stash weight versions around each
- * backward and update the chunk after every backward that carries `update`.
+ * backward and update the chunk after every backward that carries `update`;
+ * with replicas (1F1B-RR) the update first sums the chunk's gradient over
+ * the stage's replicas, a blocking collective inside the list.
  * With data-parallel replicas, the chunk's gradient sum over the replicas
  * starts right after its last backward piece and moves along between actions
  * (replica_reduce.c); the pipeline finishes it after the list.
@@ -267,16 +269,23 @@ static void release_micro_batch(pt_worker *w, int chunk, pt_slot *sl)
 /* pipedream: the chunk's own update right after its backward, from this
  * micro-batch's gradient alone, clipped by the chunk's own norm (a global
  * norm would need every worker at once, which an asynchronous schedule never
- * has). */
-static void async_update(pt_worker *w, int chunk)
+ * has). With D replicas (1F1B-RR) this is the j-th backward of every replica
+ * of the stage: their gradients (each taken with loss scale 1/D) are summed
+ * first, so the update is the mean over the round's D micro-batches, the
+ * clip uses that mean's norm, and every replica takes the same step. */
+static int async_update(pt_worker *w, int chunk)
 {
     pt_pipeline *p = w->p;
     int first = p->chunk_first[chunk], last = p->chunk_last[chunk];
+    int rc = p->mpi ? pt_ranks_sum_replicas(p, chunk) : PT_OK;
+    if (rc != PT_OK)
+        return rc;
     double norm = sqrt(pt_optimizer_grad_sq(p->m, first, last));
     float clip = pt_optimizer_clip_factor(pt_optimizer_config(p->opt), norm);
     pt_optimizer_step(p->opt, p->m, first, last, p->chunk_updates[chunk], p->job_lr, clip);
     p->chunk_updates[chunk]++;
     p->stash[chunk].version++;
+    return PT_OK;
 }
 
 static int run_backward(pt_worker *w, const pt_action *a, const pt_microbatch *batch,
@@ -310,7 +319,8 @@ static int run_backward(pt_worker *w, const pt_action *a, const pt_microbatch *b
     float *din = NULL;
     if (a->chunk > 0 && (rc = pt_store_take_buffer(&w->store, a->chunk, &din)) != PT_OK)
         return rc;
-    float scale = p->async ? 1.0f : 1.0f / (float)p->M;
+    /* async: one micro-batch per update, or one per replica (1F1B-RR) */
+    float scale = 1.0f / (float)(p->async ? p->D : p->M);
     rc = pt_model_backward_input(p->m, first, last, &mb, sl->in, sl->acts, is_last ? NULL : sl->gin,
                                  din, scale);
     if (rc != PT_OK) {
@@ -346,7 +356,7 @@ static int run_backward(pt_worker *w, const pt_action *a, const pt_microbatch *b
     if (st)
         pt_stash_leave(st, sl->version, swapped);
     if (rc == PT_OK && st && fused && a->update)
-        async_update(w, a->chunk);
+        rc = async_update(w, a->chunk);
     return rc;
 }
 
@@ -371,7 +381,7 @@ static int run_weight(pt_worker *w, const pt_action *a, const pt_microbatch *bat
     if (st) {
         pt_stash_leave(st, sl->version, swapped);
         if (rc == PT_OK && a->update)
-            async_update(w, a->chunk);
+            rc = async_update(w, a->chunk);
     }
     return rc;
 }

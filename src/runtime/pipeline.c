@@ -217,13 +217,16 @@ static int base_schedule(const pt_pipeline_config *cfg, int micro, int replicas,
 }
 
 /* Threads: one copy of each chunk. MPI: D replicas of every stage, either
- * from 1f1b-rr's own routing or by replicating a synchronous schedule built
- * for M/D micro-batches. */
+ * from the generator's own round-robin routing (1f1b-rr; pipedream, whose
+ * replicas must update in step, which pt_ranks_replicate's renaming of a
+ * synchronous list cannot express) or by replicating a synchronous schedule
+ * built for M/D micro-batches. */
 static int make_schedule(pt_pipeline *p, const pt_pipeline_config *cfg)
 {
     int rc, D = p->D;
-    bool rr = !(cfg->schedule_file && cfg->schedule_file[0]) && cfg->schedule &&
-              !strcmp(cfg->schedule, "1f1b-rr");
+    bool generated = !(cfg->schedule_file && cfg->schedule_file[0]) && cfg->schedule;
+    bool rr = generated && !strcmp(cfg->schedule, "1f1b-rr");
+    bool pipedream_rr = generated && D > 1 && !strcmp(cfg->schedule, "pipedream");
     if (!p->mpi && (rr || D > 1))
         return pt_fail(PT_EINVAL,
                        "%s needs data-parallel replicas of every stage, which the "
@@ -235,15 +238,16 @@ static int make_schedule(pt_pipeline *p, const pt_pipeline_config *cfg)
                        "%d micro-batches cannot be shared by %d replicas: the "
                        "micro-batch count must be a multiple of the replicas",
                        p->M, D);
-    if (rr) {
+    if (rr || pipedream_rr) {
         rc = base_schedule(cfg, p->M, D, &p->s);
     } else {
         pt_schedule *base = NULL;
         rc = base_schedule(cfg, p->M / D, 0, &base);
         if (rc == PT_OK && D > 1 && pt_sched_is_async(base))
             rc = pt_fail(PT_EINVAL,
-                         "schedule %s is asynchronous; its replicas would drift "
-                         "apart: use 1f1b-rr for data-parallel replicas",
+                         "schedule %s is asynchronous; replicas of its list would "
+                         "drift apart: use the pipedream generator (1F1B-RR) or 1f1b-rr "
+                         "for data-parallel replicas",
                          pt_schedule_name(base));
         if (rc == PT_OK && D > 1 && base->replicas != 1)
             rc = pt_fail(PT_EINVAL, "schedule %s already has %d replicas per stage",

@@ -247,6 +247,9 @@ int pt_ranks_replicate(const pt_schedule *base, int replicas, int micro, pt_sche
 bool pt_ranks_owns(const pt_schedule *s, int c, int w);
 /* Rank 0's balance for every rank (profiled partitions may differ). */
 int pt_ranks_agree_balance(pt_pipeline *p, int *balance, int n);
+/* Chunk c's gradient span summed in place over the chunk's replicas (this
+ * rank is one of them), blocking; nothing to do with one replica. */
+int pt_ranks_sum_replicas(pt_pipeline *p, int c);
 /* After the action list of a synchronous step: sums each own chunk's
  * gradients over its replicas and the tied copies between their owners. */
 int pt_ranks_reduce_grads(pt_pipeline *p);

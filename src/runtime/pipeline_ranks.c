@@ -9,6 +9,9 @@
  *   replicate   D data-parallel copies of a synchronous schedule: replica k
  *               of stage s is worker s*D+k and runs stage s's list on
  *               micro-batches j*D+k;
+ *   replicas    one chunk's gradient summed over its D replicas, blocking:
+ *               after the list (reduce_overlap off) and, under pipedream
+ *               (1F1B-RR), before every update, inside the list;
  *   gradients   after the action list: each chunk's gradient summed over its
  *               replicas (finishing what replica_reduce.c started during the
  *               list; or, with reduce_overlap off, blocking all-reduce calls
@@ -259,33 +262,34 @@ static int sum_tied(pt_pipeline *p, bool grad, bool mean)
     return PT_OK;
 }
 
-int pt_ranks_reduce_grads(pt_pipeline *p)
+int pt_ranks_sum_replicas(pt_pipeline *p, int c)
 {
     int D = p->s->replicas;
+    if (D < 2)
+        return PT_OK;
+    int *group = malloc(sizeof(int) * (size_t)D);
+    if (!group)
+        return pt_fail(PT_ENOMEM, "cannot allocate a replica group");
+    size_t off, n;
+    pt_pipeline_chunk_span(p, c, &off, &n);
+    for (int k = 0; k < D; k++)
+        group[k] = p->s->chunk_worker[c * D + k];
+    int rc = bucketed_sum(p, group, D, p->m->grad.base + off, n);
+    free(group);
+    return rc;
+}
+
+int pt_ranks_reduce_grads(pt_pipeline *p)
+{
     pt_replica_reduce *overlapped = &p->workers[p->rank].reduce;
-    if (pt_reduce_active(overlapped)) {
-        int rc = pt_reduce_finish(overlapped);
-        if (rc != PT_OK)
-            return rc;
-    } else if (D > 1) {
-        int *group = malloc(sizeof(int) * (size_t)D);
-        if (!group)
-            return pt_fail(PT_ENOMEM, "cannot allocate a replica group");
-        int rc = PT_OK;
-        for (int c = 0; rc == PT_OK && c < p->n_chunks; c++) {
-            if (!pt_ranks_owns(p->s, c, p->rank))
-                continue;
-            size_t off, n;
-            pt_pipeline_chunk_span(p, c, &off, &n);
-            for (int k = 0; k < D; k++)
-                group[k] = p->s->chunk_worker[c * D + k];
-            rc = bucketed_sum(p, group, D, p->m->grad.base + off, n);
-        }
-        free(group);
-        if (rc != PT_OK)
-            return rc;
-    }
-    return sum_tied(p, true, false);
+    int rc = PT_OK;
+    if (pt_reduce_active(overlapped))
+        rc = pt_reduce_finish(overlapped);
+    else
+        for (int c = 0; rc == PT_OK && c < p->n_chunks; c++)
+            if (pt_ranks_owns(p->s, c, p->rank))
+                rc = pt_ranks_sum_replicas(p, c);
+    return rc == PT_OK ? sum_tied(p, true, false) : rc;
 }
 
 int pt_ranks_rejoin_tied(pt_pipeline *p) { return sum_tied(p, false, true); }

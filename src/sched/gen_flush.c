@@ -15,7 +15,14 @@
  *              micro-batches before its first backward, then 1F1B without a
  *              flush; every backward is followed by the stage's weight update,
  *              every forward records the weight version it used (weight
- *              stashing), and its backward repeats it.
+ *              stashing), and its backward repeats it. With R replicas it is
+ *              PipeDream's 1F1B-RR: micro-batch m goes to replica m % R of
+ *              every stage, as in 1f1b-rr, and every replica walks the same
+ *              1F1B order over its own micro-batches, so the j-th update of
+ *              every replica of a stage follows its j-th backward and the
+ *              forwards of one round (micro-batches jR .. jR+R-1) use the same
+ *              version on every replica; the runtime combines the replicas'
+ *              gradients at each update (docs/pipeline.md).
  *
  * Backwards are fused (BW). Called by pt_schedule_create() in schedule.c,
  * which has already checked the parameters.
@@ -138,7 +145,7 @@ int pt_sched_gen_1f1b_rr(int stages, int micro, int replicas, pt_schedule **out)
     return gen_replicated(stages, micro, replicas, false, out);
 }
 
-int pt_sched_gen_pipedream(int stages, int micro, pt_schedule **out)
+int pt_sched_gen_pipedream(int stages, int micro, int replicas, pt_schedule **out)
 {
-    return gen_replicated(stages, micro, 1, true, out);
+    return gen_replicated(stages, micro, replicas, true, out);
 }

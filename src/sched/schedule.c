@@ -228,10 +228,10 @@ int pt_schedule_create(const pt_schedule_config *cfg, pt_schedule **out)
                        v);
     if (!chunked && !is_zbv && v != 1)
         return pt_fail(PT_EINVAL, "%s: has no chunks; virtual stages must be 1 (got %d)", name, v);
-    bool is_rr = !strcmp(name, "1f1b-rr");
+    bool is_rr = !strcmp(name, "1f1b-rr"), takes_replicas = is_rr || !strcmp(name, "pipedream");
     if (R == 0)
         R = is_rr ? 2 : 1;
-    if (!is_rr && R != 1)
+    if (!takes_replicas && R != 1)
         return pt_fail(PT_EINVAL, "%s: has no replicas; replicas must be 1 (got %d)", name, R);
     if ((long)P * v > 4096 || (long)P * R > 4096 || M > 1000000)
         return pt_fail(PT_EINVAL,
@@ -253,7 +253,7 @@ int pt_schedule_create(const pt_schedule_config *cfg, pt_schedule **out)
     else if (is_zbv)
         rc = pt_sched_gen_zbv(P, M, out);
     else if (!strcmp(name, "pipedream"))
-        rc = pt_sched_gen_pipedream(P, M, out);
+        rc = pt_sched_gen_pipedream(P, M, R, out);
     else
         rc = pt_sched_gen_1f1b_rr(P, M, R, out);
     if (rc == PT_OK)

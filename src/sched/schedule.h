@@ -6,7 +6,8 @@
  * The model's blocks are cut into n_chunks consecutive pieces, the chunks
  * (virtual stages), numbered in model order: chunk 0 takes the micro-batch,
  * chunk n_chunks-1 computes the loss. Each chunk is placed on `replicas`
- * workers (1 except for 1f1b-rr, where every stage has data-parallel copies);
+ * workers (1 except for 1f1b-rr and pipedream with replicas, where every
+ * stage has data-parallel copies);
  * every micro-batch is routed to one replica of every chunk, and its forward
  * and backward of that chunk run there.
  *
@@ -27,6 +28,9 @@
  * so the executor stashes one weight copy per in-flight micro-batch; and
  * `update`, set on every backward after which the worker applies the
  * optimizer step to that chunk at once (no flush, no gradient accumulation).
+ * With replicas (PipeDream's 1F1B-RR) every replica of a stage applies its
+ * j-th update after its j-th backward, and the runtime makes those updates
+ * one: the replicas' gradients are summed before each of them.
  * Synchronous schedules have version -1 and update 0 everywhere: the executor
  * accumulates gradients over all micro-batches, all-reduces across replicas
  * (1f1b-rr) and steps once after the whole action list.
@@ -119,7 +123,7 @@ bool pt_sched_equal(const pt_schedule *a, const pt_schedule *b);
 int pt_sched_gen_gpipe(int stages, int micro, pt_schedule **out);
 int pt_sched_gen_1f1b(int stages, int micro, pt_schedule **out);
 int pt_sched_gen_1f1b_rr(int stages, int micro, int replicas, pt_schedule **out);
-int pt_sched_gen_pipedream(int stages, int micro, pt_schedule **out);
+int pt_sched_gen_pipedream(int stages, int micro, int replicas, pt_schedule **out);
 /* gen_interleaved.c */
 int pt_sched_gen_interleaved(int stages, int micro, int v, pt_schedule **out);
 int pt_sched_gen_loopedbfs(int stages, int micro, int v, pt_schedule **out);
