@@ -197,9 +197,10 @@ typedef struct {
                            any v >= 1, zbv only 2, the others only 1; 0 = the
                            schedule's own (2 for interleaved, loopedbfs, zbv;
                            1 otherwise) (default 0) */
-    int replicas;       /* data-parallel copies of every stage, 1f1b-rr only
-                           (workers = stages x replicas); 0 = the schedule's
-                           own (2 for 1f1b-rr, 1 otherwise) (default 0) */
+    int replicas;       /* data-parallel copies of every stage, for 1f1b-rr and
+                           pipedream (PipeDream's 1F1B-RR; workers = stages x
+                           replicas); 0 = the schedule's own (2 for 1f1b-rr,
+                           1 otherwise) (default 0) */
 } pt_schedule_config;
 
 pt_schedule_config pt_schedule_config_default(void);

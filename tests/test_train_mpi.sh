@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # test_train_mpi: `mpirun -np N pipetrain train --stages P [--replicas D]`:
 # one stage per rank gives a checkpoint byte-identical to the same run on
-# threads (P = 2 and P = 4), only one rank reports, and P = 2 with D = 2
+# threads (P = 2 and P = 4), only one rank reports, P = 2 with D = 2
 # replicas trains to the single worker's losses (to float rounding: the
-# replicas' gradient sum adds in another order).
+# replicas' gradient sum adds in another order), and pipedream runs with
+# replicas (1F1B-RR).
 set -euo pipefail
 command -v mpirun >/dev/null || { echo "skipped: mpirun is not installed"; exit 77; }
 corpus=/usr/share/games/fortunes
@@ -35,6 +36,13 @@ echo "P=2 D=2:    $b"
 awk -v a="$a" -v b="$b" 'BEGIN { n = split(a, x); m = split(b, y); if (n != m || n != 3) exit 1;
     for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > 1e-4) exit 1 } }' ||
     { echo "FAIL: replicas drifted from one worker"; exit 1; }
+
+# PipeDream's 1F1B-RR: asynchronous, replicas updating together each round
+"${mpi[@]}" 4 "$PIPETRAIN" train "${common[@]}" --stages 2 --replicas 2 --schedule pipedream \
+    --save "$dir/rr.safetensors" > "$dir/rr.out"
+grep -q '^done:' "$dir/rr.out" && [ -s "$dir/rr.safetensors" ] ||
+    { echo "FAIL: pipedream with replicas"; cat "$dir/rr.out"; exit 1; }
+echo "pipedream 1F1B-RR: $(grep '^done:' "$dir/rr.out")"
 
 set +e
 out=$("${mpi[@]}" 2 "$PIPETRAIN" train "${common[@]}" --stages 3 2>&1); rc=$?

@@ -108,7 +108,8 @@ int cmd_train(int argc, char **argv)
         {"stages", FLAG_INT, &cfg.pipeline.stages, "P",
          "pipeline stages: threads, or MPI ranks under mpirun (default 1)"},
         {"replicas", FLAG_INT, &cfg.pipeline.replicas, "D",
-         "data-parallel copies of every stage; under mpirun -np P*D (default 1)"},
+         "data-parallel copies of every stage, under mpirun -np P*D; with pipedream, "
+         "PipeDream's round-robin 1F1B-RR (default 1)"},
         {"schedule", FLAG_STRING, &cfg.pipeline.schedule, "NAME",
          "gpipe, 1f1b, interleaved, loopedbfs, zbh1, zbv or pipedream (default 1f1b)"},
         {"schedule-file", FLAG_STRING, &cfg.pipeline.schedule_file, "FILE",
