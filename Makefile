@@ -11,7 +11,7 @@ ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 # the tests whose workers are threads of one process
 MPIRUN = OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe
-THREADED_TESTS = transport_threads|pipeline_matches|pipeline_memory|pipedream|train_pipelined
+THREADED_TESTS = ^test_(transport_threads|pipeline_matches_sequential|pipeline_memory|pipedream_trains|train_pipelined)$$
 
 .PHONY: all deps run check bench clean
 
