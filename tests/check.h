@@ -11,10 +11,14 @@
 #include <stdio.h>
 
 static int failures;
+/* MPI tests set their rank here: it then prefixes every failure */
+static int check_rank = -1;
 
 #define CHECK_REPORT(...)                                        \
     do {                                                         \
         if (failures <= 20) {                                    \
+            if (check_rank >= 0)                                 \
+                fprintf(stderr, "rank %d: ", check_rank);        \
             fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
             fprintf(stderr, __VA_ARGS__);                        \
             fputc('\n', stderr);                                 \

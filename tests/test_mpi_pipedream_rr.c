@@ -289,6 +289,7 @@ int main(void)
         return 1;
     }
     rank_ = pt_pipeline_rank(r.p);
+    check_rank = rank_;
     end_run(&r);
 
     int fail = check_against_threads(PT_OPTIM_SGD, true);

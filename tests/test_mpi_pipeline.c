@@ -29,22 +29,13 @@
 #include "runtime/optimizer.h"
 #include "tensor/rng.h"
 
+#include "check.h"
+
 #define STEPS 3
 #define MBS   2
 #define LR    1e-2f
 
 static int rank_, size_;
-
-#define CHECK(cond, ...)                                               \
-    do {                                                               \
-        if (!(cond)) {                                                 \
-            printf("FAIL rank %d %s:%d: ", rank_, __FILE__, __LINE__); \
-            printf(__VA_ARGS__);                                       \
-            printf("\n");                                              \
-            fflush(stdout);                                            \
-            return 1;                                                  \
-        }                                                              \
-    } while (0)
 
 static pt_model_config gpt_config(void)
 {
@@ -107,8 +98,8 @@ static int run(const case_t *k, pt_pipeline_transport tr, run_t *r)
     memset(r, 0, sizeof *r);
     pt_model_config mc = gpt_config();
     pt_optim_config oc = optim(k->D == 1 ? PT_OPTIM_ADAMW : PT_OPTIM_SGD);
-    CHECK(pt_model_create(&mc, &r->m) == PT_OK && pt_optimizer_create(r->m, &oc, &r->o) == PT_OK,
-          "create: %s", pt_last_error());
+    REQUIRE(pt_model_create(&mc, &r->m) == PT_OK && pt_optimizer_create(r->m, &oc, &r->o) == PT_OK,
+            "create: %s", pt_last_error());
     int K = k->P * (k->v ? k->v : 1), n_blocks = pt_model_n_blocks(r->m), balance[16];
     if (!strcmp(k->schedule, "zbv"))
         K = 2 * k->P;
@@ -131,16 +122,16 @@ static int run(const case_t *k, pt_pipeline_transport tr, run_t *r)
         end_run(r);
         return 2;
     }
-    CHECK(rc == PT_OK, "%s P=%d D=%d M=%d on mpi: %s", k->schedule, k->P, k->D, k->M,
-          pt_last_error());
-    CHECK(!strcmp(pt_pipeline_transport_name(r->p), tr == PT_PIPELINE_MPI ? "mpi" : "threads"),
-          "transport %s", pt_pipeline_transport_name(r->p));
+    REQUIRE(rc == PT_OK, "%s P=%d D=%d M=%d on mpi: %s", k->schedule, k->P, k->D, k->M,
+            pt_last_error());
+    REQUIRE(!strcmp(pt_pipeline_transport_name(r->p), tr == PT_PIPELINE_MPI ? "mpi" : "threads"),
+            "transport %s", pt_pipeline_transport_name(r->p));
     for (int s = 0; s < STEPS; s++) {
         batch_t b;
         make_batch(&mc, k->M, s, &b);
         rc = pt_pipeline_train_step(r->p, &b.mb, s, LR, &r->mean[s]);
         free(b.tokens);
-        CHECK(rc == PT_OK, "%s step %d: %s", k->schedule, s, pt_last_error());
+        REQUIRE(rc == PT_OK, "%s step %d: %s", k->schedule, s, pt_last_error());
         memcpy(r->losses[s], pt_pipeline_losses(r->p), sizeof(float) * (size_t)k->M);
     }
     return 0;
@@ -204,25 +195,25 @@ static int check_case(const case_t *k)
     const char *where = "";
     int exact = k->D == 1;
     double d = compare(&mp, &th, 0, k->D, &where);
-    CHECK(exact ? d == 0 : d < 1e-4,
-          "%s P=%d D=%d M=%d: this rank's parameters differ from threads by %.3g at %s",
-          k->schedule, k->P, k->D, k->M, d, where);
+    REQUIRE(exact ? d == 0 : d < 1e-4,
+            "%s P=%d D=%d M=%d: this rank's parameters differ from threads by %.3g at %s",
+            k->schedule, k->P, k->D, k->M, d, where);
     for (int s = 0; s < STEPS; s++) {
         for (int m = 0; m < k->M; m++)
-            CHECK(exact ? !memcmp(&mp.losses[s][m], &th.losses[s][m], sizeof(float))
-                        : fabsf(mp.losses[s][m] - th.losses[s][m]) <= 1e-5f * th.losses[s][m],
-                  "%s step %d micro-batch %d: loss %.9g, threads %.9g", k->schedule, s, m,
-                  mp.losses[s][m], th.losses[s][m]);
-        CHECK(exact ? mp.mean[s] == th.mean[s]
-                    : fabsf(mp.mean[s] - th.mean[s]) <= 1e-5f * th.mean[s],
-              "%s step %d: mean loss %.9g, threads %.9g", k->schedule, s, mp.mean[s], th.mean[s]);
+            REQUIRE(exact ? !memcmp(&mp.losses[s][m], &th.losses[s][m], sizeof(float))
+                          : fabsf(mp.losses[s][m] - th.losses[s][m]) <= 1e-5f * th.losses[s][m],
+                    "%s step %d micro-batch %d: loss %.9g, threads %.9g", k->schedule, s, m,
+                    mp.losses[s][m], th.losses[s][m]);
+        REQUIRE(exact ? mp.mean[s] == th.mean[s]
+                      : fabsf(mp.mean[s] - th.mean[s]) <= 1e-5f * th.mean[s],
+                "%s step %d: mean loss %.9g, threads %.9g", k->schedule, s, mp.mean[s], th.mean[s]);
     }
-    CHECK(pt_pipeline_gather(mp.p) == PT_OK, "gather: %s", pt_last_error());
+    REQUIRE(pt_pipeline_gather(mp.p) == PT_OK, "gather: %s", pt_last_error());
     if (rank_ == 0) {
         d = compare(&mp, &th, 1, k->D, &where);
-        CHECK(exact ? d == 0 : d < 1e-4,
-              "%s P=%d D=%d: rank 0's gathered model differs from threads by %.3g at %s",
-              k->schedule, k->P, k->D, d, where);
+        REQUIRE(exact ? d == 0 : d < 1e-4,
+                "%s P=%d D=%d: rank 0's gathered model differs from threads by %.3g at %s",
+                k->schedule, k->P, k->D, d, where);
         printf("ok %-12s P=%d D=%d M=%d: %s\n", k->schedule, k->P, k->D, k->M,
                exact ? "bit-identical" : "within 1e-4");
         fflush(stdout);
@@ -243,20 +234,21 @@ static int check_eval_probs_broadcast(int P, int D)
     batch_t b;
     make_batch(&mc, k.M, 7, &b);
     float e1, e2;
-    CHECK(pt_pipeline_eval(th.p, &b.mb, &e1) == PT_OK &&
-              pt_pipeline_eval(mp.p, &b.mb, &e2) == PT_OK,
-          "eval: %s", pt_last_error());
+    REQUIRE(pt_pipeline_eval(th.p, &b.mb, &e1) == PT_OK &&
+                pt_pipeline_eval(mp.p, &b.mb, &e2) == PT_OK,
+            "eval: %s", pt_last_error());
     int exact = D == 1;
-    CHECK(exact ? e1 == e2 : fabsf(e1 - e2) <= 1e-5f * e1, "eval: mpi %.9g, threads %.9g", e2, e1);
+    REQUIRE(exact ? e1 == e2 : fabsf(e1 - e2) <= 1e-5f * e1, "eval: mpi %.9g, threads %.9g", e2,
+            e1);
     size_t n = (size_t)MBS * (size_t)mc.seq_len * (size_t)mc.vocab;
     float *p1 = calloc(n, sizeof(float)), *p2 = calloc(n, sizeof(float));
     pt_microbatch one = {.batch = MBS, .tokens = b.tokens, .targets = b.tokens + 1};
-    CHECK(pt_pipeline_forward_probs(th.p, &one, p1) == PT_OK &&
-              pt_pipeline_forward_probs(mp.p, &one, p2) == PT_OK,
-          "forward_probs: %s", pt_last_error());
+    REQUIRE(pt_pipeline_forward_probs(th.p, &one, p1) == PT_OK &&
+                pt_pipeline_forward_probs(mp.p, &one, p2) == PT_OK,
+            "forward_probs: %s", pt_last_error());
     for (size_t i = 0; i < n; i++)
-        CHECK(exact ? p1[i] == p2[i] : fabsf(p1[i] - p2[i]) <= 1e-4f,
-              "forward_probs[%zu]: mpi %.9g, threads %.9g", i, p2[i], p1[i]);
+        REQUIRE(exact ? p1[i] == p2[i] : fabsf(p1[i] - p2[i]) <= 1e-4f,
+                "forward_probs[%zu]: mpi %.9g, threads %.9g", i, p2[i], p1[i]);
     free(p1);
     free(p2);
     free(b.tokens);
@@ -272,11 +264,11 @@ static int check_eval_probs_broadcast(int P, int D)
                 memcpy(pt_optimizer_state(mp.o, mp.m, i, which),
                        pt_optimizer_state(th.o, th.m, i, which), q->numel * sizeof(float));
     }
-    CHECK(pt_pipeline_broadcast(mp.p) == PT_OK, "broadcast: %s", pt_last_error());
+    REQUIRE(pt_pipeline_broadcast(mp.p) == PT_OK, "broadcast: %s", pt_last_error());
     const char *where = "";
     double d = compare(&mp, &th, 0, D, &where);
-    CHECK(d == 0, "after broadcast this rank's chunks differ from rank 0's by %.3g at %s", d,
-          where);
+    REQUIRE(d == 0, "after broadcast this rank's chunks differ from rank 0's by %.3g at %s", d,
+            where);
     end_run(&mp);
     end_run(&th);
     if (rank_ == 0)
@@ -291,19 +283,19 @@ static int check_refusals(void)
     pt_model *m;
     pt_optimizer *o;
     pt_pipeline *p = NULL;
-    CHECK(pt_model_create(&mc, &m) == PT_OK && pt_optimizer_create(m, &oc, &o) == PT_OK,
-          "create: %s", pt_last_error());
+    REQUIRE(pt_model_create(&mc, &m) == PT_OK && pt_optimizer_create(m, &oc, &o) == PT_OK,
+            "create: %s", pt_last_error());
     pt_pipeline_config pc = pt_pipeline_config_default();
     pc.transport = PT_PIPELINE_MPI;
     pc.stages = size_ / 2, pc.replicas = 2, pc.microbatches = 3, pc.micro_batch_size = MBS;
-    CHECK(pt_pipeline_create(m, o, &pc, &p) == PT_EINVAL && strstr(pt_last_error(), "multiple"),
-          "3 micro-batches over 2 replicas: %s", pt_last_error());
+    REQUIRE(pt_pipeline_create(m, o, &pc, &p) == PT_EINVAL && strstr(pt_last_error(), "multiple"),
+            "3 micro-batches over 2 replicas: %s", pt_last_error());
     pc.stages = size_, pc.microbatches = 4;
-    CHECK(pt_pipeline_create(m, o, &pc, &p) == PT_EINVAL && strstr(pt_last_error(), "ranks"),
-          "stages x replicas larger than the world: %s", pt_last_error());
+    REQUIRE(pt_pipeline_create(m, o, &pc, &p) == PT_EINVAL && strstr(pt_last_error(), "ranks"),
+            "stages x replicas larger than the world: %s", pt_last_error());
     pc.stages = size_ / 2, pc.schedule = "pipedream";
-    CHECK(pt_pipeline_create(m, o, &pc, &p) == PT_OK, "pipedream with replicas (1F1B-RR): %s",
-          pt_last_error());
+    REQUIRE(pt_pipeline_create(m, o, &pc, &p) == PT_OK, "pipedream with replicas (1F1B-RR): %s",
+            pt_last_error());
     pt_pipeline_destroy(p);
     pt_optimizer_destroy(o);
     pt_model_destroy(m);
@@ -344,6 +336,7 @@ int main(void)
         return 1;
     }
     rank_ = pt_pipeline_rank(p);
+    check_rank = rank_;
     pt_pipeline_destroy(p);
     pt_optimizer_destroy(o);
     pt_model_destroy(m);

@@ -27,23 +27,14 @@
 #include "runtime/pipeline_internal.h"
 #include "tensor/rng.h"
 
+#include "check.h"
+
 #define STEPS 3
 #define MBS   2
 #define M     8
 #define LR    1e-2f
 
 static int rank_ = -1;
-
-#define CHECK(cond, ...)                                               \
-    do {                                                               \
-        if (!(cond)) {                                                 \
-            printf("FAIL rank %d %s:%d: ", rank_, __FILE__, __LINE__); \
-            printf(__VA_ARGS__);                                       \
-            printf("\n");                                              \
-            fflush(stdout);                                            \
-            return 1;                                                  \
-        }                                                              \
-    } while (0)
 
 static pt_model_config gpt_config(int embd)
 {
@@ -102,6 +93,7 @@ static int start(const char *schedule, int embd, bool overlap, size_t bucket, ru
     if ((rc = pt_pipeline_create(r->m, r->o, &pc, &r->p)) != PT_OK)
         return rc;
     rank_ = pt_pipeline_rank(r->p);
+    check_rank = rank_;
     r->p->reduce_overlap = overlap;
     if (bucket) {
         pt_worker *w = &r->p->workers[rank_];
@@ -124,7 +116,7 @@ static int train(run_t *r, int embd)
         r->step_s[s] = pt_pipeline_now() - t0;
         if (rc != PT_OK) {
             free(tokens);
-            CHECK(0, "step %d: %s", s, pt_last_error());
+            REQUIRE(0, "step %d: %s", s, pt_last_error());
         }
         memcpy(r->losses[s], pt_pipeline_losses(r->p), sizeof(float) * M);
     }
@@ -137,15 +129,16 @@ static int same(const run_t *a, const run_t *b, const char *what)
 {
     for (int i = 0; i < pt_model_n_params(a->m); i++) {
         const pt_param *p = pt_model_param(a->m, i), *q = pt_model_param(b->m, i);
-        CHECK(!memcmp(p->data, q->data, p->numel * sizeof(float)), "%s: %s differs", what, p->name);
+        REQUIRE(!memcmp(p->data, q->data, p->numel * sizeof(float)), "%s: %s differs", what,
+                p->name);
         for (int which = 0; which < 2; which++) {
             const float *x = pt_optimizer_state(a->o, a->m, i, which);
             const float *y = pt_optimizer_state(b->o, b->m, i, which);
-            CHECK(x && y && !memcmp(x, y, p->numel * sizeof(float)), "%s: moment %d of %s differs",
-                  what, which, p->name);
+            REQUIRE(x && y && !memcmp(x, y, p->numel * sizeof(float)),
+                    "%s: moment %d of %s differs", what, which, p->name);
         }
     }
-    CHECK(!memcmp(a->losses, b->losses, sizeof a->losses), "%s: losses differ", what);
+    REQUIRE(!memcmp(a->losses, b->losses, sizeof a->losses), "%s: losses differ", what);
     return 0;
 }
 
@@ -154,7 +147,7 @@ static int check_overlap(const run_t *r)
 {
     const pt_worker *w = &r->p->workers[rank_];
     const pt_replica_reduce *red = &w->reduce;
-    CHECK(red->used && w->n_events > 0, "no reduction or no actions recorded");
+    REQUIRE(red->used && w->n_events > 0, "no reduction or no actions recorded");
     const pt_trace_event *last = &w->events[w->n_events - 1];
     double first = 1e300;
     int own = 0;
@@ -163,18 +156,19 @@ static int check_overlap(const run_t *r)
         if (!ch->own)
             continue;
         own++;
-        CHECK(ch->t0 >= 0 && ch->t1 >= ch->t0, "chunk %d: reduce from %g to %g", c, ch->t0, ch->t1);
+        REQUIRE(ch->t0 >= 0 && ch->t1 >= ch->t0, "chunk %d: reduce from %g to %g", c, ch->t0,
+                ch->t1);
         first = ch->t0 < first ? ch->t0 : first;
     }
-    CHECK(own == 2, "interleaved v=2 on 2 stages: %d own chunks, expected 2", own);
-    CHECK(first < last->t0,
-          "the first chunk's sum started at %.6f s, not before the last action (%.6f s)", first,
-          last->t0);
+    REQUIRE(own == 2, "interleaved v=2 on 2 stages: %d own chunks, expected 2", own);
+    REQUIRE(first < last->t0,
+            "the first chunk's sum started at %.6f s, not before the last action (%.6f s)", first,
+            last->t0);
     char path[64];
     snprintf(path, sizeof path, "/tmp/pt_overlap_trace_%d_%d.json", (int)getpid(), rank_);
-    CHECK(pt_pipeline_write_trace(r->p, path) == PT_OK, "trace: %s", pt_last_error());
+    REQUIRE(pt_pipeline_write_trace(r->p, path) == PT_OK, "trace: %s", pt_last_error());
     FILE *f = fopen(path, "r");
-    CHECK(f, "cannot read %s back", path);
+    REQUIRE(f, "cannot read %s back", path);
     static char text[1 << 16];
     size_t n = fread(text, 1, sizeof text - 1, f);
     fclose(f);
@@ -185,8 +179,8 @@ static int check_overlap(const run_t *r)
         slices++;
     char track[64];
     snprintf(track, sizeof track, "\"worker %d reduce\"", rank_);
-    CHECK(slices == own && strstr(text, track), "trace: %d reduce slices (expected %d), track %s",
-          slices, own, strstr(text, track) ? "present" : "missing");
+    REQUIRE(slices == own && strstr(text, track), "trace: %d reduce slices (expected %d), track %s",
+            slices, own, strstr(text, track) ? "present" : "missing");
     if (rank_ == 0) {
         printf("interleaved rank 0: first chunk's sum %.2f..%.2f ms, last action ends %.2f ms\n",
                first * 1e3, red->chunks[2].t1 * 1e3, last->t1 * 1e3);
@@ -199,9 +193,9 @@ static int check_schedule(const char *schedule, size_t bucket)
 {
     run_t on, off;
     int rc = start(schedule, 16, false, bucket, &off);
-    CHECK(rc == PT_OK, "%s without overlap: %s", schedule, pt_last_error());
+    REQUIRE(rc == PT_OK, "%s without overlap: %s", schedule, pt_last_error());
     rc = start(schedule, 16, true, bucket, &on);
-    CHECK(rc == PT_OK, "%s with overlap: %s", schedule, pt_last_error());
+    REQUIRE(rc == PT_OK, "%s with overlap: %s", schedule, pt_last_error());
     if (train(&off, 16) || train(&on, 16))
         return 1;
     char what[96];
@@ -233,7 +227,7 @@ static int report_times(void)
     run_t on, off;
     if (start("interleaved", 64, false, 0, &off) != PT_OK ||
         start("interleaved", 64, true, 0, &on) != PT_OK)
-        CHECK(0, "timing runs: %s", pt_last_error());
+        REQUIRE(0, "timing runs: %s", pt_last_error());
     if (train(&off, 64) || train(&on, 64))
         return 1;
     if (rank_ == 0)
