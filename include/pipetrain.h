@@ -318,6 +318,8 @@ typedef struct {
 
 pt_pipeline_config pt_pipeline_config_default(void);
 /* The model and optimizer stay the caller's and must outlive the pipeline.
+ * opt may be NULL for a pipeline that only runs forward passes (eval,
+ * forward_probs); train_step then refuses.
  * PT_EINVAL names what is refused (a balance that does not sum to the
  * model's block count, a schedule that cannot take P and M, replicas). */
 int pt_pipeline_create(pt_model *m, pt_optimizer *opt, const pt_pipeline_config *cfg,

@@ -9,7 +9,8 @@
  * relative, and the tied copies (wte, lm_head) stay identical. Also: the
  * profiled partition (no balance), a schedule loaded from a text file, an mlp,
  * the per-micro-batch losses, eval and forward_probs against the single
- * worker, and refusals (a balance with the wrong sum, 1f1b-rr on threads). */
+ * worker, and refusals (a balance with the wrong sum, 1f1b-rr on threads,
+ * a train step on a pipeline made without an optimizer). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -368,6 +369,18 @@ int main(void)
                     strstr(pt_last_error(), "replica"),
                 "1f1b-rr accepted on threads: %s", pt_last_error());
         pc.schedule = "1f1b";
+        /* without an optimizer: forward passes only */
+        REQUIRE(pt_pipeline_create(m, NULL, &pc, &p) == PT_OK, "inference pipeline: %s",
+                pt_last_error());
+        batch_t fwd;
+        make_batch(&gc, 4, 2, &fwd);
+        float fwd_loss;
+        REQUIRE(pt_pipeline_eval(p, &fwd.mb, &fwd_loss) == PT_OK &&
+                    pt_pipeline_train_step(p, &fwd.mb, 0, LR, NULL) == PT_EINVAL &&
+                    strstr(pt_last_error(), "optimizer"),
+                "an inference pipeline trained or failed to evaluate: %s", pt_last_error());
+        free_batch(&fwd);
+        pt_pipeline_destroy(p);
         pt_pipeline_create(m, o, &pc, &p);
         batch_t small;
         make_batch(&gc, 3, 0, &small);

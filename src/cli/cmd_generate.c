@@ -8,7 +8,6 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "io/checkpoint.h"
-#include "runtime/optimizer.h"
 #include "pipetrain.h"
 
 static void print_token(int token, void *user)
@@ -53,7 +52,6 @@ int cmd_generate(int argc, char **argv)
     }
     pt_model_config cfg;
     pt_model *m = NULL;
-    pt_optimizer *opt = NULL;
     pt_pipeline *pipe = NULL;
     rc = pt_checkpoint_read_config(load, heads ? heads : 1, &cfg);
     if (rc == PT_OK && cfg.kind != PT_MODEL_GPT)
@@ -63,19 +61,14 @@ int cmd_generate(int argc, char **argv)
     if (rc == PT_OK)
         rc = pt_checkpoint_load(load, m, NULL, NULL);
     if (rc == PT_OK && stages > 1) {
-        /* a pipeline needs an optimizer; generation never steps it */
-        pt_optim_config oc = pt_optim_config_default(PT_OPTIM_SGD);
         pt_pipeline_config pc = pt_pipeline_config_default();
         pc.stages = stages;
-        rc = pt_optimizer_create(m, &oc, &opt);
-        if (rc == PT_OK)
-            rc = pt_pipeline_create(m, opt, &pc, &pipe);
+        rc = pt_pipeline_create(m, NULL, &pc, &pipe); /* forward passes only */
     }
     if (rc != PT_OK) {
         fprintf(stderr, "pipetrain generate: %s\n",
                 rc == -1 ? "the checkpoint holds an mlp; only a gpt generates text"
                          : pt_last_error());
-        pt_optimizer_destroy(opt);
         pt_model_destroy(m);
         return rc == PT_EINVAL ? 2 : 1;
     }
@@ -95,7 +88,6 @@ int cmd_generate(int argc, char **argv)
         fprintf(stderr, "pipetrain generate: %s\n", pt_last_error());
     free(ids);
     pt_pipeline_destroy(pipe);
-    pt_optimizer_destroy(opt);
     pt_model_destroy(m);
     return rc == PT_OK ? 0 : 1;
 }

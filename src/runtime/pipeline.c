@@ -389,8 +389,8 @@ int pt_pipeline_create(pt_model *m, pt_optimizer *opt, const pt_pipeline_config 
                        pt_pipeline **out)
 {
     *out = NULL;
-    if (!m || !opt || !cfg)
-        return pt_fail(PT_EINVAL, "a pipeline needs a model, an optimizer and a config");
+    if (!m || !cfg)
+        return pt_fail(PT_EINVAL, "a pipeline needs a model and a config");
     if (cfg->stages < 1 || cfg->microbatches < 1 || cfg->micro_batch_size < 1)
         return pt_fail(PT_EINVAL,
                        "stages (%d), micro-batches (%d) and the micro-batch size "
@@ -624,6 +624,9 @@ static int finish_step_mpi(pt_pipeline *p)
 int pt_pipeline_train_step(pt_pipeline *p, const pt_microbatch *batch, long step, float lr,
                            float *mean_loss)
 {
+    if (!p->opt)
+        return pt_fail(PT_EINVAL, "this pipeline was created without an optimizer: it runs "
+                                  "forward passes only");
     int rc = check_batch(p, batch, true);
     if (rc != PT_OK)
         return rc;

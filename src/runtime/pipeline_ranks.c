@@ -357,7 +357,7 @@ static int move_chunk(pt_pipeline *p, int c, int from, int to, int tag)
     int peer = sending ? to : from;
     int first = pt_model_block_first_param(p->m, p->chunk_first[c]);
     int rc = move_span(p, sending, peer, tag, p->m->data.base + off, n);
-    for (int which = 0; rc == PT_OK && which < 2; which++) {
+    for (int which = 0; rc == PT_OK && p->opt && which < 2; which++) {
         float *state = pt_optimizer_state(p->opt, p->m, first, which);
         if (state)
             rc = move_span(p, sending, peer, tag, state, n);
