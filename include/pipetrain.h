@@ -73,7 +73,18 @@ pt_model_config pt_model_config_gpt(void);
 pt_model_config pt_model_config_mlp(int n_widths, const int *widths);
 
 int pt_model_create(const pt_model_config *cfg, pt_model **out);
+/* A model that holds only some of its blocks, as a pipeline stage does:
+ * hold[b] != 0 for each block whose parameters and gradients it allocates
+ * (NULL: all). The other blocks keep their description (kind, cost,
+ * parameter names and shapes) with data and grad NULL, and cannot run.
+ * Held parameters equal the same ones of a whole model, bit for bit. */
+int pt_model_create_part(const pt_model_config *cfg, const unsigned char *hold, pt_model **out);
+/* The description alone: every block, no tensors (planning, partitioning). */
+int pt_model_describe(const pt_model_config *cfg, pt_model **out);
 void pt_model_destroy(pt_model *m);
+int pt_model_holds_block(const pt_model *m, int block);
+/* Bytes of the held parameters (the gradients take as many again). */
+size_t pt_model_held_bytes(const pt_model *m);
 const pt_model_config *pt_model_get_config(const pt_model *m);
 
 /* Per-sample cost of one block: what the partitioner and simulator weigh. */
@@ -93,7 +104,9 @@ pt_block_cost pt_model_block_cost(const pt_model *m, int block);
  * Hugging Face's GPT2LMHeadModel for gpt (weights stored (in, out) as its
  * Conv1D does). A parameter used by two blocks (the LM head uses the token
  * embedding) is held as two copies; the second names the first in tied_to,
- * and pt_model_sum_tied_grads() makes their gradients equal. */
+ * and pt_model_sum_tied_grads() makes their gradients equal when one model
+ * holds both (a pipeline sums them between its stages). data and grad are
+ * NULL for a parameter of a block the model does not hold. */
 typedef struct {
     const char *name;
     float *data;
@@ -135,6 +148,8 @@ size_t pt_activations_output_floats(const pt_activations *a);
 
 /* Floats per sample entering block `block` (0 for the token embedding). */
 int pt_model_block_input_floats(const pt_model *m, int block);
+/* Floats per sample leaving block `block`. */
+int pt_model_block_output_floats(const pt_model *m, int block);
 
 /* Runs blocks first..last forward on a micro-batch. `in` is the range's input
  * (NULL when first is block 0: the micro-batch is the input). When the range

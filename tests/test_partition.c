@@ -134,18 +134,12 @@ int main(void)
     /* the profiler on a real model */
     pt_model_config c = pt_model_config_gpt();
     c.n_layer = 2, c.n_head = 2, c.n_embd = 16, c.seq_len = 8, c.vocab = 32;
-    pt_model *m;
-    REQUIRE(pt_model_create(&c, &m) == PT_OK, "model: %s", pt_last_error());
     pt_block_profile mp[4];
-    REQUIRE(pt_profile_blocks(m, 2, 3, mp) == PT_OK, "profile: %s", pt_last_error());
+    REQUIRE(pt_profile_blocks(&c, 2, 3, mp) == PT_OK, "profile: %s", pt_last_error());
     for (int i = 0; i < 4; i++)
         REQUIRE(mp[i].f > 0 && mp[i].b > 0 && mp[i].activation_bytes > 0,
                 "block %d: f %g b %g act %zu", i, mp[i].f, mp[i].b, mp[i].activation_bytes);
     REQUIRE(mp[1].param_bytes > 0 && mp[1].w > 0, "transformer block without weights");
-    const pt_param *g = pt_model_param(m, 0);
-    for (size_t j = 0; j < g->numel; j++)
-        REQUIRE(g->grad[j] == 0, "the profiler left gradients behind");
-    pt_model_destroy(m);
     printf("ok\n");
     return 0;
 }

@@ -179,7 +179,7 @@ int cmd_plan(int argc, char **argv)
     if (rc)
         return rc < 0 ? 0 : rc;
     pt_model *m;
-    if (pt_model_create(&o.model, &m) != PT_OK) {
+    if (pt_model_describe(&o.model, &m) != PT_OK) {
         fprintf(stderr, "pipetrain plan: %s\n", pt_last_error());
         return 2;
     }
@@ -200,7 +200,8 @@ int cmd_plan(int argc, char **argv)
     int *balance = calloc((size_t)(K2 > P ? K2 : P), sizeof(int));
     double *cost = calloc((size_t)(K2 > P ? K2 : P) * 3, sizeof(double));
     int status = 0;
-    if (!prof || !balance || !cost || pt_profile_blocks(m, o.batch, o.reps, prof) != PT_OK) {
+    if (!prof || !balance || !cost ||
+        pt_profile_blocks(pt_model_get_config(m), o.batch, o.reps, prof) != PT_OK) {
         fprintf(stderr, "pipetrain plan: profiling failed: %s\n", pt_last_error());
         status = 1;
         goto done;

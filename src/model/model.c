@@ -1,7 +1,15 @@
 /* model.c: pt_model: creating a model from its config, its parameter table,
  * and running any contiguous range of its blocks forward and backward on one
- * micro-batch. A pipeline stage is such a range; the single-worker model is
- * the range of all blocks. */
+ * micro-batch.
+ *
+ * A model may hold only some of its blocks: a pipeline stage is built with
+ * the blocks of its chunks, and only those get parameters, gradients (and,
+ * in the optimizer, moments). The other blocks stay descriptions: their
+ * shapes, names and costs are known, their tensors are not (data and grad
+ * NULL). Every parameter is initialised from its own seeded stream, so a
+ * stage built alone holds the same bits as the same blocks of a whole
+ * model; a tied copy (lm_head.weight) is initialised from the stream of
+ * what it copies, so it starts equal to it wherever the two sit. */
 #include "model/model.h"
 
 #include <stdlib.h>
@@ -54,16 +62,26 @@ static void init_param(pt_param *p, const pt_param_decl *d, uint64_t seed)
     }
 }
 
-/* Points every block at its slice of the two arenas and fills the public
- * parameter table; tied copies start equal to what they copy. */
+static const pt_param_decl *find_decl(const pt_model *m, const char *name)
+{
+    for (int b = 0; b < m->n_blocks; b++)
+        for (int i = 0; i < m->blocks[b].n_params; i++)
+            if (!strcmp(m->blocks[b].decl[i].name, name))
+                return &m->blocks[b].decl[i];
+    return NULL;
+}
+
+/* Points every held block at its slice of the two arenas and fills the
+ * public parameter table (every parameter, held or not). */
 static int lay_out_params(pt_model *m)
 {
     size_t floats = 0;
     int n = 0;
     for (int b = 0; b < m->n_blocks; b++)
         for (int i = 0; i < m->blocks[b].n_params; i++, n++)
-            floats += pt_arena_round(pt_param_decl_numel(&m->blocks[b].decl[i]));
-    m->params = calloc((size_t)n, sizeof *m->params);
+            if (m->held[b])
+                floats += pt_arena_round(pt_param_decl_numel(&m->blocks[b].decl[i]));
+    m->params = calloc((size_t)(n ? n : 1), sizeof *m->params);
     if (!m->params)
         return pt_fail(PT_ENOMEM, "cannot allocate the parameter table");
     int rc = pt_arena_init(&m->data, floats);
@@ -82,25 +100,40 @@ static int lay_out_params(pt_model *m)
             memcpy(p->shape, d->shape, sizeof p->shape);
             p->block = b;
             p->tied_to = d->tied_to[0] ? d->tied_to : NULL;
+            if (!m->held[b])
+                continue;
             p->data = blk->p[i] = pt_arena_take(&m->data, p->numel);
             p->grad = blk->g[i] = pt_arena_take(&m->grad, p->numel);
-            init_param(p, d, m->cfg.seed);
+            const pt_param_decl *src = p->tied_to ? find_decl(m, p->tied_to) : d;
+            if (!src || pt_param_decl_numel(src) != p->numel)
+                return pt_fail(PT_EINVAL, "parameter %s is tied to %s, which %s", p->name,
+                               p->tied_to, src ? "has another shape" : "does not exist");
+            init_param(p, src, m->cfg.seed);
         }
-    }
-    for (int i = 0; i < m->n_params; i++) {
-        pt_param *p = &m->params[i];
-        if (!p->tied_to)
-            continue;
-        const pt_param *src = pt_model_find_param(m, p->tied_to);
-        if (!src || src->numel != p->numel)
-            return pt_fail(PT_EINVAL, "parameter %s is tied to %s, which %s", p->name, p->tied_to,
-                           src ? "has another shape" : "does not exist");
-        memcpy(p->data, src->data, p->numel * sizeof(float));
     }
     return PT_OK;
 }
 
+static int create(const pt_model_config *cfg, const unsigned char *hold, int hold_all,
+                  pt_model **out);
+
 int pt_model_create(const pt_model_config *cfg, pt_model **out)
+{
+    return create(cfg, NULL, 1, out);
+}
+
+int pt_model_create_part(const pt_model_config *cfg, const unsigned char *hold, pt_model **out)
+{
+    return create(cfg, hold, !hold, out);
+}
+
+int pt_model_describe(const pt_model_config *cfg, pt_model **out)
+{
+    return create(cfg, NULL, 0, out);
+}
+
+static int create(const pt_model_config *cfg, const unsigned char *hold, int hold_all,
+                  pt_model **out)
 {
     *out = NULL;
     pt_model *m = calloc(1, sizeof *m);
@@ -121,6 +154,10 @@ int pt_model_create(const pt_model_config *cfg, pt_model **out)
         default: rc = pt_fail(PT_EINVAL, "unknown model kind %d", (int)cfg->kind);
         }
     }
+    if (rc == PT_OK && !(m->held = calloc((size_t)(m->n_blocks ? m->n_blocks : 1), 1)))
+        rc = pt_fail(PT_ENOMEM, "cannot allocate the block table");
+    for (int b = 0; rc == PT_OK && b < m->n_blocks; b++)
+        m->held[b] = hold_all || (hold && hold[b]);
     if (rc == PT_OK)
         rc = lay_out_params(m);
     if (rc != PT_OK) {
@@ -139,6 +176,7 @@ void pt_model_destroy(pt_model *m)
     pt_arena_free(&m->grad);
     free(m->params);
     free(m->blocks);
+    free(m->held);
     free(m);
 }
 
@@ -165,6 +203,11 @@ pt_block_cost pt_model_block_cost(const pt_model *m, int block)
 int pt_model_block_input_floats(const pt_model *m, int block)
 {
     return block >= 0 && block < m->n_blocks ? m->blocks[block].in_floats : 0;
+}
+
+int pt_model_block_output_floats(const pt_model *m, int block)
+{
+    return block >= 0 && block < m->n_blocks ? m->blocks[block].out_floats : 0;
 }
 
 int pt_model_n_params(const pt_model *m) { return m->n_params; }
@@ -201,13 +244,22 @@ size_t pt_model_param_count(const pt_model *m)
 
 void pt_model_zero_grads(pt_model *m) { memset(m->grad.base, 0, m->grad.capacity * sizeof(float)); }
 
+int pt_model_holds_block(const pt_model *m, int block)
+{
+    return block >= 0 && block < m->n_blocks && m->held[block];
+}
+
+size_t pt_model_held_bytes(const pt_model *m) { return m->data.used * sizeof(float); }
+
 void pt_model_sum_tied_grads(pt_model *m)
 {
     for (int i = 0; i < m->n_params; i++) {
         pt_param *p = &m->params[i];
-        if (!p->tied_to)
+        if (!p->tied_to || !p->grad)
             continue;
         const pt_param *src = pt_model_find_param(m, p->tied_to);
+        if (!src->grad)
+            continue;
         for (size_t j = 0; j < p->numel; j++) {
             float s = src->grad[j] + p->grad[j];
             src->grad[j] = s;
@@ -223,6 +275,16 @@ static int check_range(const pt_model *m, int first, int last)
     if (first < 0 || last >= m->n_blocks || first > last)
         return pt_fail(PT_EINVAL, "block range %d..%d is not within the model's %d blocks", first,
                        last, m->n_blocks);
+    return PT_OK;
+}
+
+/* Running blocks needs their parameters: a stage runs only what it holds. */
+static int check_held(const pt_model *m, int first, int last)
+{
+    for (int b = first; b <= last; b++)
+        if (!m->held[b])
+            return pt_fail(PT_EINVAL, "block %d (%s) is not held by this stage", b,
+                           m->blocks[b].ops->kind);
     return PT_OK;
 }
 
@@ -289,6 +351,8 @@ static int check_call(const pt_model *m, int first, int last, const pt_microbatc
                       const float *in, const pt_activations *acts)
 {
     int rc = check_range(m, first, last);
+    if (rc == PT_OK)
+        rc = check_held(m, first, last);
     if (rc != PT_OK)
         return rc;
     if (acts->first != first || acts->last != last || mb->batch != acts->batch)

@@ -16,7 +16,9 @@ struct pt_model {
     int n_blocks;
     pt_block *blocks;
     int n_params;
-    pt_param *params; /* in block order, then declaration order */
+    pt_param *params; /* in block order, then declaration order; data NULL
+                         for a block this model does not hold */
+    unsigned char *held; /* [n_blocks]: the block's tensors exist here */
     pt_arena data, grad;
 };
 

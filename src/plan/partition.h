@@ -44,9 +44,9 @@ double pt_partition_chunk_time(const pt_block_profile *prof, int first, int last
 int pt_partition_solve(const pt_block_profile *prof, int n_blocks, int n_chunks, size_t max_memory,
                        int inflight, int *balance, double *max_time);
 
-/* profile.c: measures every block of m on random micro-batches of `batch`
- * samples, the median of `reps` runs (after one warm-up). Leaves the model's
- * gradients zero and its parameters untouched. prof has n_blocks entries. */
-int pt_profile_blocks(pt_model *m, int batch, int reps, pt_block_profile *prof);
+/* profile.c: measures every block of the model `cfg` describes on random
+ * micro-batches of `batch` samples, the median of `reps` runs (after one
+ * warm-up), building one block at a time. prof has n_blocks entries. */
+int pt_profile_blocks(const pt_model_config *cfg, int batch, int reps, pt_block_profile *prof);
 
 #endif

@@ -82,7 +82,7 @@ double pt_optimizer_grad_sq(const pt_model *m, int first, int last)
     double sq = 0.0;
     for (int i = 0; i < m->n_params; i++) {
         const pt_param *p = &m->params[i];
-        if (p->block < first || p->block > last || p->tied_to)
+        if (p->block < first || p->block > last || p->tied_to || !p->grad)
             continue;
         for (size_t j = 0; j < p->numel; j++)
             sq += (double)p->grad[j] * p->grad[j];
@@ -101,7 +101,7 @@ float *pt_optimizer_state(pt_optimizer *o, const pt_model *m, int i, int which)
 {
     const pt_param *p = &m->params[i];
     pt_arena *a = which == 0 ? &o->m1 : &o->m2;
-    if (!a->base)
+    if (!a->base || !p->data)
         return NULL;
     return a->base + (p->data - m->data.base);
 }
@@ -137,7 +137,7 @@ void pt_optimizer_step(pt_optimizer *o, pt_model *m, int first, int last, long s
     const pt_optim_config *c = &o->cfg;
     for (int i = 0; i < m->n_params; i++) {
         pt_param *p = &m->params[i];
-        if (p->block < first || p->block > last)
+        if (p->block < first || p->block > last || !p->data)
             continue;
         /* decay matrices and embeddings, not biases or LayerNorm gains */
         float decay = p->ndim >= 2 ? c->weight_decay : 0.0f;

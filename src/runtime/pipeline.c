@@ -302,7 +302,7 @@ static int make_partition(pt_pipeline *p, const pt_pipeline_config *cfg)
                      K, K, n_blocks);
     } else {
         pt_block_profile *prof = calloc((size_t)n_blocks, sizeof *prof);
-        rc = prof ? pt_profile_blocks(p->m, p->mbs, 3, prof)
+        rc = prof ? pt_profile_blocks(pt_model_get_config(p->m), p->mbs, 3, prof)
                   : pt_fail(PT_ENOMEM, "cannot allocate the profile");
         int stages = p->P / p->D, micro = p->M / p->D;
         int inflight = micro < stages ? micro : stages;
