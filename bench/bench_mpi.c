@@ -48,17 +48,13 @@ static int run(pt_pipeline_transport tr, const pt_microbatch *b, int steps, int 
                int *n_balance, double *step_s)
 {
     pt_model_config c = bench_gpt_small();
-    pt_model *m;
-    pt_optimizer *o;
     pt_optim_config oc = pt_optim_config_default(PT_OPTIM_ADAMW);
-    if (pt_model_create(&c, &m) || pt_optimizer_create(m, &oc, &o))
-        return fail("create");
     pt_pipeline_config pc = pt_pipeline_config_default();
     pc.stages = 2, pc.microbatches = M, pc.micro_batch_size = MBS, pc.schedule = "1f1b";
     pc.blas_threads = 1, pc.transport = tr;
     pc.balance = *n_balance ? balance : NULL, pc.n_balance = *n_balance;
     pt_pipeline *p;
-    if (pt_pipeline_create(m, o, &pc, &p))
+    if (pt_pipeline_create(&c, &oc, &pc, &p))
         return fail("pipeline");
     if (!*n_balance) {
         for (int ch = 0; ch < 2; ch++) {
@@ -78,8 +74,6 @@ static int run(pt_pipeline_transport tr, const pt_microbatch *b, int steps, int 
     }
     *step_s = bench_median(t, steps);
     pt_pipeline_destroy(p);
-    pt_optimizer_destroy(o);
-    pt_model_destroy(m);
     return 0;
 }
 

@@ -31,16 +31,12 @@ typedef struct {
 static int run(const pt_model_config *c, int P, int threads, int steps, const pt_microbatch *b,
                result *res)
 {
-    pt_model *m;
-    pt_optimizer *o;
     pt_optim_config oc = pt_optim_config_default(PT_OPTIM_ADAMW);
-    if (pt_model_create(c, &m) || pt_optimizer_create(m, &oc, &o))
-        return fprintf(stderr, "bench_pipeline: %s\n", pt_last_error()), 1;
     pt_pipeline_config pc = pt_pipeline_config_default();
     pc.stages = P, pc.microbatches = M, pc.micro_batch_size = MBS, pc.schedule = "1f1b";
     pc.blas_threads = threads;
     pt_pipeline *p;
-    if (pt_pipeline_create(m, o, &pc, &p))
+    if (pt_pipeline_create(c, &oc, &pc, &p))
         return fprintf(stderr, "bench_pipeline: %s\n", pt_last_error()), 1;
     for (int ch = 0; ch < P && ch < 2; ch++) {
         int first, last;
@@ -59,8 +55,6 @@ static int run(const pt_model_config *c, int P, int threads, int steps, const pt
     res->step_s = bench_median(t, steps);
     pt_pipeline_bubbles(p, res->bubble, res->predicted);
     pt_pipeline_destroy(p);
-    pt_optimizer_destroy(o);
-    pt_model_destroy(m);
     return 0;
 }
 

@@ -293,14 +293,16 @@ int pt_schedule_draw_trace(const pt_schedule *s, const pt_schedule_sim *sim, cha
  * of blocks (a chunk; several for interleaved and zbv). The schedule's action
  * lists alone drive the workers. docs/pipeline.md describes it.
  *
- * Two transports carry it. threads: every worker is a thread of this process
- * and one model is shared. MPI (the process was started by mpirun with more
- * than one rank): every rank runs one worker, worker index = rank, on its own
- * full copy of the model and optimizer (create them with the same seed on
- * every rank); a rank computes and updates only its own chunks' blocks. With
- * replicas D, mpirun -np P*D runs D data-parallel copies of every stage: rank
- * s*D+k is replica k of stage s, takes micro-batches m with m % D == k, and
- * the stage's gradients are summed across its replicas before the step.
+ * Every worker owns a stage: a model holding only its chunks' blocks
+ * (parameters, gradients), the optimizer moments of those, its activations
+ * and its communication buffers, and nothing of any other chunk; the
+ * pipeline builds the stages itself from the model config. Two transports
+ * carry everything the workers exchange. threads: every worker is a thread
+ * of this process. MPI (the process was started by mpirun with more than one
+ * rank): every rank runs one worker, worker index = rank. With replicas D,
+ * stages x D workers run D data-parallel copies of every stage: worker s*D+k
+ * is replica k of stage s, takes micro-batches m with m % D == k, and the
+ * stage's gradients are summed across its replicas before the step.
  * docs/mpi.md describes the MPI side. */
 typedef struct pt_pipeline pt_pipeline;
 typedef struct pt_optimizer pt_optimizer;
@@ -325,20 +327,22 @@ typedef struct {
     int checkpoint_activations;      /* keep only chunk inputs; recompute before backward */
     int blas_threads;                /* BLAS threads (process-wide); 0 = max(1, cores / P) */
     int record_trace;                /* keep each action's start and end (default 1) */
-    int replicas;                    /* D data-parallel copies of every stage (default 1); MPI
-                                        only: stages x replicas = the world size, and D must
-                                        divide microbatches */
+    int replicas;                    /* D data-parallel copies of every stage (default 1); D
+                                        must divide microbatches; under MPI stages x replicas
+                                        = the world size */
     pt_pipeline_transport transport; /* default PT_PIPELINE_AUTO */
 } pt_pipeline_config;
 
 pt_pipeline_config pt_pipeline_config_default(void);
-/* The model and optimizer stay the caller's and must outlive the pipeline.
- * opt may be NULL for a pipeline that only runs forward passes (eval,
- * forward_probs); train_step then refuses.
+/* Builds the stages of this process's workers from the model config (the
+ * same seed gives the same parameters on every layout) and their optimizer
+ * state from optim; optim NULL makes a pipeline that only runs forward
+ * passes (eval, forward_probs), whose train_step refuses.
  * PT_EINVAL names what is refused (a balance that does not sum to the
- * model's block count, a schedule that cannot take P and M, replicas). */
-int pt_pipeline_create(pt_model *m, pt_optimizer *opt, const pt_pipeline_config *cfg,
-                       pt_pipeline **out);
+ * model's block count, a schedule that cannot take P and M, replicas that
+ * do not divide M). */
+int pt_pipeline_create(const pt_model_config *model, const pt_optim_config *optim,
+                       const pt_pipeline_config *cfg, pt_pipeline **out);
 void pt_pipeline_destroy(pt_pipeline *p);
 /* One optimizer step on a batch of microbatches x micro_batch_size samples:
  * micro-batch k is samples [k*mbs, (k+1)*mbs). Synchronous schedules
@@ -362,8 +366,14 @@ int pt_pipeline_bubble_report(const pt_pipeline *p, char *buf, size_t n);
 /* Measured bubble fractions of the last step, per worker (measured may be
  * NULL, predicted may be NULL); arrays of pt_pipeline_workers() entries. */
 int pt_pipeline_bubbles(const pt_pipeline *p, double *measured, double *predicted);
-int pt_pipeline_workers(const pt_pipeline *p);
+int pt_pipeline_workers(const pt_pipeline *p); /* stages x replicas */
+int pt_pipeline_stages(const pt_pipeline *p);
+int pt_pipeline_replicas(const pt_pipeline *p);
 int pt_pipeline_chunks(const pt_pipeline *p);
+const pt_model_config *pt_pipeline_model_config(const pt_pipeline *p);
+/* The model's description: every block's kind, cost and parameter names and
+ * shapes, no tensors. */
+const pt_model *pt_pipeline_description(const pt_pipeline *p);
 /* Blocks of chunk c: first..last. */
 int pt_pipeline_chunk_blocks(const pt_pipeline *p, int c, int *first, int *last);
 /* The worker that holds chunk c. */
@@ -376,24 +386,31 @@ const char *pt_pipeline_schedule_name(const pt_pipeline *p);
 const char *pt_pipeline_transport_name(const pt_pipeline *p);
 
 /* Across MPI ranks. Every rank calls a pipeline function that takes a batch
- * (train_step, eval, forward_probs), gather and broadcast, in the same order.
+ * (train_step, eval, forward_probs) and pt_pipeline_run in the same order.
  * train_step's mean_loss, pt_pipeline_losses and eval's mean loss are valid
  * on every rank; forward_probs fills probs on every rank. On threads these
- * are trivial: rank 0, main, gather and broadcast do nothing. */
-/* This process's worker: its MPI rank, 0 on threads. */
+ * are trivial: rank 0, main. */
+/* This process's first worker: its MPI rank, 0 on threads. */
 int pt_pipeline_rank(const pt_pipeline *p);
-/* 1 on the one rank that prints and writes metrics and checkpoints (rank 0). */
+/* 1 on the one process that prints and writes metrics (rank 0). */
 int pt_pipeline_is_main(const pt_pipeline *p);
-/* After it returns on every rank, rank 0's model (parameters) and optimizer
- * (moments) hold every stage's current values, exact copies sent by each
- * chunk's owner (replica 0): save checkpoints from rank 0 after it. Other
- * ranks' models are unchanged. */
-int pt_pipeline_gather(pt_pipeline *p);
-/* The reverse: after rank 0 changed its full model and optimizer (loaded a
- * checkpoint), every rank receives rank 0's parameters and moments of the
- * chunks it holds. Not needed when every rank loads the same checkpoint file
- * itself, which also works with another P or D than the run that saved. */
-int pt_pipeline_broadcast(pt_pipeline *p);
+
+/* Worker w's stage and its optimizer (NULL when w does not run in this
+ * process, or the pipeline has no optimizer). Its parameters of blocks it
+ * does not hold have data NULL. */
+pt_model *pt_pipeline_stage(pt_pipeline *p, int worker);
+pt_optimizer *pt_pipeline_stage_optimizer(pt_pipeline *p, int worker);
+/* The pipeline stage worker w is a replica of (0 .. stages-1), and which
+ * replica (*replica, may be NULL); -1 for a worker that holds no chunk. */
+int pt_pipeline_worker_stage(const pt_pipeline *p, int worker, int *replica);
+/* Copies parameter `name` (which -1) or its optimizer moment `which` (0:
+ * exp_avg or momentum, 1: exp_avg_sq) from the first worker of this process
+ * that holds it; PT_EINVAL when none does. */
+int pt_pipeline_read_param(const pt_pipeline *p, const char *name, int which, float *dst);
+/* Runs fn(p, worker, user) for every worker of this process, each on its own
+ * thread (threads) or the calling one (MPI), and waits for all; the first
+ * failure is returned (and, as any failed job, stops the other workers). */
+int pt_pipeline_run(pt_pipeline *p, int (*fn)(pt_pipeline *p, int worker, void *user), void *user);
 
 /* ---- Training --------------------------------------------------------- */
 
@@ -455,12 +472,10 @@ int pt_train(const pt_train_config *cfg, pt_train_result *result);
 
 /* Samples n_new tokens after the prompt from a gpt, feeding it at most
  * seq_len tokens of context. temperature 0 takes the most likely token.
- * With a pipeline over m, each forward runs across its stages; with NULL, on
- * the calling thread. out receives the n_new tokens; on_token (may be NULL)
- * sees each one. */
-int pt_generate(pt_model *m, pt_pipeline *pipe, const int *prompt, int n_prompt, int n_new,
-                float temperature, uint64_t seed, int *out, void (*on_token)(int token, void *user),
-                void *user);
+ * Each forward runs across the pipeline's stages (one stage: one worker).
+ * out receives the n_new tokens; on_token (may be NULL) sees each one. */
+int pt_generate(pt_pipeline *pipe, const int *prompt, int n_prompt, int n_new, float temperature,
+                uint64_t seed, int *out, void (*on_token)(int token, void *user), void *user);
 
 #ifdef __cplusplus
 }

@@ -36,6 +36,7 @@
 #include "tensor/rng.h"
 
 #include "check.h"
+#include "pipeline_params.h"
 
 #define P      2
 #define D      2
@@ -88,7 +89,7 @@ static int start(const pt_model_config *mc, pt_optim_kind kind, float lr, bool m
     pc.n_balance = P;
     pc.blas_threads = 1;
     pc.transport = mpi ? PT_PIPELINE_MPI : PT_PIPELINE_THREADS;
-    REQUIRE(pt_pipeline_create(r->m, r->o, &pc, &r->p) == PT_OK, "pipedream on %s: %s",
+    REQUIRE(pt_pipeline_create(mc, &oc, &pc, &r->p) == PT_OK, "pipedream on %s: %s",
             mpi ? "mpi" : "threads", pt_last_error());
     return 0;
 }
@@ -109,6 +110,7 @@ static bool own_block(const pt_pipeline *p, int b)
  * of its stage (rank ^ 1) and compared bit for bit. */
 static void check_replicas_equal(run_t *r, const char *what, int step)
 {
+    pipeline_copy_out(r->p, r->m, r->o, NULL);
     size_t n = 0;
     for (int i = 0; i < pt_model_n_params(r->m); i++) {
         const pt_param *q = pt_model_param(r->m, i);
@@ -202,6 +204,7 @@ static int check_against_threads(pt_optim_kind kind, bool compare)
         CHECK(fabsf(mean_mp - mean_th) <= 1e-5f * mean_th, "step %d: mean loss %.9g, threads %.9g",
               s, mean_mp, mean_th);
         const char *where = "";
+        pipeline_copy_out(th.p, th.m, th.o, NULL);
         double d = differs(&mp, &th, &where);
         CHECK(d < 1e-4, "rank %d step %d: parameters differ from threads by %.3g at %s", rank_, s,
               d, where);
@@ -271,15 +274,13 @@ static int check_loss_falls(void)
 int main(void)
 {
     pt_model_config mc = gpt_config();
-    run_t r;
+    run_t r = {0};
     pt_optim_config oc = pt_optim_config_default(PT_OPTIM_SGD);
-    pt_model_create(&mc, &r.m);
-    pt_optimizer_create(r.m, &oc, &r.o);
     pt_pipeline_config pc = pt_pipeline_config_default();
     pc.transport = PT_PIPELINE_MPI;
     pc.stages = P, pc.replicas = D, pc.microbatches = M, pc.micro_batch_size = MBS;
     pc.schedule = "pipedream";
-    int rc = pt_pipeline_create(r.m, r.o, &pc, &r.p);
+    int rc = pt_pipeline_create(&mc, &oc, &pc, &r.p);
     if (rc == PT_EUNSUPPORTED) {
         printf("skip: %s\n", pt_last_error());
         return 77;

@@ -12,10 +12,10 @@
  *   3. rank 1 dies with Open MPI's reflex off
  *      (OMPI_MCA_orte_abort_on_non_zero_status=0): rank 0's own message
  *      names rank 1 (mpirun's status is its own choice, not checked).
- * Every job trains a 2-stage 1f1b gpt; after step 2 rank 0 gathers the model
- * (pt_pipeline_gather) and writes a checkpoint. After each job this process
- * loads that checkpoint and checks it bit for bit against the threads
- * pipeline after the same 2 steps. */
+ * Every job trains a 2-stage 1f1b gpt; after step 2 every rank writes its
+ * stage's shard of a checkpoint set. After each job this process loads that
+ * set and checks it bit for bit against the threads pipeline after the same
+ * 2 steps. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -25,8 +25,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "io/checkpoint.h"
+#include "train/stage_checkpoint.h"
 #include "mpi_launch.h"
+#include "pipeline_params.h"
 #include "pipetrain.h"
 #include "runtime/optimizer.h"
 #include "tensor/rng.h"
@@ -55,8 +56,8 @@ static void make_batch(const pt_model_config *c, int s, int *tokens, pt_microbat
     *mb = (pt_microbatch){.batch = M * MBS, .tokens = tokens, .targets = tokens + 1};
 }
 
-/* A model, optimizer and pipeline on the given transport. */
-static int start(pt_pipeline_transport tr, pt_model **m, pt_optimizer **o, pt_pipeline **p)
+/* A pipeline on the given transport. */
+static int start(pt_pipeline_transport tr, pt_pipeline **p)
 {
     pt_model_config mc = gpt_config();
     pt_optim_config oc = pt_optim_config_default(PT_OPTIM_ADAMW);
@@ -65,12 +66,7 @@ static int start(pt_pipeline_transport tr, pt_model **m, pt_optimizer **o, pt_pi
     pc.blas_threads = 1, pc.transport = tr;
     int bal[2] = {3, 3};
     pc.balance = bal, pc.n_balance = 2;
-    int rc = pt_model_create(&mc, m);
-    if (rc == PT_OK)
-        rc = pt_optimizer_create(*m, &oc, o);
-    if (rc == PT_OK)
-        rc = pt_pipeline_create(*m, *o, &pc, p);
-    return rc;
+    return pt_pipeline_create(&mc, &oc, &pc, p);
 }
 
 static void *die_soon(void *arg)
@@ -84,10 +80,8 @@ static void *die_soon(void *arg)
 /* Under mpirun: the training job. */
 static int job(const char *mode, const char *ckpt)
 {
-    pt_model *m;
-    pt_optimizer *o;
     pt_pipeline *p;
-    if (start(PT_PIPELINE_MPI, &m, &o, &p) != PT_OK) {
+    if (start(PT_PIPELINE_MPI, &p) != PT_OK) {
         fprintf(stderr, "create: %s\n", pt_last_error());
         return 1;
     }
@@ -107,12 +101,9 @@ static int job(const char *mode, const char *ckpt)
         make_batch(&mc, (int)s, tokens, &mb);
         int rc = pt_pipeline_train_step(p, &mb, s, LR, NULL);
         if (rc == PT_OK && s + 1 == SAVE_AFTER) {
-            rc = pt_pipeline_gather(p);
-            if (rc == PT_OK && pt_pipeline_is_main(p)) {
-                pt_train_state st = {.step = SAVE_AFTER};
-                pt_rng_seed(&st.data_rng, 1);
-                rc = pt_checkpoint_save(ckpt, m, o, &st);
-            }
+            pt_train_state st = {.step = SAVE_AFTER};
+            pt_rng_seed(&st.data_rng, 1);
+            rc = pt_stage_checkpoint_save(p, ckpt, &st);
         }
         if (rc != PT_OK) {
             fprintf(stderr, "pipetrain: rank %d: %s\n", me, pt_last_error());
@@ -149,7 +140,7 @@ static int check_checkpoint(const char *ckpt)
     pt_model *ref, *m;
     pt_optimizer *ro, *o;
     pt_pipeline *p;
-    if (start(PT_PIPELINE_THREADS, &ref, &ro, &p) != PT_OK) {
+    if (start(PT_PIPELINE_THREADS, &p) != PT_OK) {
         fprintf(stderr, "FAIL: threads pipeline: %s\n", pt_last_error());
         return 1;
     }
@@ -164,8 +155,13 @@ static int check_checkpoint(const char *ckpt)
         }
     }
     free(tokens);
-    pt_pipeline_destroy(p);
     pt_optim_config oc = pt_optim_config_default(PT_OPTIM_ADAMW);
+    if (pt_model_create(&mc, &ref) || pt_optimizer_create(ref, &oc, &ro) ||
+        pipeline_copy_out(p, ref, ro, NULL) != pt_model_n_params(ref)) {
+        fprintf(stderr, "FAIL: reading the threads pipeline: %s\n", pt_last_error());
+        return 1;
+    }
+    pt_pipeline_destroy(p);
     pt_train_state st;
     if (pt_model_create(&mc, &m) || pt_optimizer_create(m, &oc, &o) ||
         pt_checkpoint_load(ckpt, m, o, &st) != PT_OK) {

@@ -24,18 +24,14 @@ static int peaks(const char *schedule, int M, int ckpt, size_t *peak)
 {
     pt_model_config c = pt_model_config_gpt();
     c.n_layer = 4, c.n_head = 2, c.n_embd = 16, c.seq_len = 8, c.vocab = 32;
-    pt_model *m;
-    pt_optimizer *o;
     pt_optim_config oc = pt_optim_config_default(PT_OPTIM_ADAMW);
-    if (pt_model_create(&c, &m) || pt_optimizer_create(m, &oc, &o))
-        return printf("create: %s\n", pt_last_error()), 1;
     pt_pipeline_config pc = pt_pipeline_config_default();
     int balance[P] = {2, 2, 2};
     pc.stages = P, pc.microbatches = M, pc.micro_batch_size = MBS, pc.schedule = schedule;
     pc.balance = balance, pc.n_balance = P, pc.checkpoint_activations = ckpt;
     pc.blas_threads = 1;
     pt_pipeline *p;
-    if (pt_pipeline_create(m, o, &pc, &p))
+    if (pt_pipeline_create(&c, &oc, &pc, &p))
         return printf("pipeline: %s\n", pt_last_error()), 1;
     int rows = M * MBS * c.seq_len;
     int *tok = malloc(sizeof(int) * (size_t)(rows + 1));
@@ -54,8 +50,6 @@ static int peaks(const char *schedule, int M, int ckpt, size_t *peak)
            peak[0], peak[1], peak[2]);
     free(tok);
     pt_pipeline_destroy(p);
-    pt_optimizer_destroy(o);
-    pt_model_destroy(m);
     return rc != PT_OK;
 }
 

@@ -7,7 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "io/checkpoint.h"
+#include "train/stage_checkpoint.h"
 #include "pipetrain.h"
 
 static void print_token(int token, void *user)
@@ -51,25 +51,23 @@ int cmd_generate(int argc, char **argv)
         return 2;
     }
     pt_model_config cfg;
-    pt_model *m = NULL;
     pt_pipeline *pipe = NULL;
     rc = pt_checkpoint_read_config(load, heads ? heads : 1, &cfg);
     if (rc == PT_OK && cfg.kind != PT_MODEL_GPT)
         rc = -1;
-    if (rc == PT_OK)
-        rc = pt_model_create(&cfg, &m);
-    if (rc == PT_OK)
-        rc = pt_checkpoint_load(load, m, NULL, NULL);
-    if (rc == PT_OK && stages > 1) {
+    if (rc == PT_OK) {
         pt_pipeline_config pc = pt_pipeline_config_default();
         pc.stages = stages;
-        rc = pt_pipeline_create(m, NULL, &pc, &pipe); /* forward passes only */
+        pc.transport = PT_PIPELINE_THREADS;
+        rc = pt_pipeline_create(&cfg, NULL, &pc, &pipe); /* forward passes only */
     }
+    if (rc == PT_OK)
+        rc = pt_stage_checkpoint_load(pipe, load, NULL);
     if (rc != PT_OK) {
         fprintf(stderr, "pipetrain generate: %s\n",
                 rc == -1 ? "the checkpoint holds an mlp; only a gpt generates text"
                          : pt_last_error());
-        pt_model_destroy(m);
+        pt_pipeline_destroy(pipe);
         return rc == PT_EINVAL ? 2 : 1;
     }
     int n_prompt = (int)strlen(prompt);
@@ -81,13 +79,12 @@ int cmd_generate(int argc, char **argv)
         fprintf(stderr, "pipetrain generate: vocab %d is not bytes; printing token ids\n",
                 cfg.vocab);
     fputs(prompt, stdout);
-    rc = pt_generate(m, pipe, ids, n_prompt, tokens, temperature, seed, ids + n_prompt, print_token,
+    rc = pt_generate(pipe, ids, n_prompt, tokens, temperature, seed, ids + n_prompt, print_token,
                      &bytes);
     printf("\n");
     if (rc != PT_OK)
         fprintf(stderr, "pipetrain generate: %s\n", pt_last_error());
     free(ids);
     pt_pipeline_destroy(pipe);
-    pt_model_destroy(m);
     return rc == PT_OK ? 0 : 1;
 }

@@ -267,6 +267,8 @@ static int check_tensors(const pt_safetensors *st, const char *path, const pt_mo
     char name[160];
     for (int i = 0; i < pt_model_n_params(m); i++) {
         const pt_param *p = pt_model_param(m, i);
+        if (!p->data)
+            continue; /* a block this stage does not hold */
         for (int which = -1; which < (with_state ? 2 : 0); which++) {
             const char *prefix = which < 0 ? "" : state_prefix(kind, which);
             if (!prefix)
@@ -354,6 +356,8 @@ int pt_checkpoint_load(const char *path, pt_model *m, pt_optimizer *opt, pt_trai
     char name[160];
     for (int i = 0; rc == PT_OK && i < pt_model_n_params(m); i++) {
         const pt_param *p = pt_model_param(m, i);
+        if (!p->data)
+            continue;
         for (int which = -1; rc == PT_OK && which < (with_state ? 2 : 0); which++) {
             const char *prefix = which < 0 ? "" : state_prefix(kind, which);
             if (!prefix)
@@ -368,15 +372,18 @@ int pt_checkpoint_load(const char *path, pt_model *m, pt_optimizer *opt, pt_trai
     for (int i = 0; rc == PT_OK && i < pt_model_n_params(m); i++) {
         const pt_param *p = pt_model_param(m, i);
         snprintf(name, sizeof name, "%s", p->name);
-        if (!p->tied_to || pt_safetensors_find(st, name))
+        if (!p->tied_to || !p->data || pt_safetensors_find(st, name))
             continue;
-        const pt_param *src = pt_model_find_param(m, p->tied_to);
-        int si = (int)(src - pt_model_param(m, 0));
-        memcpy(p->data, src->data, p->numel * sizeof(float));
-        for (int which = 0; with_state && which < 2; which++)
-            if (state_prefix(kind, which))
-                memcpy(pt_optimizer_state(opt, m, i, which), pt_optimizer_state(opt, m, si, which),
-                       p->numel * sizeof(float));
+        /* the copy takes what it copies, from the file: this stage may not
+         * hold the original */
+        for (int which = -1; rc == PT_OK && which < (with_state ? 2 : 0); which++) {
+            const char *prefix = which < 0 ? "" : state_prefix(kind, which);
+            if (!prefix)
+                continue;
+            snprintf(name, sizeof name, "%s%s", prefix, p->tied_to);
+            float *dst = which < 0 ? p->data : pt_optimizer_state(opt, m, i, which);
+            rc = pt_safetensors_read(st, name, PT_DT_F32, p->ndim, p->shape, dst);
+        }
     }
     if (rc == PT_OK && with_state)
         *state = loaded;

@@ -21,6 +21,8 @@
  * backward and update the chunk after every backward that carries `update`;
  * with replicas (1F1B-RR) the update first sums the chunk's gradient over
  * the stage's replicas, a blocking collective inside the list.
+ * Every worker runs on its own stage (w->stage, w->opt): the model's blocks
+ * of its chunks and nothing else.
  * With data-parallel replicas, the chunk's gradient sum over the replicas
  * starts right after its last backward piece and moves along between actions
  * (replica_reduce.c); the pipeline finishes it after the list.
@@ -46,7 +48,7 @@ double pt_pipeline_now(void)
 
 pt_microbatch pt_pipeline_microbatch(const pt_pipeline *p, const pt_microbatch *batch, int k)
 {
-    const pt_model_config *c = pt_model_get_config(p->m);
+    const pt_model_config *c = pt_model_get_config(p->desc);
     size_t rows = (size_t)k * (size_t)p->mbs;
     pt_microbatch mb = {.batch = p->mbs};
     if (c->kind == PT_MODEL_GPT) {
@@ -207,15 +209,15 @@ static int run_forward(pt_worker *w, const pt_action *a, const pt_microbatch *ba
         return rc;
     if (p->async && !forward_only) {
         sl->version = a->version;
-        if ((rc = pt_stash_forward(&p->stash[a->chunk], a->version)) != PT_OK)
+        if ((rc = pt_stash_forward(&w->stash[a->chunk], a->version)) != PT_OK)
             return rc;
     }
     float loss = 0.0f;
-    rc = pt_model_forward(p->m, first, last, &mb, sl->in, sl->acts, is_last ? &loss : NULL);
+    rc = pt_model_forward(w->stage, first, last, &mb, sl->in, sl->acts, is_last ? &loss : NULL);
     if (rc != PT_OK)
         return rc;
     if (is_last)
-        p->losses[a->mb] = loss;
+        w->losses[a->mb] = loss;
 
     int dst = pt_sched_send_to(p->s, a);
     const float *out = pt_activations_output(sl->acts);
@@ -277,14 +279,14 @@ static int async_update(pt_worker *w, int chunk)
 {
     pt_pipeline *p = w->p;
     int first = p->chunk_first[chunk], last = p->chunk_last[chunk];
-    int rc = p->mpi ? pt_ranks_sum_replicas(p, chunk) : PT_OK;
+    int rc = pt_coll_sum_replicas(w, chunk);
     if (rc != PT_OK)
         return rc;
-    double norm = sqrt(pt_optimizer_grad_sq(p->m, first, last));
-    float clip = pt_optimizer_clip_factor(pt_optimizer_config(p->opt), norm);
-    pt_optimizer_step(p->opt, p->m, first, last, p->chunk_updates[chunk], p->job_lr, clip);
-    p->chunk_updates[chunk]++;
-    p->stash[chunk].version++;
+    double norm = sqrt(pt_optimizer_grad_sq(w->stage, first, last));
+    float clip = pt_optimizer_clip_factor(&p->optim, norm);
+    pt_optimizer_step(w->opt, w->stage, first, last, w->chunk_updates[chunk], p->job_lr, clip);
+    w->chunk_updates[chunk]++;
+    w->stash[chunk].version++;
     return PT_OK;
 }
 
@@ -298,7 +300,7 @@ static int run_backward(pt_worker *w, const pt_action *a, const pt_microbatch *b
     chunk_range(p, a->chunk, &first, &last);
     bool is_last = pt_sched_is_last_chunk(p->s, a->chunk);
     bool fused = a->kind == PT_ACT_BW, swapped = false;
-    pt_weight_stash *st = p->async ? &p->stash[a->chunk] : NULL;
+    pt_weight_stash *st = p->async ? &w->stash[a->chunk] : NULL;
     if (st) {
         if ((rc = pt_stash_enter(st, sl->version, &swapped)) != PT_OK)
             return rc;
@@ -308,7 +310,7 @@ static int run_backward(pt_worker *w, const pt_action *a, const pt_microbatch *b
     if (p->checkpoint) {
         if ((rc = pt_store_take_acts(&w->store, a->chunk, &sl->acts)) != PT_OK)
             return rc;
-        if ((rc = pt_model_forward(p->m, first, last, &mb, sl->in, sl->acts, NULL)) != PT_OK)
+        if ((rc = pt_model_forward(w->stage, first, last, &mb, sl->in, sl->acts, NULL)) != PT_OK)
             return rc;
     }
     if (!sl->acts) {
@@ -321,8 +323,8 @@ static int run_backward(pt_worker *w, const pt_action *a, const pt_microbatch *b
         return rc;
     /* async: one micro-batch per update, or one per replica (1F1B-RR) */
     float scale = 1.0f / (float)(p->async ? p->D : p->M);
-    rc = pt_model_backward_input(p->m, first, last, &mb, sl->in, sl->acts, is_last ? NULL : sl->gin,
-                                 din, scale);
+    rc = pt_model_backward_input(w->stage, first, last, &mb, sl->in, sl->acts,
+                                 is_last ? NULL : sl->gin, din, scale);
     if (rc != PT_OK) {
         pt_store_give_buffer(&w->store, a->chunk, din);
         return rc;
@@ -350,7 +352,7 @@ static int run_backward(pt_worker *w, const pt_action *a, const pt_microbatch *b
     }
     ev->tb = pt_pipeline_now() - p->step_t0;
     if (fused) {
-        rc = pt_model_backward_weight(p->m, first, last, &mb, sl->in, sl->acts);
+        rc = pt_model_backward_weight(w->stage, first, last, &mb, sl->in, sl->acts);
         release_micro_batch(w, a->chunk, sl);
     }
     if (st)
@@ -373,10 +375,10 @@ static int run_weight(pt_worker *w, const pt_action *a, const pt_microbatch *bat
                        pt_sched_action_str(a, name, sizeof name));
     }
     bool swapped = false;
-    pt_weight_stash *st = p->async ? &p->stash[a->chunk] : NULL;
+    pt_weight_stash *st = p->async ? &w->stash[a->chunk] : NULL;
     if (st && (rc = pt_stash_enter(st, sl->version, &swapped)) != PT_OK)
         return rc;
-    rc = pt_model_backward_weight(p->m, first, last, &mb, sl->in, sl->acts);
+    rc = pt_model_backward_weight(w->stage, first, last, &mb, sl->in, sl->acts);
     release_micro_batch(w, a->chunk, sl);
     if (st) {
         pt_stash_leave(st, sl->version, swapped);
@@ -479,7 +481,7 @@ int pt_executor_probs(pt_worker *w, const pt_microbatch *mb, float *probs)
     if (w->probe_batch != mb->batch) {
         pt_store_free(&w->probe);
         w->probe_batch = 0;
-        if ((rc = pt_store_init(&w->probe, p->m, p->n_chunks, p->chunk_first, p->chunk_last,
+        if ((rc = pt_store_init(&w->probe, w->stage, p->n_chunks, p->chunk_first, p->chunk_last,
                                 mb->batch)) != PT_OK)
             return rc;
         w->probe_batch = mb->batch;
@@ -505,7 +507,7 @@ int pt_executor_probs(pt_worker *w, const pt_microbatch *mb, float *probs)
         if ((rc = pt_store_take_acts(st, c, &acts)) != PT_OK)
             break;
         float loss;
-        rc = pt_model_forward(p->m, p->chunk_first[c], p->chunk_last[c], mb, in, acts, &loss);
+        rc = pt_model_forward(w->stage, p->chunk_first[c], p->chunk_last[c], mb, in, acts, &loss);
         if (c > 0)
             pt_store_give_buffer(st, c, in);
         in = NULL;

@@ -1,24 +1,27 @@
 /* pipeline.c: pt_pipeline, training one model on P workers that are threads
  * of this process or MPI ranks (pipetrain.h, "Pipelines"). Called by the
- * trainer (src/train/), `pipetrain generate --stages` and the tests.
+ * trainer (src/train/), `pipetrain generate`, the benchmarks and the tests.
  *
- * Creating a pipeline builds or loads the schedule, cuts the model into its
- * chunks (a given balance, or the profiler and partitioner of src/plan/),
- * and on threads creates the threads transport's world and starts one
- * persistent thread per worker; under MPI this process runs its one worker
- * in the calling thread, and pipeline_ranks.c carries what crosses ranks.
- * Each call then hands the workers a job and waits for all of them:
- *   TRAIN  walk the action list (executor.c);
- *   STEP   (synchronous schedules) step the optimizer on the worker's own
- *          chunks, after this thread has summed the tied gradients and taken
- *          the global norm over every worker's blocks;
- *   EVAL   the action list's forwards only;
- *   PROBS  one micro-batch forward across the chunks.
- * A failing worker records the first error, aborts the world so the others
- * wake, and the call returns that error; the next call builds a new world
- * (threads; an MPI world that failed stays failed: a rank may be dead).
- * The global norm is folded from per-chunk shares in chunk order on both
- * transports, so they take bit-identical steps. */
+ * Creating a pipeline builds or loads the schedule, cuts the model's
+ * description into chunks (a given balance, or the profiler and partitioner
+ * of src/plan/), and builds each worker of this process its stage: a model
+ * holding only its chunks' blocks, the optimizer moments of those, its
+ * activation pool. On threads it creates the threads transport's world and
+ * starts one persistent thread per worker; under MPI this process runs its
+ * one worker in the calling thread. Each call then hands every local worker
+ * a job and waits for all of them:
+ *   TRAIN  walk the action list (executor.c), then finish the step: the
+ *          replicas' and tied gradient sums, the global norm's shares and
+ *          the losses exchanged (collectives.c), the optimizer step on the
+ *          worker's own chunks;
+ *   EVAL   the action list's forwards only, then the losses exchanged;
+ *   PROBS  one micro-batch forward across the chunks;
+ *   RUN    a caller's function on every worker (checkpoint shards).
+ * The same code runs on both transports: only which workers are local and
+ * how their endpoints move bytes differ. A failing worker records the first
+ * error, aborts the world so the others wake, and the call returns that
+ * error; the next call builds a new world (threads; an MPI world that failed
+ * stays failed: a rank may be dead). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,24 +56,80 @@ static void record_error(pt_worker *w, int rc)
     pthread_mutex_unlock(&p->mu);
 }
 
-static int step_own_chunks(pt_worker *w)
+/* The squared global norm from per-chunk shares, folded in chunk order by
+ * every worker alike. */
+static double fold_shares(const pt_worker *w)
+{
+    double sq = 0.0;
+    for (int c = 0; c < w->p->n_chunks; c++)
+        sq += w->shares[c];
+    return sq;
+}
+
+/* After a synchronous list: gradients summed over replicas and tied copies,
+ * the norm's shares and the losses exchanged, then this worker's update. */
+static int finish_sync_step(pt_worker *w)
 {
     pt_pipeline *p = w->p;
+    int rc = pt_coll_reduce_grads(w);
+    for (int c = 0; c < p->n_chunks; c++)
+        w->shares[c] = pt_ranks_owns(p->s, c, w->rank)
+                           ? pt_optimizer_grad_sq(w->stage, p->chunk_first[c], p->chunk_last[c])
+                           : 0.0;
+    if (rc == PT_OK)
+        rc = pt_coll_share(w, true, true);
+    if (rc != PT_OK)
+        return rc;
+    w->clip = pt_optimizer_clip_factor(&p->optim, sqrt(fold_shares(w)));
     for (int c = 0; c < p->n_chunks; c++)
         if (pt_ranks_owns(p->s, c, w->rank))
-            pt_optimizer_step(p->opt, p->m, p->chunk_first[c], p->chunk_last[c], p->job_step,
-                              p->job_lr, p->job_clip);
+            pt_optimizer_step(w->opt, w->stage, p->chunk_first[c], p->chunk_last[c], p->job_step,
+                              p->job_lr, w->clip);
     return PT_OK;
+}
+
+/* pipedream: each chunk was updated during the list; the wte and lm_head
+ * copies, updated apart, take their mean so the tie holds between steps
+ * (the moments stay per copy). */
+static int finish_async_step(pt_worker *w)
+{
+    int rc = pt_coll_rejoin_tied(w);
+    return rc == PT_OK ? pt_coll_share(w, false, true) : rc;
+}
+
+static int train(pt_worker *w)
+{
+    pt_pipeline *p = w->p;
+    pt_model_zero_grads(w->stage);
+    for (int c = 0; p->async && c < p->n_chunks; c++)
+        w->stash[c].version = 0;
+    int rc = pt_executor_run(w, p->job_batch, false);
+    if (rc == PT_OK)
+        rc = p->async ? finish_async_step(w) : finish_sync_step(w);
+    return rc;
+}
+
+static int evaluate(pt_worker *w)
+{
+    int rc = pt_executor_run(w, w->p->job_batch, true);
+    return rc == PT_OK ? pt_coll_share(w, false, true) : rc;
+}
+
+static int probs(pt_worker *w)
+{
+    pt_pipeline *p = w->p;
+    int rc = pt_executor_probs(w, p->job_batch, p->job_probs);
+    return rc == PT_OK ? pt_coll_share_probs(w, p->job_probs, w->probs_floats) : rc;
 }
 
 static int do_job(pt_worker *w, int job)
 {
     pt_pipeline *p = w->p;
     switch (job) {
-    case PT_JOB_TRAIN: return pt_executor_run(w, p->job_batch, false);
-    case PT_JOB_EVAL: return pt_executor_run(w, p->job_batch, true);
-    case PT_JOB_STEP: return step_own_chunks(w);
-    case PT_JOB_PROBS: return pt_executor_probs(w, p->job_batch, p->job_probs);
+    case PT_JOB_TRAIN: return train(w);
+    case PT_JOB_EVAL: return evaluate(w);
+    case PT_JOB_PROBS: return probs(w);
+    case PT_JOB_RUN: return p->job_fn(p, w->rank, p->job_user);
     }
     return PT_OK;
 }
@@ -216,7 +275,7 @@ static int base_schedule(const pt_pipeline_config *cfg, int micro, int replicas,
     return rc == PT_OK ? pt_schedule_validate(*out) : rc;
 }
 
-/* Threads: one copy of each chunk. MPI: D replicas of every stage, either
+/* D replicas of every stage (D = 1: one copy of each chunk), either
  * from the generator's own round-robin routing (1f1b-rr; pipedream, whose
  * replicas must update in step, which pt_ranks_replicate's renaming of a
  * synchronous list cannot express) or by replicating a synchronous schedule
@@ -227,12 +286,6 @@ static int make_schedule(pt_pipeline *p, const pt_pipeline_config *cfg)
     bool generated = !(cfg->schedule_file && cfg->schedule_file[0]) && cfg->schedule;
     bool rr = generated && !strcmp(cfg->schedule, "1f1b-rr");
     bool pipedream_rr = generated && D > 1 && !strcmp(cfg->schedule, "pipedream");
-    if (!p->mpi && (rr || D > 1))
-        return pt_fail(PT_EINVAL,
-                       "%s needs data-parallel replicas of every stage, which the "
-                       "threads pipeline does not run (each replica needs its own "
-                       "parameters): run under mpirun with stages x replicas ranks",
-                       rr ? "1f1b-rr" : "--replicas");
     if (p->M % D != 0)
         return pt_fail(PT_EINVAL,
                        "%d micro-batches cannot be shared by %d replicas: the "
@@ -265,11 +318,10 @@ static int make_schedule(pt_pipeline *p, const pt_pipeline_config *cfg)
         return rc;
     const char *name = pt_schedule_name(p->s);
     if (p->s->replicas != D)
-        return pt_fail(PT_EINVAL, "schedule %s has %d replicas per stage, but %d were asked for%s",
-                       name, p->s->replicas, D,
-                       p->mpi ? ""
-                              : " (the threads pipeline runs one copy of each chunk: "
-                                "use the MPI transport)");
+        return pt_fail(PT_EINVAL,
+                       "schedule %s has %d replicas per stage, but %d were asked for "
+                       "(--replicas)",
+                       name, p->s->replicas, D);
     if (p->s->n_workers != cfg->stages * D)
         return pt_fail(PT_EINVAL,
                        "schedule %s is for %d workers, but %d stages x %d replicas "
@@ -283,7 +335,7 @@ static int make_schedule(pt_pipeline *p, const pt_pipeline_config *cfg)
 
 static int make_partition(pt_pipeline *p, const pt_pipeline_config *cfg)
 {
-    int n_blocks = pt_model_n_blocks(p->m), K = p->n_chunks, rc;
+    int n_blocks = pt_model_n_blocks(p->desc), K = p->n_chunks, rc;
     int *balance = calloc((size_t)K, sizeof(int));
     p->chunk_first = calloc((size_t)K, sizeof(int));
     p->chunk_last = calloc((size_t)K, sizeof(int));
@@ -302,7 +354,7 @@ static int make_partition(pt_pipeline *p, const pt_pipeline_config *cfg)
                      K, K, n_blocks);
     } else {
         pt_block_profile *prof = calloc((size_t)n_blocks, sizeof *prof);
-        rc = prof ? pt_profile_blocks(pt_model_get_config(p->m), p->mbs, 3, prof)
+        rc = prof ? pt_profile_blocks(pt_model_get_config(p->desc), p->mbs, 3, prof)
                   : pt_fail(PT_ENOMEM, "cannot allocate the profile");
         int stages = p->P / p->D, micro = p->M / p->D;
         int inflight = micro < stages ? micro : stages;
@@ -323,24 +375,52 @@ static int make_partition(pt_pipeline *p, const pt_pipeline_config *cfg)
     return rc;
 }
 
+/* Worker r's stage: the blocks of its chunks, their moments, the stashes. */
+static int make_stage(pt_pipeline *p, pt_worker *w)
+{
+    int n_blocks = pt_model_n_blocks(p->desc);
+    unsigned char *hold = calloc((size_t)n_blocks, 1);
+    if (!hold)
+        return pt_fail(PT_ENOMEM, "cannot allocate worker %d's block list", w->rank);
+    for (int c = 0; c < p->n_chunks; c++)
+        if (pt_ranks_owns(p->s, c, w->rank))
+            memset(hold + p->chunk_first[c], 1, (size_t)(p->chunk_last[c] - p->chunk_first[c] + 1));
+    int rc = pt_model_create_part(pt_model_get_config(p->desc), hold, &w->stage);
+    free(hold);
+    if (rc == PT_OK && p->has_optim)
+        rc = pt_optimizer_create(w->stage, &p->optim, &w->opt);
+    for (int c = 0; rc == PT_OK && p->async && c < p->n_chunks; c++)
+        if (pt_ranks_owns(p->s, c, w->rank))
+            rc = pt_stash_init(&w->stash[c], w->stage, p->chunk_first[c], p->chunk_last[c]);
+    return rc;
+}
+
 static int make_worker(pt_pipeline *p, int r)
 {
     pt_worker *w = &p->workers[r];
     w->p = p;
     w->rank = r;
+    w->local = true;
     size_t slots = (size_t)p->n_chunks * (size_t)p->M;
     w->slots = calloc(slots, sizeof *w->slots);
     w->sends = calloc(slots * 2 + 4, sizeof *w->sends);
     w->events = calloc((size_t)p->s->n_actions[r] + 1, sizeof *w->events);
     w->chunk_time = calloc((size_t)p->n_chunks * 3, sizeof(double));
     w->chunk_count = calloc((size_t)p->n_chunks * 3, sizeof(int));
+    w->stash = calloc((size_t)p->n_chunks, sizeof *w->stash);
+    w->chunk_updates = calloc((size_t)p->n_chunks, sizeof(long));
+    w->shares = calloc((size_t)p->n_chunks, sizeof(double));
+    w->losses = calloc((size_t)p->M, sizeof(float));
     int *records = calloc((size_t)p->n_chunks, sizeof(int));
     bool *own = calloc((size_t)p->n_chunks, sizeof(bool));
-    int rc = w->slots && w->sends && w->events && w->chunk_time && w->chunk_count && records && own
+    int rc = w->slots && w->sends && w->events && w->chunk_time && w->chunk_count && w->stash &&
+                     w->chunk_updates && w->shares && w->losses && records && own
                  ? PT_OK
                  : pt_fail(PT_ENOMEM, "cannot allocate worker %d", r);
     if (rc == PT_OK)
-        rc = pt_store_init(&w->store, p->m, p->n_chunks, p->chunk_first, p->chunk_last, p->mbs);
+        rc = make_stage(p, w);
+    if (rc == PT_OK)
+        rc = pt_store_init(&w->store, w->stage, p->n_chunks, p->chunk_first, p->chunk_last, p->mbs);
     if (rc == PT_OK) {
         int most = 0;
         count_records(p, r, records);
@@ -351,10 +431,30 @@ static int make_worker(pt_pipeline *p, int r)
         rc = pt_store_reserve(&w->store, own, records, most + 2);
     }
     if (rc == PT_OK)
-        rc = pt_reduce_init(&w->reduce, p, r);
+        rc = pt_reduce_init(&w->reduce, w);
     free(records);
     free(own);
     return rc;
+}
+
+static void free_worker(pt_pipeline *p, pt_worker *w)
+{
+    pt_store_free(&w->store);
+    pt_store_free(&w->probe);
+    pt_reduce_free(&w->reduce);
+    for (int c = 0; w->stash && c < p->n_chunks; c++)
+        pt_stash_free(&w->stash[c]);
+    pt_optimizer_destroy(w->opt);
+    pt_model_destroy(w->stage);
+    free(w->stash);
+    free(w->chunk_updates);
+    free(w->shares);
+    free(w->losses);
+    free(w->slots);
+    free(w->sends);
+    free(w->events);
+    free(w->chunk_time);
+    free(w->chunk_count);
 }
 
 /* BLAS threads per worker: the cores of this machine shared by the workers
@@ -385,12 +485,12 @@ static int start_threads(pt_pipeline *p)
     return PT_OK;
 }
 
-int pt_pipeline_create(pt_model *m, pt_optimizer *opt, const pt_pipeline_config *cfg,
-                       pt_pipeline **out)
+int pt_pipeline_create(const pt_model_config *model, const pt_optim_config *optim,
+                       const pt_pipeline_config *cfg, pt_pipeline **out)
 {
     *out = NULL;
-    if (!m || !cfg)
-        return pt_fail(PT_EINVAL, "a pipeline needs a model and a config");
+    if (!model || !cfg)
+        return pt_fail(PT_EINVAL, "a pipeline needs a model config and a pipeline config");
     if (cfg->stages < 1 || cfg->microbatches < 1 || cfg->micro_batch_size < 1)
         return pt_fail(PT_EINVAL,
                        "stages (%d), micro-batches (%d) and the micro-batch size "
@@ -402,9 +502,20 @@ int pt_pipeline_create(pt_model *m, pt_optimizer *opt, const pt_pipeline_config 
         return pt_fail(PT_EINVAL, "replicas must be at least 1 (got %d)", cfg->replicas);
     if (cfg->transport < PT_PIPELINE_AUTO || cfg->transport > PT_PIPELINE_MPI)
         return pt_fail(PT_EINVAL, "unknown pipeline transport %d", (int)cfg->transport);
+    pt_optimizer *probe = NULL;
+    int rc = PT_OK;
+    if (optim) { /* the settings are checked before anything is built */
+        pt_model *none;
+        rc = pt_model_describe(model, &none);
+        if (rc == PT_OK)
+            rc = pt_optimizer_create(none, optim, &probe);
+        pt_optimizer_destroy(probe);
+        pt_model_destroy(none);
+        if (rc != PT_OK)
+            return rc;
+    }
     pt_transport *mpi_t;
-    int rc = pt_ranks_endpoint(cfg->transport, &mpi_t);
-    if (rc != PT_OK)
+    if ((rc = pt_ranks_endpoint(cfg->transport, &mpi_t)) != PT_OK)
         return rc;
     int D = cfg->replicas ? cfg->replicas : 1;
     if (mpi_t && (long)cfg->stages * D != pt_transport_size(mpi_t))
@@ -421,8 +532,9 @@ int pt_pipeline_create(pt_model *m, pt_optimizer *opt, const pt_pipeline_config 
     p->D = D;
     p->reduce_overlap = true;
     p->reduce_bucket_floats = PT_BUCKET_FLOATS;
-    p->m = m;
-    p->opt = opt;
+    p->has_optim = optim != NULL;
+    if (optim)
+        p->optim = *optim;
     p->cfg = *cfg;
     p->cfg.balance = NULL; /* not kept: the caller's array */
     p->cfg.schedule_file = NULL;
@@ -435,7 +547,9 @@ int pt_pipeline_create(pt_model *m, pt_optimizer *opt, const pt_pipeline_config 
     pthread_cond_init(&p->start_cv, NULL);
     pthread_cond_init(&p->done_cv, NULL);
 
-    rc = make_schedule(p, cfg);
+    rc = pt_model_describe(model, &p->desc);
+    if (rc == PT_OK)
+        rc = make_schedule(p, cfg);
     if (rc == PT_OK) {
         snprintf(p->schedule_name, sizeof p->schedule_name, "%s", pt_schedule_name(p->s));
         p->n_chunks = p->s->n_chunks;
@@ -447,21 +561,18 @@ int pt_pipeline_create(pt_model *m, pt_optimizer *opt, const pt_pipeline_config 
                          "tags can name",
                          p->n_chunks, p->M);
     }
+    if (rc == PT_OK) {
+        p->all_workers = calloc((size_t)p->P, sizeof(int));
+        p->workers = calloc((size_t)p->P, sizeof *p->workers);
+        if (!p->all_workers || !p->workers)
+            rc = pt_fail(PT_ENOMEM, "cannot allocate the pipeline's workers");
+        for (int r = 0; rc == PT_OK && r < p->P; r++)
+            p->all_workers[r] = r;
+    }
     if (rc == PT_OK)
         rc = make_partition(p, cfg);
     if (rc == PT_OK)
         rc = pt_blas_set_threads(blas_threads(p, cfg));
-    if (rc == PT_OK) {
-        p->losses = calloc((size_t)p->M, sizeof(float));
-        p->workers = calloc((size_t)p->P, sizeof *p->workers);
-        p->stash = calloc((size_t)p->n_chunks, sizeof *p->stash);
-        p->chunk_updates = calloc((size_t)p->n_chunks, sizeof(long));
-        p->shares = calloc((size_t)p->n_chunks, sizeof(double));
-        if (!p->losses || !p->workers || !p->stash || !p->chunk_updates || !p->shares)
-            rc = pt_fail(PT_ENOMEM, "cannot allocate the pipeline's workers");
-    }
-    for (int c = 0; rc == PT_OK && p->async && c < p->n_chunks; c++)
-        rc = pt_stash_init(&p->stash[c], m, p->chunk_first[c], p->chunk_last[c]);
     for (int r = 0; rc == PT_OK && r < p->P; r++)
         if (!p->mpi || r == p->rank)
             rc = make_worker(p, r);
@@ -501,30 +612,17 @@ void pt_pipeline_destroy(pt_pipeline *p)
             if (p->workers[r].started)
                 pthread_join(p->workers[r].thread, NULL);
     }
-    for (int r = 0; p->workers && r < p->P; r++) {
-        pt_worker *w = &p->workers[r];
-        pt_store_free(&w->store);
-        pt_store_free(&w->probe);
-        pt_reduce_free(&w->reduce);
-        free(w->slots);
-        free(w->sends);
-        free(w->events);
-        free(w->chunk_time);
-        free(w->chunk_count);
-    }
-    for (int c = 0; p->stash && c < p->n_chunks; c++)
-        pt_stash_free(&p->stash[c]);
+    for (int r = 0; p->workers && r < p->P; r++)
+        free_worker(p, &p->workers[r]);
     if (p->world)
         pt_threads_world_destroy(p->world);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->start_cv);
     pthread_cond_destroy(&p->done_cv);
     pt_schedule_destroy(p->s);
+    pt_model_destroy(p->desc);
     free(p->workers);
-    free(p->stash);
-    free(p->chunk_updates);
-    free(p->shares);
-    free(p->losses);
+    free(p->all_workers);
     free(p->chunk_first);
     free(p->chunk_last);
     free(p);
@@ -534,7 +632,7 @@ void pt_pipeline_destroy(pt_pipeline *p)
 
 static int check_batch(const pt_pipeline *p, const pt_microbatch *batch, bool targets)
 {
-    const pt_model_config *c = pt_model_get_config(p->m);
+    const pt_model_config *c = pt_model_get_config(p->desc);
     if (!batch)
         return pt_fail(PT_EINVAL, "no batch");
     if (batch->batch != p->M * p->mbs)
@@ -556,94 +654,26 @@ static float mean_of(const float *x, int n)
     return n ? (float)(s / n) : 0.0f;
 }
 
-/* pipedream: the wte and lm_head copies were updated apart, each from its own
- * gradient, during the step; at its end both take their mean, so the tie
- * holds between steps (the moments stay per copy). */
-static void rejoin_tied_copies(pt_model *m)
-{
-    for (int i = 0; i < pt_model_n_params(m); i++) {
-        const pt_param *p = pt_model_param(m, i);
-        if (!p->tied_to)
-            continue;
-        const pt_param *src = pt_model_find_param(m, p->tied_to);
-        for (size_t j = 0; j < p->numel; j++) {
-            float v = 0.5f * (src->data[j] + p->data[j]);
-            src->data[j] = v;
-            p->data[j] = v;
-        }
-    }
-}
-
-/* The squared global norm from per-chunk shares, folded in chunk order
- * (the MPI path folds the same shares the same way). */
-static double fold_shares(const pt_pipeline *p)
-{
-    double sq = 0.0;
-    for (int c = 0; c < p->n_chunks; c++)
-        sq += p->shares[c];
-    return sq;
-}
-
-static int finish_step_threads(pt_pipeline *p)
-{
-    if (p->async) {
-        rejoin_tied_copies(p->m);
-        return PT_OK;
-    }
-    pt_model_sum_tied_grads(p->m);
-    for (int c = 0; c < p->n_chunks; c++)
-        p->shares[c] = pt_optimizer_grad_sq(p->m, p->chunk_first[c], p->chunk_last[c]);
-    p->job_clip = pt_optimizer_clip_factor(pt_optimizer_config(p->opt), sqrt(fold_shares(p)));
-    return run_job(p, PT_JOB_STEP);
-}
-
-/* After this rank's action list: replicas' and tied gradients summed, the
- * norm's shares and the losses exchanged, then this rank's own update. */
-static int finish_step_mpi(pt_pipeline *p)
-{
-    int rc;
-    if (p->async) {
-        rc = pt_ranks_rejoin_tied(p);
-        if (rc == PT_OK)
-            rc = pt_ranks_share(p, NULL, true);
-        return rc == PT_OK ? PT_OK : pt_ranks_abort(p, rc);
-    }
-    rc = pt_ranks_reduce_grads(p);
-    for (int c = 0; c < p->n_chunks; c++)
-        p->shares[c] = pt_ranks_owns(p->s, c, p->rank)
-                           ? pt_optimizer_grad_sq(p->m, p->chunk_first[c], p->chunk_last[c])
-                           : 0.0;
-    if (rc == PT_OK)
-        rc = pt_ranks_share(p, p->shares, true);
-    if (rc != PT_OK)
-        return pt_ranks_abort(p, rc);
-    p->job_clip = pt_optimizer_clip_factor(pt_optimizer_config(p->opt), sqrt(fold_shares(p)));
-    return run_job(p, PT_JOB_STEP);
-}
+/* The worker of this process that speaks for it: its lowest. */
+static const pt_worker *lead(const pt_pipeline *p) { return &p->workers[p->rank]; }
 
 int pt_pipeline_train_step(pt_pipeline *p, const pt_microbatch *batch, long step, float lr,
                            float *mean_loss)
 {
-    if (!p->opt)
+    if (!p->has_optim)
         return pt_fail(PT_EINVAL, "this pipeline was created without an optimizer: it runs "
                                   "forward passes only");
     int rc = check_batch(p, batch, true);
     if (rc != PT_OK)
         return rc;
-    pt_model_zero_grads(p->m);
-    for (int c = 0; p->async && c < p->n_chunks; c++)
-        p->stash[c].version = 0;
     p->job_batch = batch;
     p->job_step = step;
     p->job_lr = lr;
     p->step_t0 = pt_pipeline_now();
     if ((rc = run_job(p, PT_JOB_TRAIN)) != PT_OK)
         return rc;
-    rc = p->mpi ? finish_step_mpi(p) : finish_step_threads(p);
-    if (rc != PT_OK)
-        return rc;
     if (mean_loss)
-        *mean_loss = mean_of(p->losses, p->M);
+        *mean_loss = mean_of(lead(p)->losses, p->M);
     return PT_OK;
 }
 
@@ -656,10 +686,8 @@ int pt_pipeline_eval(pt_pipeline *p, const pt_microbatch *batch, float *mean_los
     p->step_t0 = pt_pipeline_now();
     if ((rc = run_job(p, PT_JOB_EVAL)) != PT_OK)
         return rc;
-    if (p->mpi && (rc = pt_ranks_share(p, NULL, true)) != PT_OK)
-        return pt_ranks_abort(p, rc);
     if (mean_loss)
-        *mean_loss = mean_of(p->losses, p->M);
+        *mean_loss = mean_of(lead(p)->losses, p->M);
     return PT_OK;
 }
 
@@ -670,22 +698,32 @@ int pt_pipeline_forward_probs(pt_pipeline *p, const pt_microbatch *mb, float *pr
                                   "and an output buffer");
     p->job_batch = mb;
     p->job_probs = probs;
-    int rc = run_job(p, PT_JOB_PROBS);
-    if (rc == PT_OK && p->mpi &&
-        (rc = pt_ranks_share_probs(p, probs, p->workers[p->rank].probs_floats)) != PT_OK)
-        return pt_ranks_abort(p, rc);
-    return rc;
+    return run_job(p, PT_JOB_PROBS);
+}
+
+int pt_pipeline_run(pt_pipeline *p, int (*fn)(pt_pipeline *p, int worker, void *user), void *user)
+{
+    p->job_fn = fn;
+    p->job_user = user;
+    return run_job(p, PT_JOB_RUN);
 }
 
 /* ---- accessors ---- */
 
-const float *pt_pipeline_losses(const pt_pipeline *p) { return p->losses; }
+const float *pt_pipeline_losses(const pt_pipeline *p) { return lead(p)->losses; }
 int pt_pipeline_workers(const pt_pipeline *p) { return p->P; }
 int pt_pipeline_chunks(const pt_pipeline *p) { return p->n_chunks; }
+int pt_pipeline_stages(const pt_pipeline *p) { return p->P / p->D; }
+int pt_pipeline_replicas(const pt_pipeline *p) { return p->D; }
 const char *pt_pipeline_schedule_name(const pt_pipeline *p) { return p->schedule_name; }
 const char *pt_pipeline_transport_name(const pt_pipeline *p) { return p->mpi ? "mpi" : "threads"; }
 int pt_pipeline_rank(const pt_pipeline *p) { return p->rank; }
 int pt_pipeline_is_main(const pt_pipeline *p) { return p->rank == 0; }
+const pt_model_config *pt_pipeline_model_config(const pt_pipeline *p)
+{
+    return pt_model_get_config(p->desc);
+}
+const pt_model *pt_pipeline_description(const pt_pipeline *p) { return p->desc; }
 
 int pt_pipeline_chunk_blocks(const pt_pipeline *p, int c, int *first, int *last)
 {
@@ -704,4 +742,56 @@ int pt_pipeline_chunk_worker(const pt_pipeline *p, int c)
 size_t pt_pipeline_peak_activation_bytes(const pt_pipeline *p, int worker)
 {
     return worker >= 0 && worker < p->P ? p->workers[worker].store.peak_bytes : 0;
+}
+
+static const pt_worker *local_worker(const pt_pipeline *p, int worker)
+{
+    return worker >= 0 && worker < p->P && p->workers[worker].local ? &p->workers[worker] : NULL;
+}
+
+pt_model *pt_pipeline_stage(pt_pipeline *p, int worker)
+{
+    const pt_worker *w = local_worker(p, worker);
+    return w ? w->stage : NULL;
+}
+
+pt_optimizer *pt_pipeline_stage_optimizer(pt_pipeline *p, int worker)
+{
+    const pt_worker *w = local_worker(p, worker);
+    return w ? w->opt : NULL;
+}
+
+int pt_pipeline_worker_stage(const pt_pipeline *p, int worker, int *replica)
+{
+    if (worker < 0 || worker >= p->P)
+        return -1;
+    int D = p->s->replicas;
+    for (int c = 0; c < p->n_chunks; c++)
+        for (int k = 0; k < D; k++)
+            if (p->s->chunk_worker[c * D + k] == worker) {
+                if (replica)
+                    *replica = k;
+                return p->s->chunk_worker[c * D] / D;
+            }
+    return -1;
+}
+
+int pt_pipeline_read_param(const pt_pipeline *p, const char *name, int which, float *dst)
+{
+    for (int r = 0; r < p->P; r++) {
+        const pt_worker *w = local_worker(p, r);
+        const pt_param *q = w ? pt_model_find_param(w->stage, name) : NULL;
+        if (!q || !q->data)
+            continue;
+        const float *src = q->data;
+        if (which >= 0) {
+            int i = (int)(q - pt_model_param(w->stage, 0));
+            src = w->opt ? pt_optimizer_state(w->opt, w->stage, i, which) : NULL;
+            if (!src)
+                return pt_fail(PT_EINVAL, "parameter %s has no optimizer moment %d", name, which);
+        }
+        memcpy(dst, src, q->numel * sizeof(float));
+        return PT_OK;
+    }
+    return pt_fail(PT_EINVAL, "no worker of this process holds parameter %s", name);
 }

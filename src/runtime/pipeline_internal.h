@@ -1,11 +1,13 @@
 /* pipeline_internal.h: the inside of pt_pipeline, shared by the files of the
  * pipeline in src/runtime/:
  *
- *   pipeline.c          create/destroy, the worker threads and their jobs,
- *                       train_step / eval / forward_probs, the optimizer step
- *   pipeline_ranks.c    what crosses MPI ranks: the endpoint, replicated
- *                       schedules, gradient all-reduce, the norm and losses,
- *                       gather and broadcast of parameters and moments
+ *   pipeline.c          create/destroy, the workers and their stages, the
+ *                       worker threads and their jobs, train_step / eval /
+ *                       forward_probs
+ *   collectives.c       what crosses workers besides the executor's sends:
+ *                       the MPI endpoint, replicated schedules, the replicas'
+ *                       and tied gradient sums, the norm's shares and the
+ *                       losses, probabilities to every process
  *   executor.c          one worker walking its action list (the heart)
  *   replica_reduce.c    each chunk's gradient summed over its replicas,
  *                       started while the list still runs
@@ -14,12 +16,15 @@
  *   weight_stash.c      PipeDream's weight versions per chunk
  *   trace.c             the action trace, Chrome JSON, the bubble report
  *
- * On threads one pt_model is shared by every worker: chunks are disjoint
- * block ranges, so their parameters, gradients and optimizer state are
- * disjoint memory, and no lock guards them. On MPI every rank has its own
- * full model and runs one worker (workers[rank]) in the calling thread; the
- * other entries of workers[] stay empty. Everything per micro-batch lives in
- * the worker that holds the chunk. */
+ * Every worker owns a stage: a model holding only its chunks' blocks
+ * (parameters, gradients), its optimizer's moments, weight stashes, its
+ * activation pool and communication buffers. Workers share no model memory,
+ * on threads as under MPI: everything they exchange goes through their
+ * transport endpoint. On threads every worker runs in this process on its own
+ * thread; under MPI this process runs one worker (workers[rank]) in the
+ * calling thread and the other entries of workers[] stay empty (local
+ * false). Everything per micro-batch lives in the worker that holds the
+ * chunk. */
 #ifndef PT_RUNTIME_PIPELINE_INTERNAL_H
 #define PT_RUNTIME_PIPELINE_INTERNAL_H
 
@@ -147,7 +152,7 @@ typedef struct {
 
 /* ---- the pipeline ---- */
 
-enum { PT_JOB_NONE, PT_JOB_TRAIN, PT_JOB_STEP, PT_JOB_EVAL, PT_JOB_PROBS, PT_JOB_EXIT };
+enum { PT_JOB_NONE, PT_JOB_TRAIN, PT_JOB_EVAL, PT_JOB_PROBS, PT_JOB_RUN, PT_JOB_EXIT };
 
 /* What one worker keeps for (chunk, micro-batch) between its actions. */
 typedef struct {
@@ -188,35 +193,41 @@ typedef struct {
     size_t probs_floats; /* what the last probs job wrote (last chunk's owner) */
     pt_replica_reduce reduce;
     int rc;
+    /* the stage: what this worker owns */
+    bool local;             /* runs in this process */
+    pt_model *stage;        /* the blocks of its chunks */
+    pt_optimizer *opt;      /* their moments; NULL: forward passes only */
+    pt_weight_stash *stash; /* [n_chunks], async: own chunks only */
+    long *chunk_updates;    /* [n_chunks], async: updates applied so far */
+    double *shares;         /* [n_chunks]: squared gradient norm per chunk */
+    float *losses;          /* [n_micro]: every micro-batch's loss, after the step */
+    float clip;             /* this step's clip factor */
 } pt_worker;
 
 struct pt_pipeline {
-    pt_model *m;
-    pt_optimizer *opt;
+    pt_model *desc; /* the model's description: every block, no tensors */
+    pt_optim_config optim;
+    bool has_optim; /* false: forward passes only */
     pt_pipeline_config cfg;
     char schedule_name[32];
     pt_schedule *s;
     int P, n_chunks, M, mbs;
     bool async, checkpoint;
-    int *chunk_first, *chunk_last;   /* [n_chunks] */
-    int *worker_first, *worker_last; /* block span of each worker's chunks (for the optimizer) */
+    int *chunk_first, *chunk_last; /* [n_chunks] */
     pt_threads_world *world;
     bool world_aborted;
     /* MPI: one worker per rank; n_workers = P = stages x replicas */
     bool mpi;
-    pt_transport *mpi_t;         /* the process's endpoint (pipeline_ranks.c owns it) */
-    int rank;                    /* this process's worker; 0 on threads */
+    pt_transport *mpi_t;         /* the process's endpoint (collectives.c owns it) */
+    int rank;                    /* this process's first worker; 0 on threads */
+    int *all_workers;            /* [P]: 0..P-1, the group of every worker */
     int D;                       /* replicas of every stage */
     bool reduce_overlap;         /* replicas: sum each chunk's gradients as soon as they
                                   * are final (default); false: after the action list,
                                   * with blocking all-reduce calls (the reference) */
     size_t reduce_bucket_floats; /* PT_BUCKET_FLOATS; tests make it small */
     pt_worker *workers;
-    pt_weight_stash *stash; /* [n_chunks], async only */
-    long *chunk_updates;    /* [n_chunks], async: updates applied so far */
-    double *shares;         /* [n_chunks]: squared gradient norm per chunk */
-    float *losses;          /* [n_micro] */
-    double step_t0;         /* when the last step's actions began */
+    double step_t0; /* when the last step's actions began */
     /* the job being run */
     pthread_mutex_t mu;
     pthread_cond_t start_cv, done_cv;
@@ -225,16 +236,18 @@ struct pt_pipeline {
     int n_done;
     const pt_microbatch *job_batch;
     long job_step;
-    float job_lr, job_clip;
+    float job_lr;
     float *job_probs;
+    int (*job_fn)(pt_pipeline *p, int worker, void *user);
+    void *job_user;
     int err_rc;
     char err_msg[512];
 };
 
-/* pipeline_ranks.c */
+/* collectives.c */
 /* Tags: the executor's (chunk, mb, dir) take 0 .. 2KM-1 (K chunks, M
  * micro-batches), the replicas' gradient sum 2KM .. 2KM+2K-1; both stay
- * below PT_TAG_FIRST_CONTROL, where pipeline_ranks.c's own begin. */
+ * below PT_TAG_FIRST_CONTROL, where collectives.c's own begin. */
 #define PT_TAG_FIRST_CONTROL (PT_TAG_MAX - 15)
 /* The process's MPI endpoint, created once and ended at exit; *out NULL and
  * PT_OK when this process should run on threads (auto, no mpirun or one rank). */
@@ -245,32 +258,35 @@ int pt_ranks_endpoint(pt_pipeline_transport want, pt_transport **out);
 int pt_ranks_replicate(const pt_schedule *base, int replicas, int micro, pt_schedule **out);
 /* Does worker w run chunk c (any replica)? */
 bool pt_ranks_owns(const pt_schedule *s, int c, int w);
-/* Rank 0's balance for every rank (profiled partitions may differ). */
+/* MPI: rank 0's balance for every rank (profiled partitions may differ). */
 int pt_ranks_agree_balance(pt_pipeline *p, int *balance, int n);
-/* Chunk c's gradient span summed in place over the chunk's replicas (this
- * rank is one of them), blocking; nothing to do with one replica. */
-int pt_ranks_sum_replicas(pt_pipeline *p, int c);
+/* Chunk c's gradient summed in place over the chunk's replicas (w is one of
+ * them), blocking; nothing to do with one replica. */
+int pt_coll_sum_replicas(pt_worker *w, int c);
 /* After the action list of a synchronous step: sums each own chunk's
  * gradients over its replicas and the tied copies between their owners. */
-int pt_ranks_reduce_grads(pt_pipeline *p);
-/* Every chunk's share of the squared gradient norm (shares[n_chunks]) and
- * every micro-batch's loss (when losses), from their owners to every rank,
- * exactly. */
-int pt_ranks_share(pt_pipeline *p, double *shares, bool losses);
+int pt_coll_reduce_grads(pt_worker *w);
+/* Every chunk's share of the squared gradient norm (w->shares) and every
+ * micro-batch's loss (w->losses, when losses), from their owners to every
+ * worker, exactly. */
+int pt_coll_share(pt_worker *w, bool shares, bool losses);
+/* pipedream: the tied copies take their mean across their owners. */
+int pt_coll_rejoin_tied(pt_worker *w);
+/* probs of `floats` floats from the last chunk's owner to one worker of
+ * every other process. */
+int pt_coll_share_probs(pt_worker *w, float *probs, size_t floats);
 /* MPI: records the error, aborts the world (every rank stops), returns rc. */
 int pt_ranks_abort(pt_pipeline *p, int rc);
-/* pipedream: the tied copies take their mean across their owners. */
-int pt_ranks_rejoin_tied(pt_pipeline *p);
-/* probs of `floats` floats from the last chunk's owner to every rank. */
-int pt_ranks_share_probs(pt_pipeline *p, float *probs, size_t floats);
-/* Parameter span of chunk c in the model's arena: offset and length in floats. */
-void pt_pipeline_chunk_span(const pt_pipeline *p, int c, size_t *off, size_t *floats);
+/* Parameter span of chunk c in worker w's stage arena: offset and length in
+ * floats (w holds the chunk). */
+void pt_worker_chunk_span(const pt_worker *w, int c, size_t *off, size_t *floats);
 
 /* replica_reduce.c */
-/* Sizes the reduction of rank's chunks (buckets of p->reduce_bucket_floats);
- * does nothing unless the pipeline has replicas (MPI, synchronous). Called
- * again after pt_reduce_free when the bucket size changes. */
-int pt_reduce_init(pt_replica_reduce *r, pt_pipeline *p, int rank);
+/* Sizes the reduction of worker w's chunks (buckets of
+ * p->reduce_bucket_floats); does nothing unless the pipeline has replicas
+ * and is synchronous. Called again after pt_reduce_free when the bucket size
+ * changes. */
+int pt_reduce_init(pt_replica_reduce *r, pt_worker *w);
 void pt_reduce_free(pt_replica_reduce *r);
 /* Before a training list: the root posts its receives (when reduce_overlap). */
 int pt_reduce_begin(pt_replica_reduce *r, pt_transport *t);

@@ -15,7 +15,7 @@
  *   members  send each bucket to the root as soon as the chunk is final, and
  *            once a bucket's send is done, post the receive of its sum into
  *            the same gradient memory.
- * pt_reduce_finish, called after the list (pipeline_ranks.c, before the tied
+ * pt_reduce_finish, called after the list (collectives.c, before the tied
  * copies are summed and the norm is taken), waits for what is left. The
  * folding is the one the transport's blocking allreduce does, element for
  * element, so the result is bit-identical to it (and to the threads
@@ -36,7 +36,7 @@
  * above the executor's (pipeline.c checks that they stay below the control
  * tags); buckets of one chunk share a tag and match in order, which the
  * transport keeps per (source, tag).
- * Used by executor.c (begin, after each action), pipeline_ranks.c (finish)
+ * Used by executor.c (begin, after each action), collectives.c (finish)
  * and trace.c (each chunk's start and end, for the trace). */
 #include <stdlib.h>
 #include <string.h>
@@ -63,12 +63,13 @@ static void find_last_actions(const pt_pipeline *p, int rank, pt_reduce_chunk *c
     }
 }
 
-int pt_reduce_init(pt_replica_reduce *r, pt_pipeline *p, int rank)
+int pt_reduce_init(pt_replica_reduce *r, pt_worker *w)
 {
     memset(r, 0, sizeof *r);
-    int D = p->s->replicas, K = p->n_chunks;
+    pt_pipeline *p = w->p;
+    int D = p->s->replicas, K = p->n_chunks, rank = w->rank;
     size_t bucket = p->reduce_bucket_floats ? p->reduce_bucket_floats : PT_BUCKET_FLOATS;
-    if (!p->mpi || p->async || D < 2)
+    if (p->async || D < 2)
         return PT_OK; /* nothing to sum: r->used stays false */
     r->p = p;
     r->n_chunks = K;
@@ -97,7 +98,7 @@ int pt_reduce_init(pt_replica_reduce *r, pt_pipeline *p, int rank)
             if (ch->group[k] == rank)
                 ch->pos = k;
         size_t off, floats;
-        pt_pipeline_chunk_span(p, c, &off, &floats);
+        pt_worker_chunk_span(w, c, &off, &floats);
         ch->first_bucket = r->n_buckets;
         ch->n_buckets = (int)((floats + bucket - 1) / bucket);
         r->n_buckets += ch->n_buckets;
@@ -118,11 +119,11 @@ int pt_reduce_init(pt_replica_reduce *r, pt_pipeline *p, int rank)
         if (!ch->own)
             continue;
         size_t off, floats;
-        pt_pipeline_chunk_span(p, c, &off, &floats);
+        pt_worker_chunk_span(w, c, &off, &floats);
         for (int b = 0; b < ch->n_buckets; b++) {
             pt_reduce_bucket *bk = &r->buckets[ch->first_bucket + b];
             size_t at = (size_t)b * bucket;
-            bk->grad = p->m->grad.base + off + at;
+            bk->grad = w->stage->grad.base + off + at;
             bk->floats = floats - at < bucket ? floats - at : bucket;
             bk->up = req;
             bk->down = req + (D - 1);

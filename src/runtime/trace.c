@@ -157,7 +157,7 @@ int pt_pipeline_bubble_report(const pt_pipeline *p, char *buf, size_t n)
         buf[0] = '\0';
         at += (size_t)snprintf(buf, n, "%-8s %10s %10s\n", "worker", "bubble", "predicted");
         for (int r = 0; r < p->P && at < n; r++) {
-            if (p->mpi && r != p->rank) { /* another rank's worker: not seen here */
+            if (!p->workers[r].local) { /* another process's worker: not seen here */
                 at += (size_t)snprintf(buf + at, n - at, "%-8d %10s %10s\n", r, "-", "-");
                 continue;
             }

@@ -1,8 +1,8 @@
 /* generate.c: pt_generate(), sampling text from a gpt one token at a time.
  *
  * Each new token runs the model forward on the last seq_len tokens (no key /
- * value cache: the model is small and this keeps the blocks as they are),
- * on one worker or across a pipeline's stages, and
+ * value cache: the model is small and this keeps the blocks as they are)
+ * across a pipeline's stages (one stage for one worker), and
  * samples from the probabilities at the last position, sharpened or
  * flattened by the temperature. */
 #include <math.h>
@@ -33,24 +33,20 @@ static int sample(const float *probs, int V, float temperature, pt_rng *rng)
     return best;
 }
 
-int pt_generate(pt_model *m, pt_pipeline *pipe, const int *prompt, int n_prompt, int n_new,
-                float temperature, uint64_t seed, int *out, void (*on_token)(int token, void *user),
-                void *user)
+int pt_generate(pt_pipeline *pipe, const int *prompt, int n_prompt, int n_new, float temperature,
+                uint64_t seed, int *out, void (*on_token)(int token, void *user), void *user)
 {
-    const pt_model_config *c = pt_model_get_config(m);
+    const pt_model_config *c = pt_pipeline_model_config(pipe);
     if (c->kind != PT_MODEL_GPT)
         return pt_fail(PT_EINVAL, "only a gpt generates text");
     if (n_prompt < 1 || n_new < 0)
         return pt_fail(PT_EINVAL, "generation needs a prompt of at least one token");
-    int T = c->seq_len, V = c->vocab, last = pt_model_n_blocks(m) - 1;
+    int T = c->seq_len, V = c->vocab;
     int *context = malloc(sizeof(int) * (size_t)(n_prompt + n_new));
     int *window = calloc((size_t)T, sizeof(int));
-    float *probs = pipe ? malloc(sizeof(float) * (size_t)T * V) : NULL;
-    pt_activations *acts = NULL;
-    int rc = !context || !window || (pipe && !probs)
-                 ? pt_fail(PT_ENOMEM, "cannot allocate the context")
-             : pipe ? PT_OK
-                    : pt_activations_create(m, 0, last, 1, &acts);
+    float *probs = malloc(sizeof(float) * (size_t)T * V);
+    int rc =
+        !context || !window || !probs ? pt_fail(PT_ENOMEM, "cannot allocate the context") : PT_OK;
     pt_rng rng;
     pt_rng_seed(&rng, seed);
     if (rc == PT_OK)
@@ -61,18 +57,14 @@ int pt_generate(pt_model *m, pt_pipeline *pipe, const int *prompt, int n_prompt,
         memset(window, 0, sizeof(int) * (size_t)T); /* positions past n are masked out */
         memcpy(window, context + start, sizeof(int) * (size_t)n);
         pt_microbatch mb = {.batch = 1, .tokens = window};
-        rc = pipe ? pt_pipeline_forward_probs(pipe, &mb, probs)
-                  : pt_model_forward(m, 0, last, &mb, NULL, acts, NULL);
-        if (rc != PT_OK)
+        if ((rc = pt_pipeline_forward_probs(pipe, &mb, probs)) != PT_OK)
             break;
-        const float *all = pipe ? probs : pt_activations_output(acts);
-        int token = sample(all + (size_t)(n - 1) * V, V, temperature, &rng);
+        int token = sample(probs + (size_t)(n - 1) * V, V, temperature, &rng);
         context[len++] = token;
         out[i] = token;
         if (on_token)
             on_token(token, user);
     }
-    pt_activations_destroy(acts);
     free(probs);
     free(window);
     free(context);

@@ -13,21 +13,21 @@
  *
  * Under mpirun every rank runs this same loop on the same batches (they are
  * drawn from the same seed): the pipeline takes from each what its stage
- * needs. One rank, the pipeline's main one, reports, logs metrics and writes
- * checkpoints, after gathering every stage's parameters; every rank loads a
- * checkpoint to resume from, so a run may resume at another stage count. */
+ * needs. One rank, the pipeline's main one, reports and logs metrics; every
+ * worker loads from a checkpoint only the tensors its stage holds, so a run
+ * may resume at another stage count. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "io/checkpoint.h"
 #include "io/digits.h"
 #include "io/metrics.h"
 #include "io/text_data.h"
 #include "runtime/optimizer.h"
 #include "tensor/error.h"
+#include "train/stage_checkpoint.h"
 
 pt_train_config pt_train_config_default(void)
 {
@@ -53,8 +53,6 @@ typedef struct {
 
 typedef struct {
     const pt_train_config *cfg;
-    pt_model *m;
-    pt_optimizer *opt;
     pt_pipeline *pipe;
     data_source data;
     pt_metrics_log *metrics;
@@ -200,14 +198,11 @@ static int evaluate(trainer *t, float *val_loss, float *accuracy)
 
 static int save(trainer *t)
 {
-    int rc = pt_pipeline_gather(t->pipe);
-    if (rc != PT_OK || !pt_pipeline_is_main(t->pipe))
-        return rc;
     if (t->data.gpt)
         t->state.data_rng = t->data.sampler.rng;
     else
         t->state.data_drawn = t->data.digit_sampler.drawn;
-    return pt_checkpoint_save(t->cfg->save, t->m, t->opt, &t->state);
+    return pt_stage_checkpoint_save(t->pipe, t->cfg->save, &t->state);
 }
 
 static int check_config(const pt_train_config *c)
@@ -234,14 +229,15 @@ static int setup(trainer *t, const pt_train_config *c)
     t->cfg = c;
     t->mbs = c->batch / c->microbatches;
     const pt_model_config mc = c->model;
-    if ((rc = pt_model_create(&mc, &t->m)) != PT_OK)
-        return rc;
-    if ((rc = pt_optimizer_create(t->m, &c->optim, &t->opt)) != PT_OK)
-        return rc;
     if ((rc = open_data(t)) != PT_OK)
         return rc;
+    pt_pipeline_config pc = c->pipeline;
+    pc.microbatches = c->microbatches;
+    pc.micro_batch_size = t->mbs;
+    if ((rc = pt_pipeline_create(&mc, &c->optim, &pc, &t->pipe)) != PT_OK)
+        return rc;
     if (c->resume) {
-        if ((rc = pt_checkpoint_load(c->resume, t->m, t->opt, &t->state)) != PT_OK)
+        if ((rc = pt_stage_checkpoint_load(t->pipe, c->resume, &t->state)) != PT_OK)
             return rc;
         if (t->data.gpt) {
             t->data.sampler.rng = t->state.data_rng;
@@ -261,11 +257,7 @@ static int setup(trainer *t, const pt_train_config *c)
     t->inputs = t->data.gpt ? NULL : malloc(sizeof(float) * n * mc.widths[0]);
     if (!t->tokens || !t->targets || (!t->data.gpt && !t->inputs))
         return pt_fail(PT_ENOMEM, "cannot allocate a batch");
-    pt_pipeline_config pc = c->pipeline;
-    pc.microbatches = c->microbatches;
-    pc.micro_batch_size = t->mbs;
-    rc = pt_pipeline_create(t->m, t->opt, &pc, &t->pipe);
-    if (rc == PT_OK && c->metrics && pt_pipeline_is_main(t->pipe))
+    if (c->metrics && pt_pipeline_is_main(t->pipe))
         rc = pt_metrics_open(c->metrics, c->resume ? t->state.step : -1, &t->metrics);
     return rc;
 }
@@ -277,8 +269,6 @@ static void teardown(trainer *t)
     pt_pipeline_destroy(t->pipe);
     free(t->tokens), free(t->targets), free(t->inputs);
     close_data(&t->data);
-    pt_optimizer_destroy(t->opt);
-    pt_model_destroy(t->m);
 }
 
 /* The trace and the bubbles of the last training step, taken before the

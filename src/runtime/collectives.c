@@ -1,7 +1,9 @@
-/* pipeline_ranks.c: what a pipeline exchanges between MPI ranks, where every
- * rank runs one worker on its own full copy of the model and optimizer.
- * Called by pipeline.c (create, train_step, eval, forward_probs) and by the
- * trainer through pt_pipeline_gather() / pt_pipeline_broadcast().
+/* collectives.c: what pipeline workers exchange besides the executor's
+ * activations and gradients. Every worker owns its stage (its chunks'
+ * parameters, gradients and moments) and nothing else, on threads as under
+ * MPI, so every exchange below goes through the worker's transport endpoint
+ * and runs the same way on both. Called by pipeline.c (create, the end of a
+ * train step, eval, forward_probs) and executor.c (pipedream's updates).
  *
  *   endpoint    one MPI transport per process, created by the first pipeline
  *               that needs it and ended at the process's exit, so that
@@ -18,15 +20,15 @@
  *               in buckets), then the tied copies (wte, lm_head) summed
  *               between their owners;
  *   shares      each chunk's share of the squared norm (double) and each
- *               micro-batch's loss, sent exactly to every rank;
- *   gather      every chunk's parameters and moments to rank 0, and back.
+ *               micro-batch's loss, sent exactly to every worker;
+ *   probs       the last chunk's output to one worker of every process.
  *
  * Every sum goes through the transport's allreduce, which folds in
  * ascending rank order; values that must arrive exactly (doubles, losses)
  * travel as 16-bit pieces held in floats, summed with zeros from every other
- * rank, so the sum is the value. Thus the MPI pipeline takes bit for bit the
- * step the threads pipeline takes (pipeline.c folds the norm's chunk shares
- * in the same chunk order). */
+ * worker, so the sum is the value. Every worker folds the norm's chunk shares
+ * in chunk order, so every worker, on either transport, takes bit for bit
+ * the step one worker alone would take. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,9 +36,7 @@
 #include "runtime/pipeline_internal.h"
 #include "tensor/error.h"
 
-#define PIECE_FLOATS ((size_t)1 << 24) /* 64 MiB per gather message */
-
-enum { TAG_GATHER = PT_TAG_FIRST_CONTROL, TAG_BROADCAST, TAG_PROBS_SIZE, TAG_PROBS };
+enum { TAG_PROBS_SIZE = PT_TAG_FIRST_CONTROL, TAG_PROBS };
 
 /* ---- the process's endpoint ---- */
 
@@ -132,18 +132,6 @@ static uint64_t get_bits(const float *src, int pieces)
     return v;
 }
 
-static int world_sum(pt_pipeline *p, float *buf, size_t n)
-{
-    int *group = malloc(sizeof(int) * (size_t)p->P);
-    if (!group)
-        return pt_fail(PT_ENOMEM, "cannot allocate a rank group");
-    for (int r = 0; r < p->P; r++)
-        group[r] = r;
-    int rc = pt_transport_allreduce_sum_f32(p->mpi_t, group, p->P, buf, n);
-    free(group);
-    return rc;
-}
-
 int pt_ranks_agree_balance(pt_pipeline *p, int *balance, int n)
 {
     float *buf = calloc((size_t)n, sizeof(float));
@@ -151,41 +139,42 @@ int pt_ranks_agree_balance(pt_pipeline *p, int *balance, int n)
         return pt_fail(PT_ENOMEM, "cannot allocate the balance");
     for (int c = 0; p->rank == 0 && c < n; c++)
         buf[c] = (float)balance[c]; /* block counts: exact in a float */
-    int rc = world_sum(p, buf, (size_t)n);
+    int rc = pt_transport_allreduce_sum_f32(p->mpi_t, p->all_workers, p->P, buf, (size_t)n);
     for (int c = 0; rc == PT_OK && c < n; c++)
         balance[c] = (int)buf[c];
     free(buf);
     return rc;
 }
 
-int pt_ranks_share(pt_pipeline *p, double *shares, bool losses)
+int pt_coll_share(pt_worker *w, bool shares, bool losses)
 {
+    pt_pipeline *p = w->p;
     int K = p->n_chunks, M = p->M, D = p->s->replicas;
     size_t n = (size_t)(shares ? K * 4 : 0) + (size_t)(losses ? M * 2 : 0);
-    float *buf = calloc(n, sizeof(float));
+    float *buf = calloc(n ? n : 1, sizeof(float));
     if (!buf)
         return pt_fail(PT_ENOMEM, "cannot allocate the shared values");
     float *lbuf = buf + (shares ? K * 4 : 0);
     for (int c = 0; shares && c < K; c++)
-        if (p->s->chunk_worker[c * D] == p->rank) { /* replica 0 speaks for the stage */
+        if (p->s->chunk_worker[c * D] == w->rank) { /* replica 0 speaks for the stage */
             uint64_t bits;
-            memcpy(&bits, &shares[c], sizeof bits);
+            memcpy(&bits, &w->shares[c], sizeof bits);
             put_bits(buf + c * 4, bits, 4);
         }
     for (int m = 0; losses && m < M; m++)
-        if (pt_sched_worker_of(p->s, K - 1, m) == p->rank) {
+        if (pt_sched_worker_of(p->s, K - 1, m) == w->rank) {
             uint32_t bits;
-            memcpy(&bits, &p->losses[m], sizeof bits);
+            memcpy(&bits, &w->losses[m], sizeof bits);
             put_bits(lbuf + m * 2, bits, 2);
         }
-    int rc = world_sum(p, buf, n);
+    int rc = pt_transport_allreduce_sum_f32(w->t, p->all_workers, p->P, buf, n);
     for (int c = 0; rc == PT_OK && shares && c < K; c++) {
         uint64_t bits = get_bits(buf + c * 4, 4);
-        memcpy(&shares[c], &bits, sizeof bits);
+        memcpy(&w->shares[c], &bits, sizeof bits);
     }
     for (int m = 0; rc == PT_OK && losses && m < M; m++) {
         uint32_t bits = (uint32_t)get_bits(lbuf + m * 2, 2);
-        memcpy(&p->losses[m], &bits, sizeof bits);
+        memcpy(&w->losses[m], &bits, sizeof bits);
     }
     free(buf);
     return rc;
@@ -193,11 +182,11 @@ int pt_ranks_share(pt_pipeline *p, double *shares, bool losses)
 
 /* ---- gradients ---- */
 
-void pt_pipeline_chunk_span(const pt_pipeline *p, int c, size_t *off, size_t *floats)
+void pt_worker_chunk_span(const pt_worker *w, int c, size_t *off, size_t *floats)
 {
-    const pt_model *m = p->m;
-    int a = pt_model_block_first_param(m, p->chunk_first[c]);
-    int b = pt_model_block_first_param(m, p->chunk_last[c] + 1);
+    const pt_model *m = w->stage;
+    int a = pt_model_block_first_param(m, w->p->chunk_first[c]);
+    int b = pt_model_block_first_param(m, w->p->chunk_last[c] + 1);
     *off = 0;
     *floats = 0;
     if (b > a) {
@@ -216,12 +205,12 @@ static int chunk_of_block(const pt_pipeline *p, int block)
 }
 
 /* Sums n floats over the group, one bucket per call. */
-static int bucketed_sum(pt_pipeline *p, const int *group, int n_group, float *x, size_t n)
+static int bucketed_sum(pt_worker *w, const int *group, int n_group, float *x, size_t n)
 {
-    size_t bucket = p->reduce_bucket_floats;
+    size_t bucket = w->p->reduce_bucket_floats;
     for (size_t at = 0; at < n; at += bucket) {
         size_t len = n - at < bucket ? n - at : bucket;
-        int rc = pt_transport_allreduce_sum_f32(p->mpi_t, group, n_group, x + at, len);
+        int rc = pt_transport_allreduce_sum_f32(w->t, group, n_group, x + at, len);
         if (rc != PT_OK)
             return rc;
     }
@@ -229,31 +218,32 @@ static int bucketed_sum(pt_pipeline *p, const int *group, int n_group, float *x,
 }
 
 /* The tied copies' values (grad or data) summed between the owners of the
- * two blocks in this rank's replica; with `mean` halved, as pipedream wants.
- * Owner of both: the same addition done here. */
-static int sum_tied(pt_pipeline *p, bool grad, bool mean)
+ * two blocks in this worker's replica; with `mean` halved, as pipedream
+ * wants. A worker holding both does the same addition itself. */
+static int sum_tied(pt_worker *w, bool grad, bool mean)
 {
-    pt_model *m = p->m;
-    int D = p->s->replicas, k = p->rank % D;
-    for (int i = 0; i < m->n_params; i++) {
-        pt_param *cp = &m->params[i];
+    pt_pipeline *p = w->p;
+    pt_model *m = w->stage;
+    int D = p->s->replicas, k = w->rank % D;
+    for (int i = 0; i < pt_model_n_params(m); i++) {
+        const pt_param *cp = pt_model_param(m, i);
         if (!cp->tied_to)
             continue;
-        pt_param *src = (pt_param *)pt_model_find_param(m, cp->tied_to);
+        const pt_param *src = pt_model_find_param(m, cp->tied_to);
         int cc = chunk_of_block(p, cp->block), cs = chunk_of_block(p, src->block);
         int group[2] = {p->s->chunk_worker[cs * D + k], p->s->chunk_worker[cc * D + k]};
+        if (group[0] != w->rank && group[1] != w->rank)
+            continue;
         float *a = grad ? src->grad : src->data, *b = grad ? cp->grad : cp->data;
-        if (group[0] == p->rank && group[1] == p->rank) {
+        if (group[0] == w->rank && group[1] == w->rank) {
             for (size_t j = 0; j < cp->numel; j++) {
                 float s = a[j] + b[j];
                 a[j] = b[j] = mean ? 0.5f * s : s;
             }
             continue;
         }
-        if (group[0] != p->rank && group[1] != p->rank)
-            continue;
-        float *mine = group[0] == p->rank ? a : b;
-        int rc = bucketed_sum(p, group, 2, mine, cp->numel);
+        float *mine = group[0] == w->rank ? a : b;
+        int rc = bucketed_sum(w, group, 2, mine, cp->numel);
         if (rc != PT_OK)
             return rc;
         for (size_t j = 0; mean && j < cp->numel; j++)
@@ -262,8 +252,9 @@ static int sum_tied(pt_pipeline *p, bool grad, bool mean)
     return PT_OK;
 }
 
-int pt_ranks_sum_replicas(pt_pipeline *p, int c)
+int pt_coll_sum_replicas(pt_worker *w, int c)
 {
+    pt_pipeline *p = w->p;
     int D = p->s->replicas;
     if (D < 2)
         return PT_OK;
@@ -271,127 +262,65 @@ int pt_ranks_sum_replicas(pt_pipeline *p, int c)
     if (!group)
         return pt_fail(PT_ENOMEM, "cannot allocate a replica group");
     size_t off, n;
-    pt_pipeline_chunk_span(p, c, &off, &n);
+    pt_worker_chunk_span(w, c, &off, &n);
     for (int k = 0; k < D; k++)
         group[k] = p->s->chunk_worker[c * D + k];
-    int rc = bucketed_sum(p, group, D, p->m->grad.base + off, n);
+    int rc = bucketed_sum(w, group, D, w->stage->grad.base + off, n);
     free(group);
     return rc;
 }
 
-int pt_ranks_reduce_grads(pt_pipeline *p)
+int pt_coll_reduce_grads(pt_worker *w)
 {
-    pt_replica_reduce *overlapped = &p->workers[p->rank].reduce;
+    pt_pipeline *p = w->p;
     int rc = PT_OK;
-    if (pt_reduce_active(overlapped))
-        rc = pt_reduce_finish(overlapped);
+    if (pt_reduce_active(&w->reduce))
+        rc = pt_reduce_finish(&w->reduce);
     else
         for (int c = 0; rc == PT_OK && c < p->n_chunks; c++)
-            if (pt_ranks_owns(p->s, c, p->rank))
-                rc = pt_ranks_sum_replicas(p, c);
-    return rc == PT_OK ? sum_tied(p, true, false) : rc;
+            if (pt_ranks_owns(p->s, c, w->rank))
+                rc = pt_coll_sum_replicas(w, c);
+    return rc == PT_OK ? sum_tied(w, true, false) : rc;
 }
 
-int pt_ranks_rejoin_tied(pt_pipeline *p) { return sum_tied(p, false, true); }
+int pt_coll_rejoin_tied(pt_worker *w) { return sum_tied(w, false, true); }
 
 /* ---- probabilities ---- */
 
-int pt_ranks_share_probs(pt_pipeline *p, float *probs, size_t floats)
+/* Does worker w run in a process of its own (MPI), rather than beside every
+ * other worker (threads)? Processes are what probabilities must reach. */
+static bool own_process(const pt_pipeline *p) { return p->mpi; }
+
+int pt_coll_share_probs(pt_worker *w, float *probs, size_t floats)
 {
+    pt_pipeline *p = w->p;
     int owner = pt_sched_worker_of(p->s, p->n_chunks - 1, 0);
+    if (!own_process(p))
+        return PT_OK; /* the owner wrote them into this process's buffer */
     uint64_t n = floats;
     int rc = PT_OK;
-    if (p->rank == owner) {
+    if (w->rank == owner) {
         for (int r = 0; rc == PT_OK && r < p->P; r++) {
             if (r == owner)
                 continue;
             pt_request a, b;
-            rc = pt_transport_isend(p->mpi_t, r, TAG_PROBS_SIZE, &n, sizeof n, &a);
+            rc = pt_transport_isend(w->t, r, TAG_PROBS_SIZE, &n, sizeof n, &a);
             if (rc == PT_OK)
-                rc = pt_transport_isend(p->mpi_t, r, TAG_PROBS, probs, floats * sizeof(float), &b);
+                rc = pt_transport_isend(w->t, r, TAG_PROBS, probs, floats * sizeof(float), &b);
             if (rc == PT_OK)
-                rc = pt_transport_wait(p->mpi_t, &a);
+                rc = pt_transport_wait(w->t, &a);
             if (rc == PT_OK)
-                rc = pt_transport_wait(p->mpi_t, &b);
+                rc = pt_transport_wait(w->t, &b);
         }
         return rc;
     }
     pt_request r;
-    rc = pt_transport_irecv(p->mpi_t, owner, TAG_PROBS_SIZE, &n, sizeof n, &r);
+    rc = pt_transport_irecv(w->t, owner, TAG_PROBS_SIZE, &n, sizeof n, &r);
     if (rc == PT_OK)
-        rc = pt_transport_wait(p->mpi_t, &r);
+        rc = pt_transport_wait(w->t, &r);
     if (rc == PT_OK)
-        rc = pt_transport_irecv(p->mpi_t, owner, TAG_PROBS, probs, (size_t)n * sizeof(float), &r);
+        rc = pt_transport_irecv(w->t, owner, TAG_PROBS, probs, (size_t)n * sizeof(float), &r);
     if (rc == PT_OK)
-        rc = pt_transport_wait(p->mpi_t, &r);
+        rc = pt_transport_wait(w->t, &r);
     return rc;
-}
-
-/* ---- gather and broadcast ---- */
-
-/* One span moved from one rank to another, in pieces. */
-static int move_span(pt_pipeline *p, bool sending, int peer, int tag, float *x, size_t n)
-{
-    for (size_t at = 0; at < n; at += PIECE_FLOATS) {
-        size_t len = n - at < PIECE_FLOATS ? n - at : PIECE_FLOATS;
-        pt_request r;
-        int rc = sending ? pt_transport_isend(p->mpi_t, peer, tag, x + at, len * sizeof(float), &r)
-                         : pt_transport_irecv(p->mpi_t, peer, tag, x + at, len * sizeof(float), &r);
-        if (rc == PT_OK)
-            rc = pt_transport_wait(p->mpi_t, &r);
-        if (rc != PT_OK)
-            return rc;
-    }
-    return PT_OK;
-}
-
-/* Parameters and moments of chunk c between `from` and `to` (this rank is
- * one of them). */
-static int move_chunk(pt_pipeline *p, int c, int from, int to, int tag)
-{
-    size_t off, n;
-    pt_pipeline_chunk_span(p, c, &off, &n);
-    if (n == 0)
-        return PT_OK;
-    bool sending = p->rank == from;
-    int peer = sending ? to : from;
-    int first = pt_model_block_first_param(p->m, p->chunk_first[c]);
-    int rc = move_span(p, sending, peer, tag, p->m->data.base + off, n);
-    for (int which = 0; rc == PT_OK && p->opt && which < 2; which++) {
-        float *state = pt_optimizer_state(p->opt, p->m, first, which);
-        if (state)
-            rc = move_span(p, sending, peer, tag, state, n);
-    }
-    return rc;
-}
-
-int pt_pipeline_gather(pt_pipeline *p)
-{
-    if (!p->mpi)
-        return PT_OK;
-    if (p->world_aborted)
-        return pt_fail(PT_ETRANSPORT, "the pipeline's MPI world has failed before");
-    int D = p->s->replicas, rc = PT_OK;
-    for (int c = 0; rc == PT_OK && c < p->n_chunks; c++) {
-        int owner = p->s->chunk_worker[c * D];
-        if (owner != 0 && (p->rank == 0 || p->rank == owner))
-            rc = move_chunk(p, c, owner, 0, TAG_GATHER);
-    }
-    return rc == PT_OK ? PT_OK : pt_ranks_abort(p, rc);
-}
-
-int pt_pipeline_broadcast(pt_pipeline *p)
-{
-    if (!p->mpi)
-        return PT_OK;
-    if (p->world_aborted)
-        return pt_fail(PT_ETRANSPORT, "the pipeline's MPI world has failed before");
-    int D = p->s->replicas, rc = PT_OK;
-    for (int c = 0; rc == PT_OK && c < p->n_chunks; c++)
-        for (int k = 0; rc == PT_OK && k < D; k++) {
-            int owner = p->s->chunk_worker[c * D + k];
-            if (owner != 0 && (p->rank == 0 || p->rank == owner))
-                rc = move_chunk(p, c, 0, owner, TAG_BROADCAST);
-        }
-    return rc == PT_OK ? PT_OK : pt_ranks_abort(p, rc);
 }
