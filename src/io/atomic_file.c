@@ -84,8 +84,16 @@ void pt_atomic_abort(pt_atomic_file *af)
     release(af);
 }
 
-/* Makes the rename itself durable. Some filesystems refuse fsync on a
- * directory; the file's data is safe by then, so that is not an error. */
+void pt_sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
+/* Makes the rename itself durable. */
 static void sync_parent_dir(const char *path)
 {
     char *copy = strdup(path);
@@ -99,11 +107,7 @@ static void sync_parent_dir(const char *path)
         *slash = '\0';
         dir = copy;
     }
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
+    pt_sync_dir(dir);
     free(copy);
 }
 

@@ -33,5 +33,9 @@ int pt_atomic_write(pt_atomic_file *af, const void *data, size_t n);
 int pt_atomic_commit(pt_atomic_file *af);
 /* Closes and removes the temporary file; the final name is untouched. */
 void pt_atomic_abort(pt_atomic_file *af);
+/* Makes renames and creations inside a directory durable (fsync of the
+ * directory). Some filesystems refuse that; the files' data is safe by then,
+ * so a failure is ignored. */
+void pt_sync_dir(const char *dir);
 
 #endif

@@ -1,5 +1,8 @@
-/* checkpoint.c: saving and loading a run's state (checkpoint.h). */
-#include "io/checkpoint.h"
+/* checkpoint.c: the single-file checkpoint (pt_checkpoint_save) and the
+ * pieces of the format every checkpoint file shares (checkpoint_format.h):
+ * names, metadata, the model config as key/value text. Loading is in
+ * checkpoint_load.c, sets in checkpoint_set.c. */
+#include "io/checkpoint_format.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -7,31 +10,57 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/safetensors.h"
-#include "tensor/error.h"
+/* ---- Names ------------------------------------------------------------- */
 
-#define MAX_META 16
-
-static const char *state_prefix(pt_optim_kind kind, int which)
+void pt_set_file_name(char *buf, size_t n, const char *stem, int shard, int n_shards)
 {
-    if (kind == PT_OPTIM_SGD)
-        return which == 0 ? "optimizer.momentum." : NULL;
-    return which == 0 ? "optimizer.exp_avg." : "optimizer.exp_avg_sq.";
+    if (n_shards == 1)
+        snprintf(buf, n, "%s.safetensors", stem);
+    else
+        snprintf(buf, n, "%s-%05d-of-%05d.safetensors", stem, shard + 1, n_shards);
 }
 
-static const char *optim_name(pt_optim_kind kind) { return kind == PT_OPTIM_SGD ? "sgd" : "adamw"; }
-
-typedef struct {
-    char key[MAX_META][24];
-    char value[MAX_META][160];
-    pt_st_meta meta[MAX_META];
-    int n;
-} meta_list;
-
-static void meta_add(meta_list *l, const char *key, const char *fmt, ...) PT_PRINTF(3, 4);
-
-static void meta_add(meta_list *l, const char *key, const char *fmt, ...)
+void pt_set_index_name(char *buf, size_t n, const char *stem)
 {
+    snprintf(buf, n, "%s.safetensors.index.json", stem);
+}
+
+const char *pt_ckpt_moment(pt_optim_kind kind, int which)
+{
+    if (kind == PT_OPTIM_SGD)
+        return which == 0 ? "momentum" : NULL;
+    return which == 0 ? "exp_avg" : "exp_avg_sq";
+}
+
+const char *pt_ckpt_optim_name(pt_optim_kind kind)
+{
+    return kind == PT_OPTIM_SGD ? "sgd" : "adamw";
+}
+
+int pt_ckpt_ignorable(const char *name)
+{
+    size_t n = strlen(name);
+    return (n > 10 && !strcmp(name + n - 10, ".attn.bias")) ||
+           (n > 17 && !strcmp(name + n - 17, ".attn.masked_bias"));
+}
+
+int pt_ckpt_check_run_id(const char *run_id)
+{
+    size_t n = run_id ? strlen(run_id) : 0;
+    if (n < 1 || n >= PT_RUN_ID_MAX || strspn(run_id,
+                                              "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                              "0123456789._-") != n)
+        return pt_fail(PT_EINVAL, "run id '%s' is not 1 to %d of A-Z a-z 0-9 . _ -",
+                       run_id ? run_id : "(none)", PT_RUN_ID_MAX - 1);
+    return PT_OK;
+}
+
+/* ---- Metadata ---------------------------------------------------------- */
+
+void pt_ckpt_meta_add(pt_ckpt_meta *l, const char *key, const char *fmt, ...)
+{
+    if (l->n >= PT_CKPT_MAX_META)
+        return;
     va_list ap;
     snprintf(l->key[l->n], sizeof l->key[0], "%s", key);
     va_start(ap, fmt);
@@ -41,85 +70,48 @@ static void meta_add(meta_list *l, const char *key, const char *fmt, ...)
     l->n++;
 }
 
-static void config_meta(meta_list *l, const pt_model_config *c)
+void pt_ckpt_config_meta(pt_ckpt_meta *l, const pt_model_config *c)
 {
-    meta_add(l, "format", "pipetrain");
+    pt_ckpt_meta_add(l, "format", "pipetrain");
     if (c->kind == PT_MODEL_GPT) {
-        meta_add(l, "model", "gpt");
-        meta_add(l, "n_layer", "%d", c->n_layer);
-        meta_add(l, "n_head", "%d", c->n_head);
-        meta_add(l, "n_embd", "%d", c->n_embd);
-        meta_add(l, "n_positions", "%d", c->seq_len);
-        meta_add(l, "vocab_size", "%d", c->vocab);
+        pt_ckpt_meta_add(l, "model", "gpt");
+        pt_ckpt_meta_add(l, "n_layer", "%d", c->n_layer);
+        pt_ckpt_meta_add(l, "n_head", "%d", c->n_head);
+        pt_ckpt_meta_add(l, "n_embd", "%d", c->n_embd);
+        pt_ckpt_meta_add(l, "n_positions", "%d", c->seq_len);
+        pt_ckpt_meta_add(l, "vocab_size", "%d", c->vocab);
     } else {
         char widths[160] = "";
         for (int i = 0; i < c->n_widths; i++)
             snprintf(widths + strlen(widths), sizeof widths - strlen(widths), "%s%d", i ? "," : "",
                      c->widths[i]);
-        meta_add(l, "model", "mlp");
-        meta_add(l, "widths", "%s", widths);
+        pt_ckpt_meta_add(l, "model", "mlp");
+        pt_ckpt_meta_add(l, "widths", "%s", widths);
     }
-    meta_add(l, "seed", "%" PRIu64, c->seed);
+    pt_ckpt_meta_add(l, "seed", "%" PRIu64, c->seed);
 }
 
-int pt_checkpoint_save(const char *path, const pt_model *m, pt_optimizer *opt,
+void pt_ckpt_file_meta(pt_ckpt_meta *l, const pt_model_config *c, const char *optimizer,
                        const pt_train_state *state)
 {
-    int n = pt_model_n_params(m);
-    pt_st_tensor *t = calloc((size_t)n * 3, sizeof *t);
-    char(*names)[128] = calloc((size_t)n * 2, sizeof *names);
-    if (!t || !names) {
-        free(t), free(names);
-        return pt_fail(PT_ENOMEM, "cannot allocate the checkpoint's tensor list");
-    }
-    int nt = 0, nn = 0;
-    for (int i = 0; i < n; i++) {
-        const pt_param *p = pt_model_param(m, i);
-        if (p->tied_to)
-            continue;
-        t[nt] =
-            (pt_st_tensor){.name = p->name, .dtype = PT_DT_F32, .ndim = p->ndim, .data = p->data};
-        memcpy(t[nt].shape, p->shape, sizeof(int) * (size_t)p->ndim);
-        nt++;
-    }
-    pt_optim_kind kind = opt ? pt_optimizer_config(opt)->kind : PT_OPTIM_ADAMW;
-    for (int which = 0; opt && which < 2; which++) {
-        const char *prefix = state_prefix(kind, which);
-        for (int i = 0; prefix && i < n; i++) {
-            const pt_param *p = pt_model_param(m, i);
-            if (p->tied_to)
-                continue;
-            snprintf(names[nn], sizeof names[0], "%s%s", prefix, p->name);
-            t[nt] = (pt_st_tensor){.name = names[nn++],
-                                   .dtype = PT_DT_F32,
-                                   .ndim = p->ndim,
-                                   .data = pt_optimizer_state(opt, m, i, which)};
-            memcpy(t[nt].shape, p->shape, sizeof(int) * (size_t)p->ndim);
-            nt++;
-        }
-    }
-    meta_list l = {.n = 0};
-    config_meta(&l, pt_model_get_config(m));
-    if (opt)
-        meta_add(&l, "optimizer", "%s", optim_name(kind));
+    pt_ckpt_config_meta(l, c);
+    if (optimizer)
+        pt_ckpt_meta_add(l, "optimizer", "%s", optimizer);
     if (state) {
         const uint64_t *s = state->data_rng.s;
-        meta_add(&l, "step", "%ld", state->step);
-        meta_add(&l, "data_rng", "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64, s[0],
-                 s[1], s[2], s[3]);
-        meta_add(&l, "data_drawn", "%" PRIu64, state->data_drawn);
+        pt_ckpt_meta_add(l, "step", "%ld", state->step);
+        pt_ckpt_meta_add(l, "data_rng", "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64,
+                         s[0], s[1], s[2], s[3]);
+        pt_ckpt_meta_add(l, "data_drawn", "%" PRIu64, state->data_drawn);
     }
-    int rc = pt_safetensors_write(path, t, nt, l.meta, l.n);
-    free(t);
-    free(names);
-    return rc;
 }
 
-/* ---- reading ---- */
+/* ---- The config as key/value text ------------------------------------- */
 
-static int meta_int(const pt_safetensors *st, const char *key, int *out)
+static int lookup_int(pt_ckpt_lookup get, const void *ctx, const char *key, int *out)
 {
-    const char *v = pt_safetensors_meta(st, key);
+    char buf[32];
+    const char *v = get(ctx, key, buf, sizeof buf);
     if (!v)
         return 0;
     char *end;
@@ -130,63 +122,34 @@ static int meta_int(const pt_safetensors *st, const char *key, int *out)
     return 1;
 }
 
-static int dims_of(const pt_safetensors *st, const char *path, const char *name, int ndim,
-                   int *shape)
+static int parse_widths(const char *w, const char *path, pt_model_config *cfg)
 {
-    const pt_st_info *in = pt_safetensors_find(st, name);
-    if (!in)
-        return pt_fail(PT_EFORMAT, "%s: no tensor '%s'", path, name);
-    if (in->ndim != ndim)
-        return pt_fail(PT_EFORMAT, "%s: tensor '%s' has %d dimensions, expected %d", path, name,
-                       in->ndim, ndim);
-    memcpy(shape, in->shape, sizeof(int) * (size_t)ndim);
-    return PT_OK;
-}
-
-/* A gpt config from Hugging Face's tensor names and shapes. */
-static int config_from_shapes(const pt_safetensors *st, const char *path, int default_heads,
-                              pt_model_config *cfg)
-{
-    int te[2], pe[2], rc;
-    if ((rc = dims_of(st, path, "transformer.wte.weight", 2, te)) != PT_OK ||
-        (rc = dims_of(st, path, "transformer.wpe.weight", 2, pe)) != PT_OK)
-        return rc;
-    *cfg = pt_model_config_gpt();
-    cfg->vocab = te[0], cfg->n_embd = te[1], cfg->seq_len = pe[0];
-    char name[96];
-    int layers = 0;
-    for (;; layers++) {
-        snprintf(name, sizeof name, "transformer.h.%d.ln_1.weight", layers);
-        if (!pt_safetensors_find(st, name))
-            break;
+    int widths[PT_MLP_MAX_WIDTHS], n = 0;
+    for (const char *p = w; p && *p;) {
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p || x < 1 || n == PT_MLP_MAX_WIDTHS)
+            return pt_fail(PT_EFORMAT, "%s: widths '%s' is not a list of at most %d widths", path,
+                           w, PT_MLP_MAX_WIDTHS);
+        widths[n++] = (int)x;
+        p = *end == ',' ? end + 1 : end;
+        if (*end != ',' && *end != '\0')
+            return pt_fail(PT_EFORMAT, "%s: widths '%s' is malformed", path, w);
     }
-    cfg->n_layer = layers;
-    cfg->n_head = default_heads;
-    int heads;
-    if (meta_int(st, "n_head", &heads) > 0)
-        cfg->n_head = heads;
+    *cfg = pt_model_config_mlp(n, widths);
     return PT_OK;
 }
 
-static int config_from_meta(const pt_safetensors *st, const char *path, pt_model_config *cfg)
+int pt_ckpt_config_parse(pt_ckpt_lookup get, const void *ctx, const char *path,
+                         pt_model_config *cfg)
 {
-    const char *model = pt_safetensors_meta(st, "model");
-    const char *seed = pt_safetensors_meta(st, "seed");
+    char model_buf[16], widths_buf[160], seed_buf[32];
+    const char *model = get(ctx, "model", model_buf, sizeof model_buf);
+    const char *seed = get(ctx, "seed", seed_buf, sizeof seed_buf);
     if (model && !strcmp(model, "mlp")) {
-        const char *w = pt_safetensors_meta(st, "widths");
-        int widths[PT_MLP_MAX_WIDTHS], n = 0;
-        for (const char *p = w; p && *p && n < PT_MLP_MAX_WIDTHS;) {
-            char *end;
-            long x = strtol(p, &end, 10);
-            if (end == p || x < 1)
-                return pt_fail(PT_EFORMAT, "%s: metadata widths '%s' is not a list of widths", path,
-                               w);
-            widths[n++] = (int)x;
-            p = *end == ',' ? end + 1 : end;
-            if (*end != ',' && *end != '\0')
-                return pt_fail(PT_EFORMAT, "%s: metadata widths '%s' is malformed", path, w);
-        }
-        *cfg = pt_model_config_mlp(n, widths);
+        int rc = parse_widths(get(ctx, "widths", widths_buf, sizeof widths_buf), path, cfg);
+        if (rc != PT_OK)
+            return rc;
     } else if (model && !strcmp(model, "gpt")) {
         *cfg = pt_model_config_gpt();
         const struct {
@@ -198,11 +161,11 @@ static int config_from_meta(const pt_safetensors *st, const char *path, pt_model
                  {"n_positions", &cfg->seq_len},
                  {"vocab_size", &cfg->vocab}};
         for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
-            if (meta_int(st, f[i].key, f[i].field) != 1)
-                return pt_fail(PT_EFORMAT, "%s: metadata '%s' is missing or not a positive integer",
-                               path, f[i].key);
+            if (lookup_int(get, ctx, f[i].key, f[i].field) != 1)
+                return pt_fail(PT_EFORMAT, "%s: '%s' is missing or not a positive integer", path,
+                               f[i].key);
     } else {
-        return pt_fail(PT_EFORMAT, "%s: metadata 'model' is '%s', expected gpt or mlp", path,
+        return pt_fail(PT_EFORMAT, "%s: 'model' is '%s', expected gpt or mlp", path,
                        model ? model : "(missing)");
     }
     if (seed)
@@ -210,27 +173,7 @@ static int config_from_meta(const pt_safetensors *st, const char *path, pt_model
     return PT_OK;
 }
 
-static int read_config(const pt_safetensors *st, const char *path, int default_heads,
-                       pt_model_config *cfg)
-{
-    const char *format = pt_safetensors_meta(st, "format");
-    if (format && !strcmp(format, "pipetrain"))
-        return config_from_meta(st, path, cfg);
-    return config_from_shapes(st, path, default_heads, cfg);
-}
-
-int pt_checkpoint_read_config(const char *path, int default_heads, pt_model_config *cfg)
-{
-    pt_safetensors *st;
-    int rc = pt_safetensors_open(path, &st);
-    if (rc != PT_OK)
-        return rc;
-    rc = read_config(st, path, default_heads, cfg);
-    pt_safetensors_close(st);
-    return rc;
-}
-
-static int same_config(const pt_model_config *a, const pt_model_config *b, const char *path)
+int pt_ckpt_same_config(const pt_model_config *a, const pt_model_config *b, const char *path)
 {
     if (a->kind != b->kind)
         return pt_fail(PT_EFORMAT, "%s holds a%s model, not a%s", path,
@@ -251,142 +194,66 @@ static int same_config(const pt_model_config *a, const pt_model_config *b, const
     return PT_OK;
 }
 
-/* Tensors a file may carry that the model has no use for: GPT-2's causal
- * mask buffers, as older transformers versions saved them. */
-static int ignorable(const char *name)
+int pt_ckpt_parse_rng(const char *hex, pt_rng *rng)
 {
-    size_t n = strlen(name);
-    return (n > 10 && !strcmp(name + n - 10, ".attn.bias")) ||
-           (n > 17 && !strcmp(name + n - 17, ".attn.masked_bias"));
-}
-
-/* Every check before anything is copied, so a refused file changes nothing. */
-static int check_tensors(const pt_safetensors *st, const char *path, const pt_model *m,
-                         pt_optim_kind kind, int with_state)
-{
-    char name[160];
-    for (int i = 0; i < pt_model_n_params(m); i++) {
-        const pt_param *p = pt_model_param(m, i);
-        if (!p->data)
-            continue; /* a block this stage does not hold */
-        for (int which = -1; which < (with_state ? 2 : 0); which++) {
-            const char *prefix = which < 0 ? "" : state_prefix(kind, which);
-            if (!prefix)
-                continue;
-            snprintf(name, sizeof name, "%s%s", prefix, p->name);
-            const pt_st_info *in = pt_safetensors_find(st, name);
-            if (!in && p->tied_to)
-                continue; /* restored from what it copies */
-            if (!in)
-                return pt_fail(PT_EFORMAT, "%s: no tensor '%s'%s", path, name,
-                               which >= 0 ? " (optimizer state needed to resume)" : "");
-            if (in->dtype != PT_DT_F32)
-                return pt_fail(PT_EFORMAT, "%s: tensor '%s' is %s, expected F32", path, name,
-                               pt_dtype_name(in->dtype));
-            int same = in->ndim == p->ndim;
-            for (int d = 0; same && d < p->ndim; d++)
-                same = in->shape[d] == p->shape[d];
-            if (!same)
-                return pt_fail(PT_EFORMAT,
-                               "%s: tensor '%s' has another shape than the model's "
-                               "(%d dims, first %d; expected %d dims, first %d)",
-                               path, name, in->ndim, in->ndim ? in->shape[0] : 0, p->ndim,
-                               p->shape[0]);
-        }
-    }
-    for (int i = 0; i < pt_safetensors_count(st); i++) {
-        const char *tn = pt_safetensors_info(st, i)->name;
-        if (!pt_model_find_param(m, tn) && strncmp(tn, "optimizer.", 10) && !ignorable(tn))
-            return pt_fail(PT_EFORMAT, "%s: tensor '%s' is not a parameter of this model", path,
-                           tn);
-    }
-    return PT_OK;
-}
-
-static int read_state(const pt_safetensors *st, const char *path, pt_train_state *state)
-{
-    const char *step = pt_safetensors_meta(st, "step");
-    const char *rng = pt_safetensors_meta(st, "data_rng");
-    const char *drawn = pt_safetensors_meta(st, "data_drawn");
-    if (!step || !rng || strlen(rng) != 64)
-        return pt_fail(PT_EFORMAT,
-                       "%s: metadata 'step' or 'data_rng' is missing: not a "
-                       "checkpoint a run can resume from",
-                       path);
-    char *end;
-    state->step = strtol(step, &end, 10);
-    if (*end || state->step < 0)
-        return pt_fail(PT_EFORMAT, "%s: metadata step '%s' is not a step count", path, step);
+    if (!hex || strlen(hex) != 64 || strspn(hex, "0123456789abcdefABCDEF") != 64)
+        return PT_EFORMAT;
     for (int i = 0; i < 4; i++) {
         char word[17];
-        memcpy(word, rng + 16 * i, 16);
+        memcpy(word, hex + 16 * i, 16);
         word[16] = '\0';
-        state->data_rng.s[i] = strtoull(word, &end, 16);
-        if (*end)
-            return pt_fail(PT_EFORMAT, "%s: metadata data_rng is not hexadecimal", path);
+        rng->s[i] = strtoull(word, NULL, 16);
     }
-    state->data_drawn = drawn ? strtoull(drawn, NULL, 10) : 0;
     return PT_OK;
 }
 
-int pt_checkpoint_load(const char *path, pt_model *m, pt_optimizer *opt, pt_train_state *state)
+/* ---- The single file --------------------------------------------------- */
+
+int pt_checkpoint_save(const char *path, const pt_model *m, pt_optimizer *opt,
+                       const pt_train_state *state)
 {
-    pt_safetensors *st;
-    int rc = pt_safetensors_open(path, &st);
-    if (rc != PT_OK)
+    size_t len = strlen(path);
+    if (len < 12 || strcmp(path + len - 12, ".safetensors")) {
+        /* a folder: a set of one shard */
+        char staging[4096], run_id[PT_RUN_ID_MAX];
+        int rc = pt_checkpoint_new_run_id(run_id, sizeof run_id);
+        if (rc == PT_OK)
+            rc = pt_checkpoint_begin(path, staging, sizeof staging);
+        if (rc == PT_OK)
+            rc = pt_checkpoint_write_shard(staging, 0, 1, m, opt, state, run_id);
+        if (rc == PT_OK)
+            rc = pt_checkpoint_publish(staging, path, 1, m, opt, state, run_id);
         return rc;
-    pt_model_config file_cfg;
-    const pt_model_config *cfg = pt_model_get_config(m);
-    rc = read_config(st, path, cfg->n_head, &file_cfg);
-    if (rc == PT_OK)
-        rc = same_config(&file_cfg, cfg, path);
+    }
+    int n = pt_model_n_params(m);
+    pt_st_tensor *t = calloc((size_t)n * 3, sizeof *t);
+    char(*names)[PT_NAME_MAX] = calloc((size_t)n * 2, sizeof *names);
+    if (!t || !names) {
+        free(t), free(names);
+        return pt_fail(PT_ENOMEM, "cannot allocate the checkpoint's tensor list");
+    }
+    int nt = 0, nn = 0;
     pt_optim_kind kind = opt ? pt_optimizer_config(opt)->kind : PT_OPTIM_ADAMW;
-    int with_state = opt && state;
-    if (rc == PT_OK && with_state) {
-        const char *saved = pt_safetensors_meta(st, "optimizer");
-        if (!saved || strcmp(saved, optim_name(kind)))
-            rc = pt_fail(PT_EFORMAT, "%s: holds %s optimizer state; this run uses %s", path,
-                         saved ? saved : "no", optim_name(kind));
-    }
-    pt_train_state loaded = {0};
-    if (rc == PT_OK && with_state)
-        rc = read_state(st, path, &loaded);
-    if (rc == PT_OK)
-        rc = check_tensors(st, path, m, kind, with_state);
-    char name[160];
-    for (int i = 0; rc == PT_OK && i < pt_model_n_params(m); i++) {
-        const pt_param *p = pt_model_param(m, i);
-        if (!p->data)
-            continue;
-        for (int which = -1; rc == PT_OK && which < (with_state ? 2 : 0); which++) {
-            const char *prefix = which < 0 ? "" : state_prefix(kind, which);
-            if (!prefix)
+    for (int which = -1; which < (opt ? 2 : 0); which++) {
+        const char *moment = which < 0 ? "" : pt_ckpt_moment(kind, which);
+        for (int i = 0; moment && i < n; i++) {
+            const pt_param *p = pt_model_param(m, i);
+            if (p->tied_to)
                 continue;
-            snprintf(name, sizeof name, "%s%s", prefix, p->name);
-            if (!pt_safetensors_find(st, name))
-                continue; /* a tied copy, restored below */
-            float *dst = which < 0 ? p->data : pt_optimizer_state(opt, m, i, which);
-            rc = pt_safetensors_read(st, name, PT_DT_F32, p->ndim, p->shape, dst);
+            t[nt] = (pt_st_tensor){.name = p->name, .dtype = PT_DT_F32, .ndim = p->ndim};
+            t[nt].data = which < 0 ? p->data : pt_optimizer_state(opt, m, i, which);
+            if (which >= 0) {
+                snprintf(names[nn], sizeof names[0], "optimizer.%s.%s", moment, p->name);
+                t[nt].name = names[nn++];
+            }
+            memcpy(t[nt].shape, p->shape, sizeof(int) * (size_t)p->ndim);
+            nt++;
         }
     }
-    for (int i = 0; rc == PT_OK && i < pt_model_n_params(m); i++) {
-        const pt_param *p = pt_model_param(m, i);
-        snprintf(name, sizeof name, "%s", p->name);
-        if (!p->tied_to || !p->data || pt_safetensors_find(st, name))
-            continue;
-        /* the copy takes what it copies, from the file: this stage may not
-         * hold the original */
-        for (int which = -1; rc == PT_OK && which < (with_state ? 2 : 0); which++) {
-            const char *prefix = which < 0 ? "" : state_prefix(kind, which);
-            if (!prefix)
-                continue;
-            snprintf(name, sizeof name, "%s%s", prefix, p->tied_to);
-            float *dst = which < 0 ? p->data : pt_optimizer_state(opt, m, i, which);
-            rc = pt_safetensors_read(st, name, PT_DT_F32, p->ndim, p->shape, dst);
-        }
-    }
-    if (rc == PT_OK && with_state)
-        *state = loaded;
-    pt_safetensors_close(st);
+    pt_ckpt_meta l = {.n = 0};
+    pt_ckpt_file_meta(&l, pt_model_get_config(m), opt ? pt_ckpt_optim_name(kind) : NULL, state);
+    int rc = pt_safetensors_write(path, t, nt, l.meta, l.n);
+    free(t);
+    free(names);
     return rc;
 }

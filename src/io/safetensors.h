@@ -72,6 +72,16 @@ typedef struct {
 int pt_safetensors_write(const char *path, const pt_st_tensor *tensors, int n_tensors,
                          const pt_st_meta *meta, int n_meta);
 
+/* The same, for tensors whose bytes are elsewhere (data may be NULL): the
+ * writer calls fill(user, i, dst) for each tensor in order, dst holding that
+ * tensor's byte size, and writes what it put there before asking for the
+ * next, so only one tensor is in memory at a time (merging a checkpoint set
+ * into one file). A fill that fails returns its status; the file under path
+ * is then left as it was. */
+typedef int (*pt_st_fill)(void *user, int i, void *dst);
+int pt_safetensors_write_each(const char *path, const pt_st_tensor *tensors, int n_tensors,
+                              const pt_st_meta *meta, int n_meta, pt_st_fill fill, void *user);
+
 /* ---- Reading ----------------------------------------------------------- */
 
 typedef struct pt_safetensors pt_safetensors;

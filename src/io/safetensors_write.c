@@ -38,8 +38,9 @@ int pt_dtype_from_name(const char *name, pt_dtype *out)
     return PT_EINVAL;
 }
 
-/* Byte size of a tensor, refusing shapes whose size overflows. */
-static int tensor_bytes(const char *path, const pt_st_tensor *t, uint64_t *bytes)
+/* Byte size of a tensor, refusing shapes whose size overflows; with_data:
+ * the caller's tensor must point at its bytes. */
+static int tensor_bytes(const char *path, const pt_st_tensor *t, int with_data, uint64_t *bytes)
 {
     if ((unsigned)t->dtype >= PT_DT_COUNT)
         return pt_fail(PT_EINVAL, "%s: tensor '%s': unknown dtype %d", path, t->name,
@@ -56,7 +57,7 @@ static int tensor_bytes(const char *path, const pt_st_tensor *t, uint64_t *bytes
             return pt_fail(PT_EINVAL, "%s: tensor '%s': size overflows", path, t->name);
         n *= (uint64_t)t->shape[d];
     }
-    if (n > 0 && !t->data)
+    if (n > 0 && with_data && !t->data)
         return pt_fail(PT_EINVAL, "%s: tensor '%s': no data", path, t->name);
     *bytes = n;
     return PT_OK;
@@ -88,7 +89,8 @@ static int check_names(const char *path, const pt_st_tensor *tensors, int n_tens
 
 /* The header JSON, unpadded, in a malloc'ed buffer. */
 static int build_header(const char *path, const pt_st_tensor *tensors, int n_tensors,
-                        const pt_st_meta *meta, int n_meta, char **out, size_t *out_len)
+                        const pt_st_meta *meta, int n_meta, int with_data, char **out,
+                        size_t *out_len)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -114,7 +116,7 @@ static int build_header(const char *path, const pt_st_tensor *tensors, int n_ten
     for (int i = 0; i < n_tensors && r == PT_OK; i++) {
         const pt_st_tensor *t = &tensors[i];
         uint64_t bytes;
-        r = tensor_bytes(path, t, &bytes);
+        r = tensor_bytes(path, t, with_data, &bytes);
         if (r != PT_OK)
             break;
         fputs(sep, f);
@@ -141,8 +143,10 @@ static int build_header(const char *path, const pt_st_tensor *tensors, int n_ten
     return PT_OK;
 }
 
-int pt_safetensors_write(const char *path, const pt_st_tensor *tensors, int n_tensors,
-                         const pt_st_meta *meta, int n_meta)
+/* Both writers: tensor i's bytes come from tensors[i].data, or when fill is
+ * given from fill(user, i, buffer) into one buffer of the largest size. */
+static int write_file(const char *path, const pt_st_tensor *tensors, int n_tensors,
+                      const pt_st_meta *meta, int n_meta, pt_st_fill fill, void *user)
 {
     if (n_tensors < 0 || n_meta < 0 || (n_tensors > 0 && !tensors) || (n_meta > 0 && !meta))
         return pt_fail(PT_EINVAL, "%s: bad tensor or metadata list", path);
@@ -151,9 +155,25 @@ int pt_safetensors_write(const char *path, const pt_st_tensor *tensors, int n_te
         return r;
     char *header = NULL;
     size_t header_len = 0;
-    r = build_header(path, tensors, n_tensors, meta, n_meta, &header, &header_len);
+    r = build_header(path, tensors, n_tensors, meta, n_meta, !fill, &header, &header_len);
     if (r != PT_OK)
         return r;
+    uint64_t largest = 0, bytes;
+    for (int i = 0; i < n_tensors; i++) {
+        tensor_bytes(path, &tensors[i], 0, &bytes);
+        largest = bytes > largest ? bytes : largest;
+    }
+    void *buf = NULL;
+    if (fill && largest > SIZE_MAX / 2)
+        r = pt_fail(PT_ENOMEM, "%s: a tensor of %llu bytes is too large for memory", path,
+                    (unsigned long long)largest);
+    else if (fill && !(buf = malloc(largest ? (size_t)largest : 1)))
+        r = pt_fail(PT_ENOMEM, "%s: cannot allocate %llu bytes for a tensor", path,
+                    (unsigned long long)largest);
+    if (r != PT_OK) {
+        free(header);
+        return r;
+    }
 
     /* Pad with spaces to a multiple of 8 so the data that follows is
      * aligned, as Hugging Face's writer does. */
@@ -167,6 +187,7 @@ int pt_safetensors_write(const char *path, const pt_st_tensor *tensors, int n_te
     r = pt_atomic_open(&af, path);
     if (r != PT_OK) {
         free(header);
+        free(buf);
         return r;
     }
     r = pt_atomic_write(&af, prefix, 8);
@@ -176,13 +197,33 @@ int pt_safetensors_write(const char *path, const pt_st_tensor *tensors, int n_te
         r = pt_atomic_write(&af, spaces, padded - header_len);
     free(header);
     for (int i = 0; i < n_tensors && r == PT_OK; i++) {
-        uint64_t bytes;
-        tensor_bytes(path, &tensors[i], &bytes);
-        r = pt_atomic_write(&af, tensors[i].data, (size_t)bytes);
+        tensor_bytes(path, &tensors[i], 0, &bytes);
+        const void *data = tensors[i].data;
+        if (fill) {
+            r = fill(user, i, buf);
+            data = buf;
+        }
+        if (r == PT_OK)
+            r = pt_atomic_write(&af, data, (size_t)bytes);
     }
+    free(buf);
     if (r != PT_OK) {
         pt_atomic_abort(&af);
         return r;
     }
     return pt_atomic_commit(&af);
+}
+
+int pt_safetensors_write(const char *path, const pt_st_tensor *tensors, int n_tensors,
+                         const pt_st_meta *meta, int n_meta)
+{
+    return write_file(path, tensors, n_tensors, meta, n_meta, NULL, NULL);
+}
+
+int pt_safetensors_write_each(const char *path, const pt_st_tensor *tensors, int n_tensors,
+                              const pt_st_meta *meta, int n_meta, pt_st_fill fill, void *user)
+{
+    if (!fill)
+        return pt_fail(PT_EINVAL, "%s: no function fills the tensors", path);
+    return write_file(path, tensors, n_tensors, meta, n_meta, fill, user);
 }
