@@ -407,6 +407,11 @@ int pt_pipeline_worker_stage(const pt_pipeline *p, int worker, int *replica);
  * exp_avg or momentum, 1: exp_avg_sq) from the first worker of this process
  * that holds it; PT_EINVAL when none does. */
 int pt_pipeline_read_param(const pt_pipeline *p, const char *name, int which, float *dst);
+/* Every process of the pipeline meets here (MPI; on threads it returns at
+ * once): the result is PT_OK only when every process passed PT_OK (a local
+ * failure keeps its message; another's is reported as such), and the main
+ * process's n bytes of buf reach every process. */
+int pt_pipeline_agree(pt_pipeline *p, int status, void *buf, size_t n);
 /* Runs fn(p, worker, user) for every worker of this process, each on its own
  * thread (threads) or the calling one (MPI), and waits for all; the first
  * failure is returned (and, as any failed job, stops the other workers). */
@@ -445,9 +450,14 @@ typedef struct {
     double val_fraction;  /* held out when val_data is NULL (default 0.1) */
     int eval_every;       /* validation every K steps and at the end; 0: only at the end */
     int eval_batches;     /* batches per validation (default 8; mlp: the whole test set) */
-    const char *save;     /* checkpoint path, written at the end and every save_every */
+    const char *save;     /* checkpoint: a set (folder: every stage writes its own shard)
+                             or, for a path ending in .safetensors, one file; written at
+                             the end and every save_every steps */
     long save_every;
-    const char *resume;          /* checkpoint to continue from; of the same model config */
+    const char *resume;          /* checkpoint (file or set) to continue from; of the same
+                                    model config, saved under any layout */
+    int resume_fresh_optimizer;  /* resume from weights alone, with fresh optimizer moments
+                                    (otherwise a checkpoint without them is refused) */
     const char *metrics;         /* JSONL log */
     const char *trace;           /* Chrome trace of the last step's actions */
     pt_pipeline_config pipeline; /* stages, schedule, ...; microbatches and

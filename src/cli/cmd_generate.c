@@ -62,7 +62,7 @@ int cmd_generate(int argc, char **argv)
         rc = pt_pipeline_create(&cfg, NULL, &pc, &pipe); /* forward passes only */
     }
     if (rc == PT_OK)
-        rc = pt_stage_checkpoint_load(pipe, load, NULL);
+        rc = pt_stage_checkpoint_load(pipe, load, NULL, NULL);
     if (rc != PT_OK) {
         fprintf(stderr, "pipetrain generate: %s\n",
                 rc == -1 ? "the checkpoint holds an mlp; only a gpt generates text"

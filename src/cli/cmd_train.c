@@ -48,7 +48,7 @@ static void on_report(const pt_train_report *r, void *user)
 
 static const char summary[] =
     "Trains a gpt on text (or token files) or an mlp on the digits data set.\n"
-    "To resume, repeat the command that saved the checkpoint and add --resume FILE:\n"
+    "To resume, repeat the command that saved the checkpoint and add --resume PATH:\n"
     "the model flags must match the checkpoint's (a mismatch is refused), and the\n"
     "run continues its parameters, optimizer moments and data position. --steps\n"
     "counts from 0 also when resuming: a run saved at step 200 and resumed with\n"
@@ -101,9 +101,17 @@ int cmd_train(int argc, char **argv)
         {"eval-every", FLAG_INT, &cfg.eval_every, "K",
          "validation every K steps and at the end; 0: at the end (default 0)"},
         {"eval-batches", FLAG_INT, &cfg.eval_batches, "N", "batches per validation (default 8)"},
-        {"save", FLAG_STRING, &cfg.save, "FILE", "write a safetensors checkpoint at the end"},
+        {"save", FLAG_STRING, &cfg.save, "PATH",
+         "write a checkpoint at the end: a folder in Hugging Face's sharded layout, each "
+         "stage writing its own shard (one model.safetensors for one stage), or one file "
+         "when PATH ends in .safetensors"},
         {"save-every", FLAG_LONG, &cfg.save_every, "N", "also every N steps (default 0: off)"},
-        {"resume", FLAG_STRING, &cfg.resume, "FILE", "continue the run saved in FILE"},
+        {"resume", FLAG_STRING, &cfg.resume, "PATH",
+         "continue the run saved in PATH (a file or a folder, saved under any stages, "
+         "replicas, partition or schedule)"},
+        {"fresh-optimizer", FLAG_BOOL, &cfg.resume_fresh_optimizer, NULL,
+         "with --resume: accept a checkpoint of weights alone and start the optimizer's "
+         "moments from zero"},
         {"metrics", FLAG_STRING, &cfg.metrics, "FILE", "JSONL log, one line per step"},
         {"stages", FLAG_INT, &cfg.pipeline.stages, "P",
          "pipeline stages: threads, or MPI ranks under mpirun (default 1)"},

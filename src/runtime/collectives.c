@@ -30,6 +30,7 @@
  * in chunk order, so every worker, on either transport, takes bit for bit
  * the step one worker alone would take. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -323,4 +324,36 @@ int pt_coll_share_probs(pt_worker *w, float *probs, size_t floats)
     if (rc == PT_OK)
         rc = pt_transport_wait(w->t, &r);
     return rc;
+}
+
+/* ---- agreement between processes ---- */
+
+int pt_pipeline_agree(pt_pipeline *p, int status, void *buf, size_t n)
+{
+    if (!p->mpi)
+        return status; /* one process: nothing to agree with */
+    if (p->world_aborted)
+        return pt_fail(PT_ETRANSPORT, "the pipeline's MPI world failed in an earlier call");
+    char mine[512];
+    snprintf(mine, sizeof mine, "%s", pt_last_error());
+    float *f = calloc(n + 1, sizeof(float));
+    if (!f)
+        return pt_ranks_abort(p, pt_fail(PT_ENOMEM, "cannot allocate %zu bytes to agree on", n));
+    f[0] = status != PT_OK ? 1.0f : 0.0f;
+    const unsigned char *b = buf;
+    for (size_t i = 0; p->rank == 0 && i < n; i++)
+        f[1 + i] = (float)b[i]; /* bytes: exact in a float, summed with zeros */
+    int rc = pt_transport_allreduce_sum_f32(p->mpi_t, p->all_workers, p->P, f, n + 1);
+    int failed = rc == PT_OK ? (int)f[0] : 1;
+    for (size_t i = 0; rc == PT_OK && i < n; i++)
+        ((unsigned char *)buf)[i] = (unsigned char)f[1 + i];
+    free(f);
+    if (rc != PT_OK)
+        return pt_ranks_abort(p, rc);
+    if (status != PT_OK)
+        return pt_fail(status, "%s", mine);
+    if (failed)
+        return pt_fail(PT_EIO, "%d other rank%s failed (each reports its own reason)", failed,
+                       failed == 1 ? "" : "s");
+    return PT_OK;
 }

@@ -1,10 +1,19 @@
 /* stage_checkpoint.c: checkpoints of a pipeline whose workers each own a
- * stage (stage_checkpoint.h). Every worker loads its own tensors on its own
- * thread. Saving assembles the stages of this process into one file, which
- * needs every stage in this process (threads); a pipeline spread over MPI
- * ranks is refused. */
+ * stage (stage_checkpoint.h).
+ *
+ * A save runs in three beats, every process in step (pt_pipeline_agree):
+ *   1. the main process prepares the staging folder and draws the run id,
+ *      and every process learns both;
+ *   2. every worker that is replica 0 of its stage writes the stage's
+ *      shard, on its own thread, all at once;
+ *   3. once every shard is written, the main process publishes the set (the
+ *      index last, then the folder swapped in whole).
+ * A failure anywhere stops every process at the next beat, and what was
+ * published before stays. Loading: every worker reads its own tensors, on
+ * its own thread. */
 #include "train/stage_checkpoint.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,22 +22,29 @@
 typedef struct {
     const char *path;
     pt_train_state *states; /* one per worker: each thread writes its own */
+    const pt_checkpoint_load_options *o;
 } load_job;
 
 static int load_stage(pt_pipeline *p, int worker, void *user)
 {
     load_job *j = user;
-    return pt_checkpoint_load(j->path, pt_pipeline_stage(p, worker),
-                              j->states ? pt_pipeline_stage_optimizer(p, worker) : NULL,
-                              j->states ? &j->states[worker] : NULL);
+    pt_optimizer *opt = j->states ? pt_pipeline_stage_optimizer(p, worker) : NULL;
+    pt_train_state *st = j->states ? &j->states[worker] : NULL;
+    if (j->o)
+        return pt_checkpoint_load_with(j->path, pt_pipeline_stage(p, worker), opt, st, j->o);
+    return pt_checkpoint_load(j->path, pt_pipeline_stage(p, worker), opt, st);
 }
 
-int pt_stage_checkpoint_load(pt_pipeline *p, const char *path, pt_train_state *state)
+int pt_stage_checkpoint_load(pt_pipeline *p, const char *path, pt_train_state *state,
+                             const pt_checkpoint_load_options *o)
 {
-    load_job j = {.path = path};
+    load_job j = {.path = path, .o = o};
     int P = pt_pipeline_workers(p);
     if (state && !(j.states = calloc((size_t)P, sizeof *j.states)))
         return pt_fail(PT_ENOMEM, "cannot allocate the run states");
+    if (state)
+        for (int w = 0; w < P; w++)
+            j.states[w] = *state;
     int rc = pt_pipeline_run(p, load_stage, &j);
     if (rc == PT_OK && state)
         *state = j.states[pt_pipeline_rank(p)];
@@ -36,42 +52,47 @@ int pt_stage_checkpoint_load(pt_pipeline *p, const char *path, pt_train_state *s
     return rc;
 }
 
-/* Every local stage's parameters and moments copied into one whole model. */
-static int assemble(pt_pipeline *p, pt_model *whole, pt_optimizer *opt)
+typedef struct {
+    char staging[PATH_MAX];
+    char run_id[PT_RUN_ID_MAX];
+} save_plan;
+
+typedef struct {
+    const save_plan *plan;
+    const pt_train_state *state;
+} save_job;
+
+static int write_shard(pt_pipeline *p, int worker, void *user)
 {
-    for (int i = 0; i < pt_model_n_params(whole); i++) {
-        const pt_param *q = pt_model_param(whole, i);
-        int rc = pt_pipeline_read_param(p, q->name, -1, q->data);
-        for (int which = 0; rc == PT_OK && opt && which < 2; which++) {
-            float *dst = pt_optimizer_state(opt, whole, i, which);
-            if (dst)
-                rc = pt_pipeline_read_param(p, q->name, which, dst);
-        }
-        if (rc != PT_OK)
-            return rc;
-    }
-    return PT_OK;
+    const save_job *j = user;
+    int replica, stage = pt_pipeline_worker_stage(p, worker, &replica);
+    if (stage < 0 || replica != 0)
+        return PT_OK; /* replica 0 speaks for the stage */
+    return pt_checkpoint_write_shard(
+        j->plan->staging, stage, pt_pipeline_stages(p), pt_pipeline_stage(p, worker),
+        pt_pipeline_stage_optimizer(p, worker), j->state, j->plan->run_id);
 }
 
 int pt_stage_checkpoint_save(pt_pipeline *p, const char *path, const pt_train_state *state)
 {
-    for (int w = 0; w < pt_pipeline_workers(p); w++)
-        if (!pt_pipeline_stage(p, w))
-            return pt_fail(PT_EUNSUPPORTED,
-                           "worker %d's stage is in another process: a single-file "
-                           "checkpoint needs every stage in this one",
-                           w);
-    pt_model *whole = NULL;
-    pt_optimizer *opt = NULL;
-    pt_optimizer *first = pt_pipeline_stage_optimizer(p, 0);
-    int rc = pt_model_create(pt_pipeline_model_config(p), &whole);
-    if (rc == PT_OK && first)
-        rc = pt_optimizer_create(whole, pt_optimizer_config(first), &opt);
+    save_plan *plan = calloc(1, sizeof *plan);
+    if (!plan)
+        return pt_fail(PT_ENOMEM, "cannot allocate a save");
+    int main = pt_pipeline_is_main(p), rc = PT_OK;
+    if (main) {
+        rc = pt_checkpoint_begin(path, plan->staging, sizeof plan->staging);
+        if (rc == PT_OK)
+            rc = pt_checkpoint_new_run_id(plan->run_id, sizeof plan->run_id);
+    }
+    rc = pt_pipeline_agree(p, rc, plan, sizeof *plan);
+    save_job j = {.plan = plan, .state = state};
     if (rc == PT_OK)
-        rc = assemble(p, whole, opt);
-    if (rc == PT_OK)
-        rc = pt_checkpoint_save(path, whole, opt, state);
-    pt_optimizer_destroy(opt);
-    pt_model_destroy(whole);
+        rc = pt_pipeline_agree(p, pt_pipeline_run(p, write_shard, &j), NULL, 0);
+    if (rc == PT_OK && main)
+        rc = pt_checkpoint_publish(
+            plan->staging, path, pt_pipeline_stages(p), pt_pipeline_description(p),
+            pt_pipeline_stage_optimizer(p, pt_pipeline_rank(p)), state, plan->run_id);
+    rc = pt_pipeline_agree(p, rc, NULL, 0);
+    free(plan);
     return rc;
 }

@@ -237,7 +237,8 @@ static int setup(trainer *t, const pt_train_config *c)
     if ((rc = pt_pipeline_create(&mc, &c->optim, &pc, &t->pipe)) != PT_OK)
         return rc;
     if (c->resume) {
-        if ((rc = pt_stage_checkpoint_load(t->pipe, c->resume, &t->state)) != PT_OK)
+        pt_checkpoint_load_options lo = {.allow_fresh_optimizer = c->resume_fresh_optimizer};
+        if ((rc = pt_stage_checkpoint_load(t->pipe, c->resume, &t->state, &lo)) != PT_OK)
             return rc;
         if (t->data.gpt) {
             t->data.sampler.rng = t->state.data_rng;
