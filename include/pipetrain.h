@@ -140,6 +140,12 @@ typedef struct {
 typedef struct pt_activations pt_activations;
 
 int pt_activations_create(const pt_model *m, int first, int last, int batch, pt_activations **out);
+/* What pt_activations_create would allocate for blocks first..last and a
+ * batch, without allocating (the planner's figure). */
+size_t pt_model_activation_bytes(const pt_model *m, int first, int last, int batch);
+/* Bytes of the parameters of blocks first..last as a stage lays them out
+ * (each tensor aligned); the gradients take as many. */
+size_t pt_model_param_bytes(const pt_model *m, int first, int last);
 void pt_activations_destroy(pt_activations *a);
 size_t pt_activations_bytes(const pt_activations *a);
 /* The output of the range's last block (batch x its width), after forward. */
@@ -191,6 +197,22 @@ typedef struct {
 } pt_optim_config;
 
 pt_optim_config pt_optim_config_default(pt_optim_kind kind);
+
+/* ---- Memory ----------------------------------------------------------- */
+
+/* Bytes one pipeline worker holds, by kind. */
+typedef struct {
+    size_t params;      /* its chunks' parameters (a tied copy counts where it is held) */
+    size_t grads;       /* their gradients */
+    size_t moments;     /* optimizer state: SGD's momentum, AdamW's two moments */
+    size_t stash;       /* PipeDream's stashed weight versions */
+    size_t activations; /* activation records and boundary buffers of micro-batches in flight */
+    size_t comm;        /* communication buffers (the replicas' gradient sum) */
+} pt_memory_use;
+
+size_t pt_memory_total(const pt_memory_use *u);
+/* This process's peak resident memory so far, in bytes. */
+size_t pt_process_peak_rss(void);
 
 /* ---- Schedules --------------------------------------------------------- */
 
@@ -366,6 +388,15 @@ int pt_pipeline_bubble_report(const pt_pipeline *p, char *buf, size_t n);
 /* Measured bubble fractions of the last step, per worker (measured may be
  * NULL, predicted may be NULL); arrays of pt_pipeline_workers() entries. */
 int pt_pipeline_bubbles(const pt_pipeline *p, double *measured, double *predicted);
+/* Per worker (arrays of pt_pipeline_workers() entries, each may be NULL):
+ * the bytes its stage, optimizer, stashes, activation pool and buffers have
+ * allocated, the planner's prediction of them, and the peak resident memory
+ * of the process it runs in. Under MPI every rank must call it (it sums
+ * every rank's figures); all workers' figures are then known everywhere. */
+int pt_pipeline_memory(pt_pipeline *p, pt_memory_use *measured, pt_memory_use *predicted,
+                       size_t *peak_rss);
+/* The same as a table, in MiB, one row per worker. */
+int pt_pipeline_memory_report(pt_pipeline *p, char *buf, size_t n);
 int pt_pipeline_workers(const pt_pipeline *p); /* stages x replicas */
 int pt_pipeline_stages(const pt_pipeline *p);
 int pt_pipeline_replicas(const pt_pipeline *p);
@@ -473,6 +504,7 @@ typedef struct {
     float loss, val_loss, val_accuracy;
     double tokens_per_s;
     char bubbles[1024]; /* per worker: measured bubble vs the simulator's */
+    char memory[4096];  /* per worker: bytes by kind, measured vs predicted, peak RSS */
     int is_main;        /* this process reports for the run (always, but under mpirun) */
 } pt_train_result;
 

@@ -17,7 +17,7 @@
 
 typedef struct pt_metrics_log pt_metrics_log;
 
-#define PT_METRICS_MAX_EXTRA 8
+#define PT_METRICS_MAX_EXTRA 48
 
 typedef struct {
     int64_t step;

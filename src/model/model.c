@@ -288,6 +288,34 @@ static int check_held(const pt_model *m, int first, int last)
     return PT_OK;
 }
 
+/* Each block's output, its saved activations and its output's gradient. */
+static size_t activation_floats(const pt_model *m, int first, int last, int batch)
+{
+    size_t floats = 0;
+    for (int i = first; i <= last; i++) {
+        const pt_block *b = &m->blocks[i];
+        floats += 2 * pt_arena_round((size_t)batch * b->out_floats) +
+                  pt_arena_round(b->ops->saved_floats(b, batch));
+    }
+    return floats;
+}
+
+size_t pt_model_activation_bytes(const pt_model *m, int first, int last, int batch)
+{
+    if (check_range(m, first, last) != PT_OK || batch < 1)
+        return 0;
+    return pt_arena_round(activation_floats(m, first, last, batch)) * sizeof(float);
+}
+
+size_t pt_model_param_bytes(const pt_model *m, int first, int last)
+{
+    size_t floats = 0;
+    for (int b = first; b <= last && b < m->n_blocks; b++)
+        for (int i = 0; b >= 0 && i < m->blocks[b].n_params; i++)
+            floats += pt_arena_round(pt_param_decl_numel(&m->blocks[b].decl[i]));
+    return floats * sizeof(float);
+}
+
 int pt_activations_create(const pt_model *m, int first, int last, int batch, pt_activations **out)
 {
     *out = NULL;
@@ -305,12 +333,7 @@ int pt_activations_create(const pt_model *m, int first, int last, int batch, pt_
         return pt_fail(PT_ENOMEM, "cannot allocate activations");
     }
     a->m = m, a->first = first, a->last = last, a->batch = batch;
-    size_t floats = 0;
-    for (int i = first; i <= last; i++) {
-        const pt_block *b = &m->blocks[i];
-        floats += 2 * pt_arena_round((size_t)batch * b->out_floats) +
-                  pt_arena_round(b->ops->saved_floats(b, batch));
-    }
+    size_t floats = activation_floats(m, first, last, batch);
     if ((rc = pt_arena_init(&a->arena, floats)) != PT_OK) {
         pt_activations_destroy(a);
         return rc;

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "runtime/pipeline_internal.h"
+#include "tensor/arena.h"
 #include "tensor/error.h"
 
 static int grow(void ***list, int *cap, int need)
@@ -181,4 +182,15 @@ void pt_store_give_buffer(pt_activation_store *s, int b, float *buf)
 size_t pt_store_buffer_bytes(const pt_activation_store *s, int b)
 {
     return s->boundary[b].floats * sizeof(float);
+}
+
+size_t pt_store_allocated_bytes(const pt_activation_store *s)
+{
+    size_t bytes = 0;
+    for (int c = 0; s->acts && c < s->n_chunks; c++)
+        bytes += (size_t)s->acts[c].n_alloc * s->acts[c].bytes;
+    for (int c = 0; s->boundary && c < s->n_chunks; c++)
+        bytes += (size_t)s->boundary[c].n_alloc * pt_arena_round(s->boundary[c].floats) *
+                 sizeof(float);
+    return bytes;
 }

@@ -357,3 +357,24 @@ int pt_pipeline_agree(pt_pipeline *p, int status, void *buf, size_t n)
                        failed == 1 ? "" : "s");
     return PT_OK;
 }
+
+int pt_coll_sum_counts(pt_pipeline *p, uint64_t *v, size_t n)
+{
+    if (!p->mpi)
+        return PT_OK;
+    float *f = calloc(n * 4 + 1, sizeof(float));
+    if (!f)
+        return pt_fail(PT_ENOMEM, "cannot allocate %zu counts", n);
+    for (size_t i = 0; i < n; i++)
+        put_bits(f + 4 * i, v[i], 4);
+    /* each count comes from one process, zeros from the others: the sum is it */
+    int rc = pt_transport_allreduce_sum_f32(p->mpi_t, p->all_workers, p->P, f, n * 4);
+    for (size_t i = 0; rc == PT_OK && i < n; i++) {
+        uint64_t x = 0;
+        for (int k = 3; k >= 0; k--)
+            x = (x << 16) + (uint64_t)f[4 * i + (size_t)k];
+        v[i] = x;
+    }
+    free(f);
+    return rc == PT_OK ? PT_OK : pt_ranks_abort(p, rc);
+}

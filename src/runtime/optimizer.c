@@ -63,6 +63,11 @@ void pt_optimizer_destroy(pt_optimizer *o)
 
 const pt_optim_config *pt_optimizer_config(const pt_optimizer *o) { return &o->cfg; }
 
+size_t pt_optimizer_bytes(const pt_optimizer *o)
+{
+    return o ? (o->m1.capacity + o->m2.capacity) * sizeof(float) : 0;
+}
+
 float pt_optimizer_lr(const pt_optim_config *c, long step)
 {
     if (c->warmup_steps > 0 && step < c->warmup_steps)

@@ -37,6 +37,9 @@ float pt_optimizer_clip_factor(const pt_optim_config *cfg, double norm);
 void pt_optimizer_step(pt_optimizer *o, pt_model *m, int first, int last, long step, float lr,
                        float clip);
 
+/* Bytes of every moment buffer. */
+size_t pt_optimizer_bytes(const pt_optimizer *o);
+
 /* The moment buffers of parameter i (NULL when the optimizer has none):
  * AdamW: exp_avg, exp_avg_sq; SGD: momentum, NULL. Checkpoints save these. */
 float *pt_optimizer_state(pt_optimizer *o, const pt_model *m, int i, int which);

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "plan/memory.h"
 #include "plan/partition.h"
 #include "runtime/pipeline_internal.h"
 #include "tensor/error.h"
@@ -234,29 +235,6 @@ static int run_job(pt_pipeline *p, int job)
 
 /* ---- create ---- */
 
-/* Activation records each chunk needs at once on its worker, found by
- * walking the worker's list the way the executor will. */
-static void count_records(const pt_pipeline *p, int rank, int *records)
-{
-    int *live = calloc((size_t)p->n_chunks, sizeof(int));
-    if (!live)
-        return;
-    for (int i = 0; i < p->s->n_actions[rank]; i++) {
-        const pt_action *a = &p->s->actions[rank][i];
-        int c = a->chunk;
-        int grow = 0, shrink = a->kind == PT_ACT_W || a->kind == PT_ACT_BW;
-        if (a->kind == PT_ACT_F)
-            grow = !p->checkpoint, shrink = 0;
-        if (a->kind == PT_ACT_B || a->kind == PT_ACT_BW)
-            grow = p->checkpoint;
-        int peak = live[c] + (grow || a->kind == PT_ACT_F);
-        live[c] += grow - shrink;
-        if (peak > records[c])
-            records[c] = peak;
-    }
-    free(live);
-}
-
 /* The schedule for `micro` micro-batches on `stages` workers (one replica). */
 static int base_schedule(const pt_pipeline_config *cfg, int micro, int replicas, pt_schedule **out)
 {
@@ -422,13 +400,12 @@ static int make_worker(pt_pipeline *p, int r)
     if (rc == PT_OK)
         rc = pt_store_init(&w->store, w->stage, p->n_chunks, p->chunk_first, p->chunk_last, p->mbs);
     if (rc == PT_OK) {
-        int most = 0;
-        count_records(p, r, records);
-        for (int c = 0; c < p->n_chunks; c++) {
+        /* the planner's walk of the list: the prediction is what is reserved */
+        pt_plan_worker_records(p->s, r, p->checkpoint, records);
+        for (int c = 0; c < p->n_chunks; c++)
             own[c] = pt_ranks_owns(p->s, c, r);
-            most = records[c] > most ? records[c] : most;
-        }
-        rc = pt_store_reserve(&w->store, own, records, most + 2);
+        rc = pt_store_reserve(&w->store, own, records,
+                              pt_plan_worker_buffers(p->s, r, records));
     }
     if (rc == PT_OK)
         rc = pt_reduce_init(&w->reduce, w);

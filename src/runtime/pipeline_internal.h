@@ -30,6 +30,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "comm/transport.h"
 #include "model/model.h"
@@ -76,6 +77,8 @@ void pt_store_give_acts(pt_activation_store *s, int chunk, pt_activations *a);
 int pt_store_take_buffer(pt_activation_store *s, int boundary, float **out);
 void pt_store_give_buffer(pt_activation_store *s, int boundary, float *buf);
 size_t pt_store_buffer_bytes(const pt_activation_store *s, int boundary);
+/* Bytes of every record and buffer the store has allocated (taken or free). */
+size_t pt_store_allocated_bytes(const pt_activation_store *s);
 
 /* ---- weight_stash.c ---- */
 
@@ -148,6 +151,7 @@ typedef struct {
     pt_reduce_bucket *buckets;
     pt_request *reqs;
     float *scratch;
+    size_t scratch_floats;
 } pt_replica_reduce;
 
 /* ---- the pipeline ---- */
@@ -275,6 +279,9 @@ int pt_coll_rejoin_tied(pt_worker *w);
 /* probs of `floats` floats from the last chunk's owner to one worker of
  * every other process. */
 int pt_coll_share_probs(pt_worker *w, float *probs, size_t floats);
+/* MPI: n counts summed exactly over every process (each fills the entries
+ * of its own workers, zeros elsewhere); threads: nothing to do. */
+int pt_coll_sum_counts(pt_pipeline *p, uint64_t *v, size_t n);
 /* MPI: records the error, aborts the world (every rank stops), returns rc. */
 int pt_ranks_abort(pt_pipeline *p, int rc);
 /* Parameter span of chunk c in worker w's stage arena: offset and length in

@@ -108,6 +108,7 @@ int pt_reduce_init(pt_replica_reduce *r, pt_worker *w)
     r->buckets = calloc((size_t)r->n_buckets + 1, sizeof *r->buckets);
     r->reqs = calloc((size_t)r->n_buckets * 2 * (size_t)(D - 1) + 1, sizeof *r->reqs);
     r->scratch = scratch ? malloc(scratch * sizeof(float)) : NULL;
+    r->scratch_floats = scratch;
     if (!r->buckets || !r->reqs || (scratch && !r->scratch))
         return pt_fail(PT_ENOMEM, "cannot allocate the replica reduction (%zu scratch floats)",
                        scratch);

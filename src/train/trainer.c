@@ -291,6 +291,36 @@ static int report_last_step(trainer *t, pt_train_result *result)
     return pt_pipeline_write_trace(t->pipe, path);
 }
 
+/* The memory each worker holds, at the end: the table for the result and,
+ * on the last metrics line, each worker's measured and predicted bytes and
+ * its process's peak RSS. Every rank takes part (the figures are summed
+ * across ranks). */
+static int report_memory(trainer *t, pt_train_result *result, pt_metrics_row *row)
+{
+    int P = pt_pipeline_workers(t->pipe);
+    int rc = pt_pipeline_memory_report(t->pipe, result->memory, sizeof result->memory);
+    pt_memory_use *m = calloc((size_t)P * 2, sizeof *m);
+    size_t *rss = calloc((size_t)P, sizeof *rss);
+    if (rc == PT_OK && !(m && rss))
+        rc = pt_fail(PT_ENOMEM, "cannot allocate the memory figures");
+    if (rc == PT_OK)
+        rc = pt_pipeline_memory(t->pipe, m, m + P, rss);
+    static char keys[PT_METRICS_MAX_EXTRA][40];
+    for (int r = 0; rc == PT_OK && r < P && row->n_extra + 3 <= PT_METRICS_MAX_EXTRA; r++) {
+        const char *what[3] = {"bytes", "predicted_bytes", "peak_rss_bytes"};
+        double value[3] = {(double)pt_memory_total(&m[r]), (double)pt_memory_total(&m[P + r]),
+                           (double)rss[r]};
+        for (int k = 0; k < 3; k++) {
+            snprintf(keys[row->n_extra], sizeof keys[0], "worker%d_%s", r, what[k]);
+            row->extra[row->n_extra].key = keys[row->n_extra];
+            row->extra[row->n_extra++].value = value[k];
+        }
+    }
+    free(m);
+    free(rss);
+    return rc;
+}
+
 static int run(trainer *t, pt_train_result *result)
 {
     const pt_train_config *c = t->cfg;
@@ -320,17 +350,17 @@ static int run(trainer *t, pt_train_result *result)
             result->val_loss = r.val_loss;
             result->val_accuracy = r.val_accuracy;
         }
-        if (t->metrics) {
-            pt_metrics_row row = {.step = r.step,
-                                  .loss = r.loss,
-                                  .lr = r.lr,
-                                  .tokens_per_s = r.tokens_per_s,
-                                  .step_ms = r.step_ms,
-                                  .has_val_loss = r.has_val,
-                                  .val_loss = r.val_loss};
-            if ((rc = pt_metrics_write(t->metrics, &row)) != PT_OK)
-                break;
-        }
+        pt_metrics_row row = {.step = r.step,
+                              .loss = r.loss,
+                              .lr = r.lr,
+                              .tokens_per_s = r.tokens_per_s,
+                              .step_ms = r.step_ms,
+                              .has_val_loss = r.has_val,
+                              .val_loss = r.val_loss};
+        if (r.step == c->steps && (rc = report_memory(t, result, &row)) != PT_OK)
+            break;
+        if (t->metrics && (rc = pt_metrics_write(t->metrics, &row)) != PT_OK)
+            break;
         if (c->save && c->save_every && r.step % c->save_every == 0 && r.step < c->steps &&
             (rc = save(t)) != PT_OK)
             break;

@@ -1,0 +1,153 @@
+/* memory.c: what each pipeline worker holds, predicted (memory.h).
+ *
+ * A worker owns the chunks the schedule places on it:
+ *   parameters   every tensor of its chunks' blocks, each aligned as the
+ *                stage's arena lays it out (a tied copy counts on each stage
+ *                that holds it);
+ *   gradients    as many bytes again;
+ *   moments      one or two copies (SGD momentum, AdamW's two);
+ *   stash        asynchronous schedules: one copy of a chunk's weights per
+ *                version still in flight, plus the current weights while a
+ *                stashed version is swapped in;
+ *   activations  the records its list holds at once per chunk (found by
+ *                walking the list), and the boundary buffers on each side of
+ *                its chunks;
+ *   comm         the replicas' gradient sum: the group's root keeps a copy
+ *                of each other replica's chunk gradient.
+ * The executor's pool is sized by the same walk (pt_plan_worker_records),
+ * so what the prediction says is what the pool allocates up front. */
+#include "plan/memory.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "tensor/arena.h"
+#include "tensor/error.h"
+
+void pt_plan_worker_records(const pt_schedule *s, int worker, bool checkpoint, int *records)
+{
+    int *live = calloc((size_t)s->n_chunks, sizeof(int));
+    if (!live)
+        return;
+    for (int i = 0; i < s->n_actions[worker]; i++) {
+        const pt_action *a = &s->actions[worker][i];
+        int c = a->chunk;
+        int grow = 0, shrink = a->kind == PT_ACT_W || a->kind == PT_ACT_BW;
+        if (a->kind == PT_ACT_F)
+            grow = !checkpoint, shrink = 0;
+        if (a->kind == PT_ACT_B || a->kind == PT_ACT_BW)
+            grow = checkpoint;
+        int peak = live[c] + (grow || a->kind == PT_ACT_F);
+        live[c] += grow - shrink;
+        if (peak > records[c])
+            records[c] = peak;
+    }
+    free(live);
+}
+
+static bool owns(const pt_schedule *s, int c, int w)
+{
+    for (int k = 0; k < s->replicas; k++)
+        if (s->chunk_worker[c * s->replicas + k] == w)
+            return true;
+    return false;
+}
+
+int pt_plan_worker_buffers(const pt_schedule *s, int worker, const int *records)
+{
+    int most = 0;
+    for (int c = 0; c < s->n_chunks; c++)
+        if (owns(s, c, worker) && records[c] > most)
+            most = records[c];
+    return most + 2;
+}
+
+/* Most distinct weight versions of chunk c alive at once on worker w: a
+ * version lives from the first forward that uses it to the last backward
+ * piece of the micro-batches that used it. */
+static int peak_versions(const pt_schedule *s, int w, int c)
+{
+    int n = s->n_actions[w], peak = 0;
+    for (int i = 0; i < n; i++) {
+        int alive = 0;
+        for (int v = 0; v <= n; v++) { /* versions are update counts: below n */
+            bool started = false, pending = false;
+            for (int j = 0; j <= i; j++) {
+                const pt_action *a = &s->actions[w][j];
+                if (a->chunk == c && a->kind == PT_ACT_F && a->version == v)
+                    started = true;
+            }
+            for (int j = i + 1; started && j < n && !pending; j++) {
+                const pt_action *a = &s->actions[w][j];
+                pending = a->chunk == c && a->kind != PT_ACT_F && a->version == v;
+            }
+            alive += started && pending;
+        }
+        peak = alive > peak ? alive : peak;
+    }
+    return peak;
+}
+
+int pt_plan_worker_memory(const pt_memory_plan *mp, int worker, pt_memory_use *out)
+{
+    const pt_schedule *s = mp->s;
+    memset(out, 0, sizeof *out);
+    if (worker < 0 || worker >= s->n_workers)
+        return pt_fail(PT_EINVAL, "worker %d is not one of the schedule's %d", worker,
+                       s->n_workers);
+    int K = s->n_chunks, B = mp->micro_batch_size;
+    int *records = calloc((size_t)K, sizeof(int));
+    bool *buffered = calloc((size_t)K + 1, sizeof(bool));
+    if (!records || !buffered) {
+        free(records);
+        free(buffered);
+        return pt_fail(PT_ENOMEM, "cannot allocate the memory plan");
+    }
+    pt_plan_worker_records(s, worker, mp->checkpoint_activations, records);
+    int buffers = pt_plan_worker_buffers(s, worker, records);
+    bool async = pt_sched_is_async(s);
+    for (int c = 0; c < K; c++) {
+        if (!owns(s, c, worker))
+            continue;
+        int first = mp->chunk_first[c], last = mp->chunk_last[c];
+        size_t params = pt_model_param_bytes(mp->desc, first, last);
+        out->params += params;
+        out->grads += params;
+        out->moments += (size_t)mp->moments * params;
+        out->activations +=
+            (size_t)records[c] * pt_model_activation_bytes(mp->desc, first, last, B);
+        for (int b = c; b <= c + 1; b++)
+            if (b >= 1 && b < K)
+                buffered[b] = true;
+        if (async && params) {
+            int versions = peak_versions(s, worker, c);
+            out->stash += (size_t)(versions + (versions > 0)) * params;
+        }
+        bool root = s->chunk_worker[c * s->replicas] == worker;
+        if (!async && s->replicas > 1 && root)
+            out->comm += (size_t)(s->replicas - 1) * params;
+    }
+    for (int b = 1; b < K; b++)
+        if (buffered[b]) {
+            size_t floats =
+                (size_t)B * (size_t)pt_model_block_input_floats(mp->desc, mp->chunk_first[b]);
+            out->activations += (size_t)buffers * pt_arena_round(floats) * sizeof(float);
+        }
+    free(records);
+    free(buffered);
+    return PT_OK;
+}
+
+size_t pt_memory_total(const pt_memory_use *u)
+{
+    return u->params + u->grads + u->moments + u->stash + u->activations + u->comm;
+}
+
+size_t pt_process_peak_rss(void)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return 0;
+    return (size_t)ru.ru_maxrss * 1024; /* Linux counts kilobytes */
+}

@@ -1,0 +1,34 @@
+/* memory.h: what each pipeline worker holds, predicted from the model's
+ * description, the schedule, the partition and the micro-batch size, with
+ * no tensor allocated. The same walk of a worker's action list sizes the
+ * executor's activation pool (runtime/), so the pool and the prediction
+ * cannot drift apart. Callers: the pipeline (its pool and its memory
+ * report), `pipetrain plan`, `pipetrain schedule --memory`. */
+#ifndef PT_PLAN_MEMORY_H
+#define PT_PLAN_MEMORY_H
+
+#include <stdbool.h>
+
+#include "pipetrain.h"
+#include "sched/schedule.h"
+
+typedef struct {
+    const pt_model *desc;        /* the model's description (tensors not needed) */
+    const pt_schedule *s;        /* placement and action lists */
+    const int *chunk_first;      /* [chunks]: blocks of each chunk */
+    const int *chunk_last;
+    int micro_batch_size;
+    bool checkpoint_activations; /* keep only chunk inputs, recompute before backward */
+    int moments;                 /* optimizer moments per parameter: 2 AdamW, 1 SGD, 0 none */
+} pt_memory_plan;
+
+/* Activation records chunk c needs at once on worker w (records[chunks]),
+ * found by walking w's list as the executor will. */
+void pt_plan_worker_records(const pt_schedule *s, int worker, bool checkpoint, int *records);
+/* Boundary buffers each side of an own chunk needs: the most records any
+ * own chunk holds, plus one receive posted ahead and one send in flight. */
+int pt_plan_worker_buffers(const pt_schedule *s, int worker, const int *records);
+/* Predicted bytes of worker w by kind. */
+int pt_plan_worker_memory(const pt_memory_plan *mp, int worker, pt_memory_use *out);
+
+#endif

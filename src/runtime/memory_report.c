@@ -1,0 +1,120 @@
+/* memory_report.c: what each worker of a pipeline holds, measured beside
+ * what the planner predicts (plan/memory.h), by kind, and each process's
+ * peak resident memory. Measured is what the worker's stage, optimizer,
+ * stashes, activation pool and reduction buffers have allocated; predicted
+ * is computed from the model's description, the schedule and the partition
+ * alone. Under MPI every process fills in its own worker and one exact sum
+ * tells every process about all of them. Called by the trainer at the end
+ * of a run and by the tests. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/memory.h"
+#include "runtime/pipeline_internal.h"
+#include "tensor/error.h"
+
+enum { KINDS = 6, FIELDS = 2 * KINDS + 1 };
+
+static void measure(const pt_worker *w, pt_memory_use *u)
+{
+    memset(u, 0, sizeof *u);
+    u->params = pt_model_held_bytes(w->stage);
+    u->grads = w->stage->grad.used * sizeof(float);
+    u->moments = pt_optimizer_bytes(w->opt);
+    for (int c = 0; w->stash && c < w->p->n_chunks; c++) {
+        const pt_weight_stash *st = &w->stash[c];
+        u->stash += (size_t)(st->n_stash + (st->current != NULL)) * st->floats * sizeof(float);
+    }
+    u->activations = pt_store_allocated_bytes(&w->store);
+    u->comm = w->reduce.scratch_floats * sizeof(float);
+}
+
+static int predict(const pt_pipeline *p, int worker, pt_memory_use *u)
+{
+    pt_memory_plan mp = {.desc = p->desc,
+                         .s = p->s,
+                         .chunk_first = p->chunk_first,
+                         .chunk_last = p->chunk_last,
+                         .micro_batch_size = p->mbs,
+                         .checkpoint_activations = p->checkpoint,
+                         .moments = !p->has_optim                   ? 0
+                                    : p->optim.kind == PT_OPTIM_SGD ? 1
+                                                                    : 2};
+    return pt_plan_worker_memory(&mp, worker, u);
+}
+
+static void to_counts(const pt_memory_use *u, uint64_t *v)
+{
+    const size_t f[KINDS] = {u->params, u->grads, u->moments, u->stash, u->activations, u->comm};
+    for (int k = 0; k < KINDS; k++)
+        v[k] = f[k];
+}
+
+static void from_counts(const uint64_t *v, pt_memory_use *u)
+{
+    *u = (pt_memory_use){v[0], v[1], v[2], v[3], v[4], v[5]};
+}
+
+int pt_pipeline_memory(pt_pipeline *p, pt_memory_use *measured, pt_memory_use *predicted,
+                       size_t *peak_rss)
+{
+    uint64_t *v = calloc((size_t)p->P * FIELDS, sizeof(uint64_t));
+    if (!v)
+        return pt_fail(PT_ENOMEM, "cannot allocate the memory report");
+    size_t rss = pt_process_peak_rss();
+    for (int r = 0; r < p->P; r++) {
+        const pt_worker *w = &p->workers[r];
+        if (!w->local)
+            continue;
+        pt_memory_use u;
+        measure(w, &u);
+        to_counts(&u, v + (size_t)r * FIELDS);
+        v[(size_t)r * FIELDS + 2 * KINDS] = rss;
+    }
+    int rc = pt_coll_sum_counts(p, v, (size_t)p->P * FIELDS);
+    for (int r = 0; rc == PT_OK && r < p->P; r++) {
+        if (measured)
+            from_counts(v + (size_t)r * FIELDS, &measured[r]);
+        if (peak_rss)
+            peak_rss[r] = v[(size_t)r * FIELDS + 2 * KINDS];
+        if (predicted)
+            rc = predict(p, r, &predicted[r]);
+    }
+    free(v);
+    return rc;
+}
+
+static double mib(size_t b) { return (double)b / (1024.0 * 1024.0); }
+
+int pt_pipeline_memory_report(pt_pipeline *p, char *buf, size_t n)
+{
+    pt_memory_use *m = calloc((size_t)p->P * 2, sizeof *m);
+    size_t *rss = calloc((size_t)p->P, sizeof *rss);
+    int rc = m && rss ? pt_pipeline_memory(p, m, m + p->P, rss)
+                      : pt_fail(PT_ENOMEM, "cannot allocate the memory report");
+    size_t at = 0;
+    if (rc == PT_OK && n > 0) {
+        buf[0] = '\0';
+        at += (size_t)snprintf(buf, n, "%-7s %9s %9s %9s %9s %9s %9s %10s %10s %9s\n", "worker",
+                               "params", "grads", "moments", "stash", "activ", "comm", "total",
+                               "predicted", "peak RSS");
+        for (int r = 0; r < p->P && at < n; r++) {
+            const pt_memory_use *u = &m[r];
+            at += (size_t)snprintf(buf + at, n - at,
+                                   "%-7d %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %10.1f %10.1f %9.1f\n",
+                                   r, mib(u->params), mib(u->grads), mib(u->moments),
+                                   mib(u->stash), mib(u->activations), mib(u->comm),
+                                   mib(pt_memory_total(u)), mib(pt_memory_total(&m[p->P + r])),
+                                   mib(rss[r]));
+        }
+        if (at < n)
+            snprintf(buf + at, n - at,
+                     "(MiB; total is what the worker allocated, predicted the planner's "
+                     "figure; peak RSS is its process's%s)\n",
+                     p->mpi ? "" : ", shared by every worker on threads");
+    }
+    free(m);
+    free(rss);
+    return rc;
+}
