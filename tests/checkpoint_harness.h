@@ -14,14 +14,14 @@
 #include "io/checkpoint.h"
 #include "pipetrain.h"
 
-static pt_model_config small_gpt(void)
+static inline pt_model_config small_gpt(void)
 {
     pt_model_config c = pt_model_config_gpt();
     c.n_layer = 3, c.n_head = 2, c.n_embd = 16, c.seq_len = 8, c.vocab = 32;
     return c;
 }
 
-static pt_model_config small_mlp(void)
+static inline pt_model_config small_mlp(void)
 {
     int widths[] = {8, 6, 5, 4};
     return pt_model_config_mlp(4, widths);
@@ -29,8 +29,8 @@ static pt_model_config small_mlp(void)
 
 /* A whole model and its optimizer after `steps` steps on fixed random data,
  * with the tied copies' gradients summed as a pipeline does. */
-static int trained(const pt_model_config *c, pt_optim_kind kind, int steps, pt_model **m,
-                   pt_optimizer **opt)
+static inline int trained(const pt_model_config *c, pt_optim_kind kind, int steps, pt_model **m,
+                          pt_optimizer **opt)
 {
     pt_optim_config oc = pt_optim_config_default(kind);
     oc.lr = 1e-2f;
@@ -73,8 +73,8 @@ typedef struct {
 
 /* Blocks first..last of c, with the whole model's values and moments when
  * whole is not NULL (else as a fresh part of seed `seed` would start). */
-static int make_part(const pt_model_config *c, int first, int last, const pt_model *whole,
-                     pt_optimizer *wopt, const pt_optim_config *oc, part *out)
+static inline int make_part(const pt_model_config *c, int first, int last, const pt_model *whole,
+                            pt_optimizer *wopt, const pt_optim_config *oc, part *out)
 {
     unsigned char hold[64] = {0};
     for (int b = first; b <= last; b++)
@@ -95,8 +95,9 @@ static int make_part(const pt_model_config *c, int first, int last, const pt_mod
 }
 
 /* The parts of a cut: ends[k] is one past shard k's last block. */
-static int make_parts(const pt_model_config *c, const int *ends, int n, const pt_model *whole,
-                      pt_optimizer *wopt, const pt_optim_config *oc, part *parts)
+static inline int make_parts(const pt_model_config *c, const int *ends, int n,
+                             const pt_model *whole, pt_optimizer *wopt, const pt_optim_config *oc,
+                             part *parts)
 {
     for (int k = 0; k < n; k++)
         if (make_part(c, k ? ends[k - 1] : 0, ends[k] - 1, whole, wopt, oc, &parts[k]))
@@ -104,7 +105,7 @@ static int make_parts(const pt_model_config *c, const int *ends, int n, const pt
     return 0;
 }
 
-static void free_parts(part *parts, int n)
+static inline void free_parts(part *parts, int n)
 {
     for (int k = 0; k < n; k++) {
         pt_optimizer_destroy(parts[k].opt);
@@ -113,8 +114,8 @@ static void free_parts(part *parts, int n)
 }
 
 /* A save as a pipeline makes it: begin, every stage's shard, publish. */
-static int save_set(const char *dest, const part *parts, int n, const pt_model *desc, int with_opt,
-                    const pt_train_state *st, const char *run_id)
+static inline int save_set(const char *dest, const part *parts, int n, const pt_model *desc,
+                           int with_opt, const pt_train_state *st, const char *run_id)
 {
     char staging[4096];
     int rc = pt_checkpoint_begin(dest, staging, sizeof staging);
@@ -128,8 +129,8 @@ static int save_set(const char *dest, const part *parts, int n, const pt_model *
 }
 
 /* Every tensor and moment m holds equals the reference's, bit for bit. */
-static int same_held(const pt_model *m, pt_optimizer *opt, const pt_model *ref,
-                     pt_optimizer *ref_opt)
+static inline int same_held(const pt_model *m, pt_optimizer *opt, const pt_model *ref,
+                            pt_optimizer *ref_opt)
 {
     for (int i = 0; i < pt_model_n_params(m); i++) {
         const pt_param *p = pt_model_param(m, i);
@@ -147,7 +148,7 @@ static int same_held(const pt_model *m, pt_optimizer *opt, const pt_model *ref,
     return 1;
 }
 
-static char *slurp(const char *path, size_t *n)
+static inline char *slurp(const char *path, size_t *n)
 {
     FILE *f = fopen(path, "rb");
     *n = 0;
@@ -165,7 +166,7 @@ static char *slurp(const char *path, size_t *n)
     return b;
 }
 
-static int same_bytes(const char *a, const char *b)
+static inline int same_bytes(const char *a, const char *b)
 {
     size_t na, nb;
     char *x = slurp(a, &na), *y = slurp(b, &nb);
