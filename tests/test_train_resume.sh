@@ -2,6 +2,10 @@
 # test_train_resume: N steps, then a resumed run of N more, give a checkpoint
 # byte-identical (parameters, optimizer moments, data position) to one run of
 # 2N steps; the metrics log of the resumed run continues the first one's.
+# The same through checkpoint sets: `--save DIR` writes a set, `--resume DIR`
+# continues from it, and `pipetrain merge DIR OUT.safetensors` gives the very
+# bytes of the single file; merge's bad input exits 2 (usage) or 1 (a set it
+# refuses), with a message.
 set -euo pipefail
 corpus=/usr/share/games/fortunes
 [ -d "$corpus" ] || { echo "skipped: $corpus is missing (scripts/install-deps.sh installs it)"; exit 77; }
@@ -25,6 +29,30 @@ lines=$(wc -l < "$dir/m.jsonl")
 [ "$lines" -eq 12 ] || { echo "FAIL: metrics log has $lines lines, expected 12"; exit 1; }
 grep -q '"step":12,' "$dir/m.jsonl" || { echo "FAIL: no step 12 in the metrics log"; exit 1; }
 
+# the same through sets (folders), merged back into one file
+"$PIPETRAIN" train "${common[@]}" --steps 6 --save "$dir/half_set" >/dev/null
+for f in model.safetensors optimizer.safetensors trainer_state.json config.json; do
+    [ -f "$dir/half_set/$f" ] || { echo "FAIL: --save DIR wrote no $f"; exit 1; }
+done
+"$PIPETRAIN" train "${common[@]}" --steps 12 --resume "$dir/half_set" \
+    --save "$dir/resumed_set" >/dev/null
+"$PIPETRAIN" merge "$dir/resumed_set" "$dir/merged.safetensors"
+cmp "$dir/full.safetensors" "$dir/merged.safetensors" ||
+    { echo "FAIL: a run resumed from a set and merged differs from the uninterrupted one"; exit 1; }
+merge_exits() { # status, text the message must hold, arguments...
+    local want=$1 needle=$2 out rc=0
+    shift 2
+    out=$("$PIPETRAIN" merge "$@" 2>&1) || rc=$?
+    [ "$rc" -eq "$want" ] || { echo "FAIL: merge $* exited $rc, expected $want: $out"; exit 1; }
+    echo "$out" | grep -q -- "$needle" || { echo "FAIL: merge $*: '$needle' not in: $out"; exit 1; }
+}
+merge_exits 2 "expected SET_DIR" "$dir/half_set"
+merge_exits 2 "not a folder" "$dir/nothing" "$dir/x.safetensors"
+merge_exits 2 "does not end in .safetensors" "$dir/half_set" "$dir/x.bin"
+rm "$dir/half_set/model.safetensors"
+merge_exits 1 "not a checkpoint set" "$dir/half_set" "$dir/x.safetensors"
+[ ! -e "$dir/x.safetensors" ] || { echo "FAIL: a refused merge wrote its output"; exit 1; }
+
 # a resume with another model shape is refused, naming the difference
 if out=$("$PIPETRAIN" train "${common[@]}" --layers 3 --steps 12 \
         --resume "$dir/half.safetensors" 2>&1); then
@@ -43,4 +71,4 @@ if [ -s "$digits" ]; then
     cmp "$dir/mlp_full.safetensors" "$dir/mlp_resumed.safetensors" ||
         { echo "FAIL: the resumed mlp differs from the uninterrupted one"; exit 1; }
 fi
-echo "ok: 6 + 6 resumed steps are byte-identical to 12"
+echo "ok: 6 + 6 resumed steps are byte-identical to 12, through a file or a set"

@@ -47,9 +47,9 @@ int pt_ckpt_ignorable(const char *name)
 int pt_ckpt_check_run_id(const char *run_id)
 {
     size_t n = run_id ? strlen(run_id) : 0;
-    if (n < 1 || n >= PT_RUN_ID_MAX || strspn(run_id,
-                                              "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                              "0123456789._-") != n)
+    if (n < 1 || n >= PT_RUN_ID_MAX ||
+        strspn(run_id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                       "0123456789._-") != n)
         return pt_fail(PT_EINVAL, "run id '%s' is not 1 to %d of A-Z a-z 0-9 . _ -",
                        run_id ? run_id : "(none)", PT_RUN_ID_MAX - 1);
     return PT_OK;

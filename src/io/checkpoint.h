@@ -84,9 +84,8 @@ int pt_checkpoint_write_shard(const char *staging, int shard, int n_shards, cons
  * and removed). A dest ending in ".safetensors" gets the set merged into one
  * file instead (byte-identical to pt_checkpoint_save of the whole model),
  * written atomically. The staging folder is gone afterwards. */
-int pt_checkpoint_publish(const char *staging, const char *dest, int n_shards,
-                          const pt_model *desc, const pt_optimizer *opt,
-                          const pt_train_state *state, const char *run_id);
+int pt_checkpoint_publish(const char *staging, const char *dest, int n_shards, const pt_model *desc,
+                          const pt_optimizer *opt, const pt_train_state *state, const char *run_id);
 
 /* Merges a set (folder) into one file of the single-file format, the same
  * bytes pt_checkpoint_save writes for the whole model; one tensor in memory
@@ -114,7 +113,7 @@ typedef struct {
  * copy the checkpoint leaves out (lm_head.weight) is read from what it
  * copies, also when this part does not hold that. */
 int pt_checkpoint_load(const char *path, pt_model *m, pt_optimizer *opt, pt_train_state *state);
-int pt_checkpoint_load_with(const char *path, pt_model *m, pt_optimizer *opt,
-                            pt_train_state *state, const pt_checkpoint_load_options *o);
+int pt_checkpoint_load_with(const char *path, pt_model *m, pt_optimizer *opt, pt_train_state *state,
+                            const pt_checkpoint_load_options *o);
 
 #endif

@@ -76,11 +76,11 @@ int pt_ckpt_check_dest(const char *dest)
     if (lstat(dest, &sb) != 0)
         return errno == ENOENT ? PT_OK : pt_fail(PT_EIO, "%s: %s", dest, strerror(errno));
     if (pt_ckpt_dest_is_file(dest))
-        return S_ISREG(sb.st_mode)
-                   ? PT_OK
-                   : pt_fail(PT_EINVAL, "%s exists and is not a file: a checkpoint will not "
-                                        "replace it",
-                             dest);
+        return S_ISREG(sb.st_mode) ? PT_OK
+                                   : pt_fail(PT_EINVAL,
+                                             "%s exists and is not a file: a checkpoint will not "
+                                             "replace it",
+                                             dest);
     if (!S_ISDIR(sb.st_mode))
         return pt_fail(PT_EINVAL,
                        "%s exists and is not a folder: a checkpoint set is a folder (a name "

@@ -117,8 +117,8 @@ static int load(pt_ckpt_source *s, pt_model *m, pt_optimizer *opt, pt_train_stat
     return rc;
 }
 
-int pt_checkpoint_load_with(const char *path, pt_model *m, pt_optimizer *opt,
-                            pt_train_state *state, const pt_checkpoint_load_options *o)
+int pt_checkpoint_load_with(const char *path, pt_model *m, pt_optimizer *opt, pt_train_state *state,
+                            const pt_checkpoint_load_options *o)
 {
     pt_ckpt_source *s;
     int rc = pt_ckpt_source_open(path, &s);

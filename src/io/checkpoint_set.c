@@ -134,8 +134,8 @@ static int shards_open(shard_set *s, const char *staging, const char *stem, int 
         pt_set_file_name(s->names[k], PT_NAME_MAX, stem, k, n_shards);
         snprintf(path, sizeof path, "%s/%s", staging, s->names[k]);
         if (access(path, F_OK) != 0)
-            return pt_fail(PT_EIO, "%s: shard %d of %d was not written (did its stage fail?)",
-                           path, k + 1, n_shards);
+            return pt_fail(PT_EIO, "%s: shard %d of %d was not written (did its stage fail?)", path,
+                           k + 1, n_shards);
         int rc = pt_safetensors_open(path, &s->files[k]);
         if (rc != PT_OK)
             return rc;
@@ -277,16 +277,17 @@ static int write_hf_config(const char *staging, const pt_model_config *c)
     FILE *f = open_memstream(&text, &len);
     if (!f)
         return pt_fail(PT_ENOMEM, "out of memory");
-    fprintf(f,
-            "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
-            "  \"vocab_size\": %d,\n  \"n_positions\": %d,\n  \"n_ctx\": %d,\n  \"n_embd\": %d,\n"
-            "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_inner\": null,\n"
-            "  \"activation_function\": \"gelu_new\",\n  \"layer_norm_epsilon\": 1e-05,\n"
-            "  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n  \"attn_pdrop\": 0.0,\n"
-            "  \"initializer_range\": 0.02,\n  \"scale_attn_weights\": true,\n"
-            "  \"tie_word_embeddings\": true,\n  \"bos_token_id\": null,\n"
-            "  \"eos_token_id\": null,\n  \"torch_dtype\": \"float32\",\n  \"use_cache\": true\n}\n",
-            c->vocab, c->seq_len, c->seq_len, c->n_embd, c->n_layer, c->n_head);
+    fprintf(
+        f,
+        "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
+        "  \"vocab_size\": %d,\n  \"n_positions\": %d,\n  \"n_ctx\": %d,\n  \"n_embd\": %d,\n"
+        "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_inner\": null,\n"
+        "  \"activation_function\": \"gelu_new\",\n  \"layer_norm_epsilon\": 1e-05,\n"
+        "  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n  \"attn_pdrop\": 0.0,\n"
+        "  \"initializer_range\": 0.02,\n  \"scale_attn_weights\": true,\n"
+        "  \"tie_word_embeddings\": true,\n  \"bos_token_id\": null,\n"
+        "  \"eos_token_id\": null,\n  \"torch_dtype\": \"float32\",\n  \"use_cache\": true\n}\n",
+        c->vocab, c->seq_len, c->seq_len, c->n_embd, c->n_layer, c->n_head);
     if (fclose(f) != 0)
         return free(text), pt_fail(PT_ENOMEM, "out of memory");
     return write_json(staging, PT_SET_CONFIG, text, len);
@@ -302,8 +303,8 @@ static int write_index(const char *staging, const char *stem, const shard_set *s
     FILE *f = open_memstream(&text, &len);
     if (!f)
         return pt_fail(PT_ENOMEM, "out of memory");
-    fprintf(f, "{\n  \"metadata\": {\"total_size\": %" PRIu64 ", \"run_id\": \"%s\"",
-            s->total_size, run_id);
+    fprintf(f, "{\n  \"metadata\": {\"total_size\": %" PRIu64 ", \"run_id\": \"%s\"", s->total_size,
+            run_id);
     if (state)
         fprintf(f, ", \"step\": %ld", state->step);
     fputs("},\n  \"weight_map\": {", f);
@@ -314,8 +315,7 @@ static int write_index(const char *staging, const char *stem, const shard_set *s
             const pt_param *p = pt_model_param(desc, i);
             if (p->tied_to)
                 continue;
-            snprintf(name, sizeof name, "%s%s%s", moment ? moment : "", moment ? "." : "",
-                     p->name);
+            snprintf(name, sizeof name, "%s%s%s", moment ? moment : "", moment ? "." : "", p->name);
             fprintf(f, "%s    ", sep);
             pt_json_write_string(f, name, strlen(name));
             fprintf(f, ": \"%s\"", s->names[s->holder[i]]);
@@ -358,9 +358,8 @@ static int finish_staging(const char *staging, int n_shards, const pt_model *des
     return rc;
 }
 
-int pt_checkpoint_publish(const char *staging, const char *dest, int n_shards,
-                          const pt_model *desc, const pt_optimizer *opt,
-                          const pt_train_state *state, const char *run_id)
+int pt_checkpoint_publish(const char *staging, const char *dest, int n_shards, const pt_model *desc,
+                          const pt_optimizer *opt, const pt_train_state *state, const char *run_id)
 {
     int rc = pt_ckpt_check_run_id(run_id);
     if (rc == PT_OK && (n_shards < 1 || n_shards > 99999))

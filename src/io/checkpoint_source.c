@@ -134,8 +134,8 @@ static int read_json(const char *path, pt_json **out)
     } while (got > 0);
     int bad = ferror(f);
     fclose(f);
-    int rc = bad ? pt_fail(PT_EIO, "%s: read failed", path)
-                 : pt_json_parse(text, len, 0, path, out);
+    int rc =
+        bad ? pt_fail(PT_EIO, "%s: read failed", path) : pt_json_parse(text, len, 0, path, out);
     free(text);
     if (rc == PT_OK && (*out)->type != PT_JSON_OBJECT) {
         pt_json_free(*out);
@@ -149,8 +149,7 @@ static int read_json(const char *path, pt_json **out)
 
 /* Compares what a file records (run_id, step; either may be absent) with
  * the set's identity, or makes it the identity when the set has none. */
-static int check_identity(pt_ckpt_source *s, const char *file, const char *run_id,
-                          const char *step)
+static int check_identity(pt_ckpt_source *s, const char *file, const char *run_id, const char *step)
 {
     if (!run_id)
         return PT_OK;
