@@ -29,6 +29,8 @@ model=(--layers 2 --heads 4 --embd 128 --seq 32 --batch 8 --microbatches 4 --lr 
        --decay-steps 1000 --seed 3 --data "$corpus" --balance 2,2)
 ck="$dir/ck"
 
+state_sum() { { cat "$ck/trainer_state.json" 2>/dev/null || true; } | md5sum; }
+
 descendants() {
     local kid
     for kid in $(pgrep -P "$1" || true); do
@@ -45,9 +47,9 @@ for k in $(seq "$kills"); do
     mpirun --oversubscribe -np 2 "$PIPETRAIN" train --stages 2 "${model[@]}" --steps 100000 \
         --save "$ck" --save-every 1 "${resume[@]}" > "$dir/out" 2>&1 &
     job=$!
-    before=$(cat "$ck/trainer_state.json" 2>/dev/null | md5sum)
+    before=$(state_sum)
     for _ in $(seq 600); do
-        now=$(cat "$ck/trainer_state.json" 2>/dev/null | md5sum)
+        now=$(state_sum)
         [ -f "$ck/trainer_state.json" ] && [ "$now" != "$before" ] && break
         kill -0 "$job" 2>/dev/null || { echo "FAIL: the job ended early"; cat "$dir/out"; exit 1; }
         sleep 0.02
@@ -64,7 +66,7 @@ for k in $(seq "$kills"); do
     done
     [ -n "$victim" ] || { echo "FAIL: rank 1's process not found"; cat "$dir/out"; exit 1; }
     sleep "0.$(printf '%03d' $((RANDOM % 400)))"
-    staging_then=$(ls -d "$ck".staging.* 2>/dev/null | wc -l)
+    staging_then=$( (ls -d "$ck".staging.* 2>/dev/null || true) | wc -l)
     kill -9 "$victim" 2>/dev/null || true
     set +e
     wait "$job"
@@ -73,7 +75,7 @@ for k in $(seq "$kills"); do
     job=
     [ "$rc" -ne 0 ] || { echo "FAIL: the job exited 0 after losing a rank"; cat "$dir/out"; exit 1; }
     [ "$staging_then" -gt 0 ] && mid_save=$((mid_save + 1))
-    left=$(ls -d "$ck".staging.* 2>/dev/null | wc -l)
+    left=$( (ls -d "$ck".staging.* 2>/dev/null || true) | wc -l)
     [ "$left" -le 1 ] || { echo "FAIL: $left staging folders left beside the set"; ls -a "$dir"; exit 1; }
 
     rm -f "$dir/merged.safetensors"
