@@ -44,7 +44,7 @@ bool pt_sched_feeds(int n_chunks, const pt_action *a, pt_need *consumer)
             !pt_need_met_by(compute_rules[i].producer, a->kind) || c < 0 || c >= n_chunks)
             continue;
         unsigned k = compute_rules[i].consumers;
-        pt_action_kind first = k & 1u << PT_ACT_F ? PT_ACT_F : PT_ACT_B;
+        pt_action_kind first = (k & 1u << PT_ACT_F) ? PT_ACT_F : PT_ACT_B;
         *consumer = (pt_need){first, c, a->mb, compute_rules[i].relation};
         return true;
     }

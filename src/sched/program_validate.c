@@ -386,7 +386,7 @@ static int advance(const checker *k, int w, int i, worker_state *st)
 {
     const pt_program *p = k->p;
     const pt_prog_action *a = &p->actions[w][i];
-    char x[48], y[48];
+    char x[48];
     int c = a->chunk;
     switch (a->kind) {
     case PT_PROG_BW:
@@ -394,7 +394,8 @@ static int advance(const checker *k, int w, int i, worker_state *st)
             return pt_fail(PT_EINVAL,
                            "worker %d: %s (position %d) comes before S%d, the update after %s "
                            "(position %d)",
-                           w, tok(a, x), i + 1, c, tok(&p->actions[w][st->pending_at[c]], y),
+                           w, tok(a, x), i + 1, c,
+                           tok(&p->actions[w][st->pending_at[c]], (char[48]){0}),
                            st->pending_at[c] + 1);
         if (k->async && a->update)
             st->pending[c] = 1, st->pending_at[c] = i;
@@ -431,12 +432,13 @@ static int check_waits(const checker *k, int w, int i, worker_state *st)
     const pt_program *p = k->p;
     const pt_prog_action *a = &p->actions[w][i];
     unsigned waits = pt_prog_waits(a->kind, p->forward_only, k->async);
-    char x[48], y[48];
+    char x[48];
     if (st->closed >= 0 && !(waits & PT_WAIT_REST))
         return pt_fail(PT_EINVAL,
                        "worker %d: %s (position %d) comes after %s (position %d), which waits "
                        "for every other action of the step",
-                       w, tok(a, x), i + 1, tok(&p->actions[w][st->closed], y), st->closed + 1);
+                       w, tok(a, x), i + 1, tok(&p->actions[w][st->closed], (char[48]){0}),
+                       st->closed + 1);
     if (waits & PT_WAIT_REST) {
         if (st->rest_at[a->kind])
             return pt_fail(PT_EINVAL, "worker %d: %s (position %d) repeats position %d", w,

@@ -369,13 +369,13 @@ int pt_text_shape(const pt_text *t, int *workers, int *chunks, int *micro, int *
     if (W % R != 0)
         return pt_fail(PT_EFORMAT, "workers (%d) must be a multiple of replicas (%d)", W, R);
     for (int i = 0; i < t->n; i++) {
-        char tok[48];
         const pt_text_action *x = &t->acts[i];
         if (x->worker >= W || x->a.chunk >= C || x->a.mb >= M)
             return pt_fail(PT_EFORMAT,
                            "line %d: %d: %s is outside %d workers, %d chunks, "
                            "%d micro-batches",
-                           x->line, x->worker, pt_prog_action_str(&x->a, tok, sizeof tok), W, C, M);
+                           x->line, x->worker, pt_prog_action_str(&x->a, (char[48]){0}, 48), W, C,
+                           M);
     }
     if (h->n_place && h->n_place != C * R)
         return pt_fail(PT_EFORMAT,
