@@ -277,6 +277,7 @@ int pt_schedule_validate(const pt_schedule *s);
 typedef struct {
     double f, b, w;    /* time of one chunk's F, B, W (defaults 1, 1, 1) */
     double latency;    /* per transfer between two workers (default 0) */
+    double collective; /* programs: one REDUCE, TIED or NORM (default 0) */
     int n_chunk_costs; /* 0, or pt_schedule_chunks(): then chunk_f[c],
                           chunk_b[c], chunk_w[c] replace f, b, w */
     const double *chunk_f, *chunk_b, *chunk_w;
@@ -308,6 +309,51 @@ void pt_schedule_sim_destroy(pt_schedule_sim *sim);
 int pt_schedule_draw_ascii(const pt_schedule *s, const pt_schedule_sim *sim, char **text);
 int pt_schedule_draw_svg(const pt_schedule *s, const pt_schedule_sim *sim, char **text);
 int pt_schedule_draw_trace(const pt_schedule *s, const pt_schedule_sim *sim, char **text);
+
+/* A program is a schedule lowered to everything each worker does in one
+ * step: its compute actions, the sends and receives of activations and
+ * gradients between workers, the sums of a chunk's gradient over its
+ * replicas (REDUCE) and of tied parameters between their holders (TIED), the
+ * global gradient norm (NORM) and the optimizer step (STEP). It has a text
+ * form (the schedule format with more tokens, docs/schedules.md) that users
+ * may write by hand. */
+typedef struct pt_program pt_program;
+
+typedef struct {
+    int forward_only; /* evaluation: forwards and their activations only, no
+                         collectives (default 0) */
+    int step;         /* synchronous training: end with NORM and STEP (default
+                         1); 0 leaves the summed gradients to the caller.
+                         Asynchronous schedules step after every update. */
+    const int *tied;  /* n_tied pairs of chunks sharing a parameter (GPT: the
+                         first chunk's token embedding and the last chunk's
+                         LM head): tied[2i] and tied[2i+1] (default none) */
+    int n_tied;
+} pt_lower_options;
+
+pt_lower_options pt_lower_options_default(void);
+/* Lowers a valid schedule into a program (opt NULL: the defaults).
+ * PT_EINVAL for a schedule the validator refuses, a tied pair out of range,
+ * or asynchronous replicas whose updates cannot pair up. */
+int pt_program_lower(const pt_schedule *s, const pt_lower_options *opt, pt_program **out);
+void pt_program_destroy(pt_program *p);
+/* The text form, malloc'd into *text (the caller frees it). */
+int pt_program_format(const pt_program *p, char **text);
+/* Reads the text form (PT_EFORMAT with the line on a fault). */
+int pt_program_parse(const char *text, pt_program **out);
+/* Proves a program complete and deadlock-free: every compute action once,
+ * every send paired with one receive (same peer, chunk, micro-batch and
+ * direction), each action after what it waits for on its worker, every
+ * collective reached by every member of its group in the same order, and no
+ * cycle when played with blocking receives and blocking collectives.
+ * PT_EINVAL or PT_EDEADLOCK, the message naming the worker, the action and
+ * what it waits for. */
+int pt_program_validate(const pt_program *p);
+/* Plays a valid program against costs as pt_schedule_simulate() plays a
+ * schedule: a transfer arrives `latency` after its send, a collective starts
+ * when its last member reaches it and lasts `collective`; start and end time
+ * each program action. */
+int pt_program_simulate(const pt_program *p, const pt_schedule_costs *costs, pt_schedule_sim **out);
 
 /* ---- Pipelines ---------------------------------------------------------- */
 

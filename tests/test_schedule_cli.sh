@@ -2,9 +2,9 @@
 # test_schedule_cli: `pipetrain schedule` end to end: the ASCII pictures of
 # gpipe and 1f1b at P=4, M=4 match the golden fill-drain and 1F1B pictures;
 # --json carries the fields scripts read; --svg and --trace write a chart and
-# a trace with one bar / event per action; --from loads a hand-written file
-# and reports a bad one naming the worker; parameters a schedule cannot take
-# exit 2 with a message.
+# a trace with one bar / event per action; --program prints the lowered
+# program; --from loads a hand-written file and reports a bad one naming the
+# worker; parameters a schedule cannot take exit 2 with a message.
 set -u
 PT=${PIPETRAIN:?PIPETRAIN not set}
 DATA=${PT_TEST_DATA:?PT_TEST_DATA not set}/sched
@@ -56,6 +56,12 @@ printf '1 1 1\n1 1 1\n3 3 3\n' > "$TMP/costs"
 out=$("$PT" schedule --schedule gpipe --stages 3 --microbatches 2 --costs "$TMP/costs" --json)
 [[ $out == *'"makespan":24'* ]] || bad "--costs: $out"
 
+# --program prints the lowered program, which reads back as a program
+out=$("$PT" schedule --schedule 1f1b --stages 2 --microbatches 2 --tied 0-1 --program) ||
+    bad "--program exited $?"
+[[ $out == *"program train"* && $out == *"0: F0.0 SF0.0>1 F0.1 SF0.1>1 RB0.0<1 BW0.0 RB0.1<1 BW0.1 T0-1 N S"* ]] ||
+    bad "--program: $out"
+
 expect2() {
     local want=$1; shift
     local err
@@ -72,6 +78,8 @@ expect2 "micro-batches must be at least 1" --schedule gpipe --stages 2 --microba
 expect2 "unknown schedule" --schedule nonesuch --stages 2 --microbatches 2
 expect2 "expected a number" --schedule 1f1b --cost-f -1
 expect2 "unknown flag" --schedule 1f1b --bogus 1
+expect2 "pairs of chunks" --schedule 1f1b --tied 0
+expect2 "two different chunks" --schedule 1f1b --stages 2 --microbatches 2 --tied 0-5 --program
 expect2 "drop --schedule" --from "$DATA/good_1f1b_p2_m3.sched" --stages 2
 
 exit $fail

@@ -3,7 +3,9 @@
  * what it will do before anyone spends machine time on it: an ASCII
  * timeline with the bubble fraction and peak activations per worker, or one
  * JSON object (--json), plus an SVG Gantt chart (--svg) and a Chrome trace
- * (--trace) on request. Scripts rely on the flag names; keep them.
+ * (--trace) on request; with --program, the schedule lowered to every
+ * worker's complete program (sends, receives, collectives, step) as text.
+ * Scripts rely on the flag names; keep them.
  *
  * Exit status: 0 done; 1 a file that will not load or write, or a schedule
  * that fails validation; 2 a flag, value or parameter the schedule cannot
@@ -23,7 +25,8 @@ typedef struct {
     pt_schedule_config cfg;
     pt_schedule_costs costs;
     const char *from, *svg, *trace, *costs_file, *save;
-    bool json, generated_flags, virtual_given, replicas_given;
+    bool json, program, generated_flags, virtual_given, replicas_given;
+    int tied[2 * 16], n_tied; /* --tied pairs */
 } options;
 
 static void usage(FILE *f)
@@ -48,7 +51,10 @@ static void usage(FILE *f)
             "  --svg FILE          write a Gantt chart\n"
             "  --trace FILE        write Chrome/Perfetto trace-event JSON\n"
             "  --save FILE         write the schedule in the text format\n"
-            "  --json              print one JSON object instead of the picture\n");
+            "  --json              print one JSON object instead of the picture\n"
+            "  --program           print the program lowered from the schedule instead: every\n"
+            "                      worker's sends, receives, collectives and step, as text\n"
+            "  --tied A-B[,C-D]    chunks sharing a parameter, for --program (GPT: 0-LAST)\n");
 }
 
 static int bad_value(const char *flag, const char *value, const char *want)
@@ -79,6 +85,27 @@ static int parse_cost(const char *flag, const char *value, double *out)
     return 0;
 }
 
+/* A-B[,C-D...]: pairs of chunks that share a parameter */
+static int parse_tied(const char *flag, const char *value, options *o)
+{
+    const char *p = value;
+    o->n_tied = 0;
+    while (*p) {
+        char *end;
+        long a = strtol(p, &end, 10), b = -1;
+        if (end != p && *end == '-' && end[1] >= '0' && end[1] <= '9')
+            b = strtol(end + 1, &end, 10);
+        if (b < 0 || a < 0 || a > 1000000 || b > 1000000 || (*end && *end != ',') ||
+            o->n_tied == (int)(sizeof o->tied / sizeof o->tied[0]) / 2)
+            return bad_value(flag, value, "pairs of chunks A-B, comma-separated (at most 16)");
+        o->tied[2 * o->n_tied] = (int)a;
+        o->tied[2 * o->n_tied + 1] = (int)b;
+        o->n_tied++;
+        p = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, options *o)
 {
     for (int i = 1; i < argc; i++) {
@@ -89,6 +116,10 @@ static int parse_args(int argc, char **argv, options *o)
         }
         if (!strcmp(flag, "--json")) {
             o->json = true;
+            continue;
+        }
+        if (!strcmp(flag, "--program")) {
+            o->program = true;
             continue;
         }
         char name[32];
@@ -132,6 +163,8 @@ static int parse_args(int argc, char **argv, options *o)
             o->trace = value;
         else if (!strcmp(flag, "--save"))
             o->save = value;
+        else if (!strcmp(flag, "--tied"))
+            rc = parse_tied(flag, value, o);
         else {
             fprintf(stderr, "pipetrain schedule: unknown flag '%s' (see --help)\n", flag);
             return 2;
@@ -297,6 +330,28 @@ static int print_picture(const pt_schedule *s, const pt_schedule_sim *sim,
     return 0;
 }
 
+/* --program: the schedule lowered, validated and printed as text. */
+static int print_program(const pt_schedule *s, const options *o)
+{
+    pt_lower_options lo = pt_lower_options_default();
+    lo.tied = o->tied;
+    lo.n_tied = o->n_tied;
+    pt_program *p = NULL;
+    char *text = NULL;
+    int rc = pt_program_lower(s, &lo, &p);
+    if (rc == PT_OK)
+        rc = pt_program_validate(p);
+    if (rc == PT_OK)
+        rc = pt_program_format(p, &text);
+    if (rc == PT_OK)
+        fputs(text, stdout);
+    else
+        fprintf(stderr, "pipetrain schedule: --program: %s\n", pt_last_error());
+    free(text);
+    pt_program_destroy(p);
+    return rc == PT_OK ? 0 : rc == PT_EINVAL ? 2 : 1;
+}
+
 int cmd_schedule(int argc, char **argv)
 {
     options o = {.cfg = pt_schedule_config_default(), .costs = pt_schedule_costs_default()};
@@ -329,7 +384,9 @@ int cmd_schedule(int argc, char **argv)
         fprintf(stderr, "pipetrain schedule: %s\n", pt_last_error());
         rc = 1;
     }
-    if (!rc)
+    if (!rc && o.program)
+        rc = print_program(s, &o);
+    else if (!rc)
         rc = o.json ? (print_json(s, sim, NULL), 0) : print_picture(s, sim, &o.costs);
     if (!rc && o.svg)
         rc = draw_to(o.svg, "SVG chart", s, sim, pt_schedule_draw_svg);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sched/deps.h"
 #include "tensor/error.h"
 
 int pt_sched_alloc(int n_workers, int n_chunks, int n_micro, int replicas, pt_schedule **out)
@@ -56,27 +57,42 @@ void pt_schedule_destroy(pt_schedule *s)
     free(s);
 }
 
+int pt_sched_grow(void **items, int *cap, int n, size_t size)
+{
+    if (n < *cap)
+        return PT_OK;
+    int more = *cap ? 2 * *cap : 16;
+    void *p = realloc(*items, (size_t)more * size);
+    if (!p)
+        return pt_fail(PT_ENOMEM, "out of memory for actions");
+    *items = p;
+    *cap = more;
+    return PT_OK;
+}
+
 int pt_sched_push_async(pt_schedule *s, int w, pt_action_kind kind, int chunk, int mb, int version,
                         bool update)
 {
     if (w < 0 || w >= s->n_workers)
         return pt_fail(PT_EINVAL, "worker %d out of range (0..%d)", w, s->n_workers - 1);
-    if (s->n_actions[w] == s->cap_actions[w]) {
-        int cap = s->cap_actions[w] ? 2 * s->cap_actions[w] : 16;
-        pt_action *p = realloc(s->actions[w], (size_t)cap * sizeof *p);
-        if (!p)
-            return pt_fail(PT_ENOMEM, "out of memory for schedule actions");
-        s->actions[w] = p;
-        s->cap_actions[w] = cap;
-    }
-    s->actions[w][s->n_actions[w]++] =
-        (pt_action){.kind = kind, .chunk = chunk, .mb = mb, .version = version, .update = update};
-    return PT_OK;
+    int rc = pt_sched_grow((void **)&s->actions[w], &s->cap_actions[w], s->n_actions[w],
+                           sizeof(pt_action));
+    if (rc == PT_OK)
+        s->actions[w][s->n_actions[w]++] = (pt_action){
+            .kind = kind, .chunk = chunk, .mb = mb, .version = version, .update = update};
+    return rc;
 }
 
 int pt_sched_push(pt_schedule *s, int w, pt_action_kind kind, int chunk, int mb)
 {
     return pt_sched_push_async(s, w, kind, chunk, mb, -1, false);
+}
+
+void pt_sched_copy_placement(pt_schedule *dst, const pt_schedule *src)
+{
+    memcpy(dst->chunk_worker, src->chunk_worker,
+           (size_t)src->n_chunks * (size_t)src->replicas * sizeof(int));
+    memcpy(dst->route, src->route, (size_t)src->n_micro * (size_t)src->n_chunks * sizeof(int));
 }
 
 void pt_sched_set_name(pt_schedule *s, const char *name)
@@ -113,32 +129,31 @@ int pt_sched_worker_of(const pt_schedule *s, int chunk, int mb)
     return s->chunk_worker[chunk * s->replicas + k];
 }
 
+bool pt_sched_holds(const pt_schedule *s, int w, int chunk, int *replica)
+{
+    for (int k = 0; chunk >= 0 && chunk < s->n_chunks && k < s->replicas; k++)
+        if (s->chunk_worker[chunk * s->replicas + k] == w) {
+            if (replica)
+                *replica = k;
+            return true;
+        }
+    return false;
+}
+
 int pt_sched_send_to(const pt_schedule *s, const pt_action *a)
 {
-    switch (a->kind) {
-    case PT_ACT_F:
-        return pt_sched_is_last_chunk(s, a->chunk) ? -1
-                                                   : pt_sched_worker_of(s, a->chunk + 1, a->mb);
-    case PT_ACT_B:
-    case PT_ACT_BW:
-        return pt_sched_is_first_chunk(s, a->chunk) ? -1
-                                                    : pt_sched_worker_of(s, a->chunk - 1, a->mb);
-    default: return -1;
-    }
+    pt_need to;
+    return pt_sched_feeds(s->n_chunks, a, &to) ? pt_sched_worker_of(s, to.chunk, to.mb) : -1;
 }
 
 int pt_sched_recv_from(const pt_schedule *s, const pt_action *a)
 {
-    switch (a->kind) {
-    case PT_ACT_F:
-        return pt_sched_is_first_chunk(s, a->chunk) ? -1
-                                                    : pt_sched_worker_of(s, a->chunk - 1, a->mb);
-    case PT_ACT_B:
-    case PT_ACT_BW:
-        return pt_sched_is_last_chunk(s, a->chunk) ? -1
-                                                   : pt_sched_worker_of(s, a->chunk + 1, a->mb);
-    default: return -1;
-    }
+    pt_need need[PT_NEEDS_MAX];
+    int n = pt_sched_needs(s->n_chunks, a, need);
+    for (int i = 0; i < n; i++)
+        if (need[i].relation != PT_NEED_OWN)
+            return pt_sched_worker_of(s, need[i].chunk, need[i].mb);
+    return -1;
 }
 
 bool pt_sched_is_async(const pt_schedule *s)

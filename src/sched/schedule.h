@@ -18,9 +18,12 @@
  *   W  (chunk, mb)  gradient w.r.t. the chunk's weights: needs B(chunk, mb);
  *                   nobody waits for it
  *   BW (chunk, mb)  B then W, fused
- * Sends and receives are not stored: pt_sched_send_to()/pt_sched_recv_from()
- * derive them from the placement. The executor posts each receive before the
- * action that needs it and each send right after the action that produces it.
+ * (deps.c states these needs once, for everyone.) Sends and receives are not
+ * stored: pt_sched_send_to()/pt_sched_recv_from() derive them from the
+ * placement, and the lowering pass (lower.c) writes them out, with the
+ * step's collectives, as a program (program.h). The executor posts each
+ * receive before the action that needs it and each send right after the
+ * action that produces it.
  *
  * Asynchronous schedules (pipedream) carry two more facts per action:
  * `version`, the weight version a forward uses (counted in weight updates the
@@ -83,6 +86,11 @@ int pt_sched_push(pt_schedule *s, int w, pt_action_kind kind, int chunk, int mb)
 int pt_sched_push_async(pt_schedule *s, int w, pt_action_kind kind, int chunk, int mb, int version,
                         bool update);
 void pt_sched_set_name(pt_schedule *s, const char *name);
+/* Copies src's chunk_worker and route into dst, of the same sizes. */
+void pt_sched_copy_placement(pt_schedule *dst, const pt_schedule *src);
+/* Makes room for one more of n items of `size` bytes in *items (capacity
+ * *cap), doubling it when full. */
+int pt_sched_grow(void **items, int *cap, int n, size_t size);
 
 /* ---- queries (everyone) ---- */
 
@@ -92,6 +100,9 @@ int pt_sched_stages(const pt_schedule *s);
 int pt_sched_virtual(const pt_schedule *s);
 /* The worker that runs chunk's F, B and W for micro-batch mb. */
 int pt_sched_worker_of(const pt_schedule *s, int chunk, int mb);
+/* True if worker w holds chunk (as any of its replicas); *replica (unless
+ * NULL) gets which. */
+bool pt_sched_holds(const pt_schedule *s, int w, int chunk, int *replica);
 static inline bool pt_sched_is_first_chunk(const pt_schedule *s, int chunk)
 {
     (void)s;
@@ -116,6 +127,22 @@ bool pt_sched_is_async(const pt_schedule *s);
 const char *pt_sched_action_str(const pt_action *a, char *buf, size_t n);
 /* Deep equality, for the round-trip tests. */
 bool pt_sched_equal(const pt_schedule *a, const pt_schedule *b);
+
+/* validate.c: pt_schedule_validate()'s checks but the deadlock play (the
+ * placement, every compute action once, order on one worker, weight
+ * versions), naming position[w][i] (from 1; NULL: i + 1) for worker w's
+ * action i. forward_only: forwards only, no backward missing. The program
+ * validator runs it on a program's compute actions. */
+int pt_sched_check_compute(const pt_schedule *s, const int *const *position, bool forward_only);
+
+/* simulate.c, shared with the program simulator (program_simulate.c) */
+int pt_sched_check_costs(int n_chunks, const pt_schedule_costs *c);
+/* Time of a compute action: f, b, w of its chunk; a BW costs b + w. */
+double pt_sched_duration(const pt_schedule_costs *c, const pt_action *a);
+/* A result with start/end room for n_actions[w] actions per worker. */
+pt_schedule_sim *pt_sched_sim_alloc(int workers, const int *n_actions);
+/* Makespan, idle and bubble from busy[] and when each worker is done. */
+void pt_sched_sim_finish(pt_schedule_sim *r, const double *free_at);
 
 /* ---- generators (one file per family) ---- */
 

@@ -5,8 +5,9 @@
  * of the field (tests/test_sched_bubble.c).
  *
  * Model: every worker runs its actions in order, one at a time, each as soon
- * as the worker is free and its inputs are there. F(c, m) needs F(c-1, m);
- * B or BW(c, m) needs F(c, m) and B(c+1, m); W(c, m) needs B(c, m). An input
+ * as the worker is free and its inputs are there, as deps.c states them:
+ * F(c, m) needs F(c-1, m); B or BW(c, m) needs F(c, m) and B(c+1, m);
+ * W(c, m) needs B(c, m). An input
  * produced on another worker arrives `latency` after the producing action
  * ends; on the same worker at once. F, B and W of chunk c cost f, b, w (or
  * the per-chunk arrays); a fused BW costs b + w.
@@ -18,33 +19,37 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "sched/deps.h"
 #include "sched/schedule.h"
 #include "tensor/error.h"
 
 pt_schedule_costs pt_schedule_costs_default(void)
 {
-    return (pt_schedule_costs){.f = 1.0, .b = 1.0, .w = 1.0, .latency = 0.0};
+    return (pt_schedule_costs){.f = 1.0, .b = 1.0, .w = 1.0, .latency = 0.0, .collective = 0.0};
 }
 
 static bool bad_cost(double x) { return !isfinite(x) || x < 0; }
 
-static int check_costs(const pt_schedule *s, const pt_schedule_costs *c)
+int pt_sched_check_costs(int n_chunks, const pt_schedule_costs *c)
 {
-    if (bad_cost(c->f) || bad_cost(c->b) || bad_cost(c->w) || bad_cost(c->latency))
-        return pt_fail(PT_EINVAL, "costs must be finite and >= 0 (F %g, B %g, W %g, latency %g)",
-                       c->f, c->b, c->w, c->latency);
+    if (bad_cost(c->f) || bad_cost(c->b) || bad_cost(c->w) || bad_cost(c->latency) ||
+        bad_cost(c->collective))
+        return pt_fail(PT_EINVAL,
+                       "costs must be finite and >= 0 (F %g, B %g, W %g, latency %g, "
+                       "collective %g)",
+                       c->f, c->b, c->w, c->latency, c->collective);
     if (c->n_chunk_costs == 0)
         return PT_OK;
-    if (c->n_chunk_costs != s->n_chunks || !c->chunk_f || !c->chunk_b || !c->chunk_w)
+    if (c->n_chunk_costs != n_chunks || !c->chunk_f || !c->chunk_b || !c->chunk_w)
         return pt_fail(PT_EINVAL, "per-chunk costs: %d given, the schedule has %d chunks",
-                       c->n_chunk_costs, s->n_chunks);
-    for (int i = 0; i < s->n_chunks; i++)
+                       c->n_chunk_costs, n_chunks);
+    for (int i = 0; i < n_chunks; i++)
         if (bad_cost(c->chunk_f[i]) || bad_cost(c->chunk_b[i]) || bad_cost(c->chunk_w[i]))
             return pt_fail(PT_EINVAL, "chunk %d: costs must be finite and >= 0", i);
     return PT_OK;
 }
 
-static double duration(const pt_schedule_costs *c, const pt_action *a)
+double pt_sched_duration(const pt_schedule_costs *c, const pt_action *a)
 {
     bool per = c->n_chunk_costs > 0;
     double f = per ? c->chunk_f[a->chunk] : c->f;
@@ -77,9 +82,8 @@ void pt_schedule_sim_destroy(pt_schedule_sim *sim)
     free(sim);
 }
 
-static pt_schedule_sim *sim_alloc(const pt_schedule *s)
+pt_schedule_sim *pt_sched_sim_alloc(int P, const int *n_actions)
 {
-    int P = s->n_workers;
     pt_schedule_sim *r = calloc(1, sizeof *r);
     if (!r)
         return NULL;
@@ -95,8 +99,8 @@ static pt_schedule_sim *sim_alloc(const pt_schedule *s)
         return NULL;
     }
     for (int w = 0; w < P; w++) {
-        size_t n = (size_t)(s->n_actions[w] > 0 ? s->n_actions[w] : 1);
-        r->n_actions[w] = s->n_actions[w];
+        size_t n = (size_t)(n_actions[w] > 0 ? n_actions[w] : 1);
+        r->n_actions[w] = n_actions[w];
         r->start[w] = calloc(n, sizeof(double));
         r->end[w] = calloc(n, sizeof(double));
         if (!r->start[w] || !r->end[w]) {
@@ -105,6 +109,19 @@ static pt_schedule_sim *sim_alloc(const pt_schedule *s)
         }
     }
     return r;
+}
+
+void pt_sched_sim_finish(pt_schedule_sim *r, const double *free_at)
+{
+    int P = r->workers;
+    double idle = 0;
+    for (int w = 0; w < P; w++)
+        r->makespan = free_at[w] > r->makespan ? free_at[w] : r->makespan;
+    for (int w = 0; w < P; w++) {
+        r->idle[w] = r->makespan - r->busy[w];
+        idle += r->idle[w];
+    }
+    r->bubble_fraction = r->makespan > 0 ? idle / ((double)P * r->makespan) : 0.0;
 }
 
 /* When an input produced on worker `from` at `end` is there for worker `to`. */
@@ -120,7 +137,7 @@ int pt_schedule_simulate(const pt_schedule *s, const pt_schedule_costs *costs,
     pt_schedule_costs dflt = pt_schedule_costs_default();
     if (!costs)
         costs = &dflt;
-    int rc = check_costs(s, costs);
+    int rc = pt_sched_check_costs(s->n_chunks, costs);
     if (rc == PT_OK)
         rc = pt_schedule_validate(s);
     if (rc != PT_OK)
@@ -128,7 +145,7 @@ int pt_schedule_simulate(const pt_schedule *s, const pt_schedule_costs *costs,
 
     int P = s->n_workers, M = s->n_micro;
     size_t n = (size_t)s->n_chunks * (size_t)M;
-    pt_schedule_sim *r = sim_alloc(s);
+    pt_schedule_sim *r = pt_sched_sim_alloc(P, s->n_actions);
     double *f_end = malloc(n * sizeof(double)), *b_end = malloc(n * sizeof(double));
     double *free_at = calloc((size_t)P, sizeof(double));
     int *next = calloc((size_t)P, sizeof(int)), *live = calloc((size_t)P, sizeof(int));
@@ -148,29 +165,20 @@ int pt_schedule_simulate(const pt_schedule *s, const pt_schedule_costs *costs,
                 const pt_action *a = &s->actions[w][next[w]];
                 size_t k = (size_t)a->chunk * (size_t)M + (size_t)a->mb;
                 double ready = free_at[w];
-                if (a->kind == PT_ACT_F && a->chunk > 0) {
-                    size_t up = k - (size_t)M;
-                    if (f_end[up] < 0)
+                pt_need need[PT_NEEDS_MAX];
+                int n_need = pt_sched_needs(s->n_chunks, a, need), j;
+                for (j = 0; j < n_need; j++) {
+                    size_t at = (size_t)need[j].chunk * (size_t)M + (size_t)need[j].mb;
+                    double end = need[j].kind == PT_ACT_F ? f_end[at] : b_end[at];
+                    if (end < 0)
                         break;
-                    double t = arrival(costs, pt_sched_recv_from(s, a), w, f_end[up]);
+                    int from = pt_sched_worker_of(s, need[j].chunk, need[j].mb);
+                    double t = arrival(costs, from, w, end);
                     ready = t > ready ? t : ready;
-                } else if (a->kind == PT_ACT_W) {
-                    if (b_end[k] < 0)
-                        break;
-                    ready = b_end[k] > ready ? b_end[k] : ready;
-                } else if (a->kind != PT_ACT_F) {
-                    if (f_end[k] < 0)
-                        break;
-                    ready = f_end[k] > ready ? f_end[k] : ready;
-                    if (!pt_sched_is_last_chunk(s, a->chunk)) {
-                        size_t down = k + (size_t)M;
-                        if (b_end[down] < 0)
-                            break;
-                        double t = arrival(costs, pt_sched_recv_from(s, a), w, b_end[down]);
-                        ready = t > ready ? t : ready;
-                    }
                 }
-                double d = duration(costs, a);
+                if (j < n_need)
+                    break;
+                double d = pt_sched_duration(costs, a);
                 r->start[w][next[w]] = ready;
                 r->end[w][next[w]] = ready + d;
                 free_at[w] = ready + d;
@@ -194,14 +202,7 @@ int pt_schedule_simulate(const pt_schedule *s, const pt_schedule_costs *costs,
             rc = pt_fail(PT_EDEADLOCK, "simulation stalled on worker %d", w);
             goto done;
         }
-    double idle = 0;
-    for (int w = 0; w < P; w++)
-        r->makespan = free_at[w] > r->makespan ? free_at[w] : r->makespan;
-    for (int w = 0; w < P; w++) {
-        r->idle[w] = r->makespan - r->busy[w];
-        idle += r->idle[w];
-    }
-    r->bubble_fraction = r->makespan > 0 ? idle / ((double)P * r->makespan) : 0.0;
+    pt_sched_sim_finish(r, free_at);
 done:
     free(f_end);
     free(b_end);

@@ -18,11 +18,16 @@
  *      waits until the sender has run the action that produces the data;
  *      sends are posted and never block). If every unfinished worker waits,
  *      the wait-for cycle is reported.
+ * What each action waits for comes from the table in deps.c. Checks 1 to 5
+ * also serve the program validator (program_validate.c) through
+ * pt_sched_check_compute(), on the compute actions of a program, naming
+ * their positions in the program.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "sched/deps.h"
 #include "sched/schedule.h"
 #include "tensor/error.h"
 
@@ -32,7 +37,16 @@ typedef struct {
     int n_f, n_b, n_w, n_bw;
 } slot;
 
+/* The schedule under check, and the position to name for each action. */
+typedef struct {
+    const pt_schedule *s;
+    const int *const *position; /* [w][i], from 1; NULL: i + 1 */
+    bool forward_only;          /* forwards only: no backward is missing */
+} view;
+
 static const char *act(const pt_action *a, char *buf) { return pt_sched_action_str(a, buf, 48); }
+
+static int pos(const view *v, int w, int i) { return v->position ? v->position[w][i] : i + 1; }
 
 static int check_placement(const pt_schedule *s)
 {
@@ -57,26 +71,33 @@ static int check_placement(const pt_schedule *s)
     return PT_OK;
 }
 
-static int check_actions(const pt_schedule *s, slot *slots)
+static int check_actions(const view *v, slot *slots)
 {
+    const pt_schedule *s = v->s;
     char x[48], y[48];
     for (int w = 0; w < s->n_workers; w++)
         for (int i = 0; i < s->n_actions[w]; i++) {
             const pt_action *a = &s->actions[w][i];
             if ((unsigned)a->kind > PT_ACT_BW)
                 return pt_fail(PT_EINVAL, "worker %d, position %d: unknown action kind %d", w,
-                               i + 1, (int)a->kind);
+                               pos(v, w, i), (int)a->kind);
             if (a->chunk < 0 || a->chunk >= s->n_chunks || a->mb < 0 || a->mb >= s->n_micro)
                 return pt_fail(PT_EINVAL,
                                "worker %d: %s (position %d) names chunk %d of %d or "
                                "micro-batch %d of %d, out of range",
-                               w, act(a, x), i + 1, a->chunk, s->n_chunks, a->mb, s->n_micro);
+                               w, act(a, x), pos(v, w, i), a->chunk, s->n_chunks, a->mb,
+                               s->n_micro);
             int owner = pt_sched_worker_of(s, a->chunk, a->mb);
             if (owner != w)
                 return pt_fail(PT_EINVAL,
                                "worker %d: %s (position %d) belongs on worker %d, "
                                "which holds chunk %d for micro-batch %d",
-                               w, act(a, x), i + 1, owner, a->chunk, a->mb);
+                               w, act(a, x), pos(v, w, i), owner, a->chunk, a->mb);
+            if (v->forward_only && a->kind != PT_ACT_F)
+                return pt_fail(PT_EINVAL,
+                               "worker %d: %s (position %d): a forward-only program runs "
+                               "no backward",
+                               w, act(a, x), pos(v, w, i));
             slot *sl = &slots[a->chunk * s->n_micro + a->mb];
             int *n, *pw, *pi;
             switch (a->kind) {
@@ -89,7 +110,7 @@ static int check_actions(const pt_schedule *s, slot *slots)
                 return pt_fail(PT_EINVAL,
                                "worker %d: %s (position %d) is repeated: it already "
                                "ran at position %d",
-                               w, act(a, x), i + 1, *pi + 1);
+                               w, act(a, x), pos(v, w, i), pos(v, w, *pi));
             if ((a->kind == PT_ACT_BW && sl->n_b + sl->n_w > 0) ||
                 ((a->kind == PT_ACT_B || a->kind == PT_ACT_W) && sl->n_bw > 0)) {
                 const pt_action *o = sl->n_bw  ? &s->actions[sl->b_w][sl->b_i]
@@ -98,7 +119,7 @@ static int check_actions(const pt_schedule *s, slot *slots)
                 return pt_fail(PT_EINVAL,
                                "worker %d: %s (position %d) repeats the backward "
                                "of chunk %d, micro-batch %d, already in %s",
-                               w, act(a, x), i + 1, a->chunk, a->mb, act(o, y));
+                               w, act(a, x), pos(v, w, i), a->chunk, a->mb, act(o, y));
             }
             (*n)++;
             *pw = w;
@@ -113,6 +134,8 @@ static int check_actions(const pt_schedule *s, slot *slots)
                                "worker %d: F%d.%d is missing (chunk %d never runs "
                                "forward for micro-batch %d)",
                                owner, c, m, c, m);
+            if (v->forward_only)
+                continue;
             if (!sl->n_bw && !sl->n_b && !sl->n_w)
                 return pt_fail(PT_EINVAL,
                                "worker %d: BW%d.%d (or B%d.%d and W%d.%d) is missing "
@@ -132,49 +155,51 @@ static int check_actions(const pt_schedule *s, slot *slots)
     return PT_OK;
 }
 
-static int check_local_order(const pt_schedule *s, const slot *slots)
+/* Where the piece that need waits for sits: its worker and index. */
+static void piece_at(const pt_schedule *s, const slot *slots, const pt_need *need, int *w, int *i)
 {
-    char x[48];
-    int M = s->n_micro;
+    const slot *sl = &slots[need->chunk * s->n_micro + need->mb];
+    *w = need->kind == PT_ACT_F ? sl->f_w : sl->b_w;
+    *i = need->kind == PT_ACT_F ? sl->f_i : sl->b_i;
+}
+
+static int check_local_order(const view *v, const slot *slots)
+{
+    const pt_schedule *s = v->s;
+    char x[48], y[48];
     for (int w = 0; w < s->n_workers; w++)
         for (int i = 0; i < s->n_actions[w]; i++) {
             const pt_action *a = &s->actions[w][i];
-            const slot *sl = &slots[a->chunk * M + a->mb];
-            if (a->kind == PT_ACT_F && a->chunk > 0) {
-                const slot *up = &slots[(a->chunk - 1) * M + a->mb];
-                if (up->f_w == w && up->f_i > i)
+            pt_need need[PT_NEEDS_MAX];
+            int n = pt_sched_needs(s->n_chunks, a, need);
+            for (int k = 0; k < n; k++) {
+                int nw, ni;
+                piece_at(s, slots, &need[k], &nw, &ni);
+                if (nw != w || ni < i)
+                    continue;
+                act(&s->actions[nw][ni], y);
+                if (need[k].relation == PT_NEED_UPSTREAM)
                     return pt_fail(PT_EINVAL,
                                    "worker %d: %s (position %d) comes before the "
-                                   "upstream F%d.%d it needs (position %d)",
-                                   w, act(a, x), i + 1, a->chunk - 1, a->mb, up->f_i + 1);
-            } else if (a->kind == PT_ACT_B || a->kind == PT_ACT_BW) {
-                if (sl->f_i > i)
+                                   "upstream %s it needs (position %d)",
+                                   w, act(a, x), pos(v, w, i), y, pos(v, w, ni));
+                if (need[k].relation == PT_NEED_DOWNSTREAM)
                     return pt_fail(PT_EINVAL,
-                                   "worker %d: %s (position %d) comes before its own "
-                                   "F%d.%d (position %d)",
-                                   w, act(a, x), i + 1, a->chunk, a->mb, sl->f_i + 1);
-                if (a->chunk < s->n_chunks - 1) {
-                    const slot *down = &slots[(a->chunk + 1) * M + a->mb];
-                    if (down->b_w == w && down->b_i > i)
-                        return pt_fail(PT_EINVAL,
-                                       "worker %d: %s (position %d) comes before the "
-                                       "downstream %s (position %d) it needs",
-                                       w, act(a, x), i + 1,
-                                       act(&s->actions[w][down->b_i], (char[48]){0}),
-                                       down->b_i + 1);
-                }
-            } else if (a->kind == PT_ACT_W && sl->b_i > i) {
+                                   "worker %d: %s (position %d) comes before the "
+                                   "downstream %s (position %d) it needs",
+                                   w, act(a, x), pos(v, w, i), y, pos(v, w, ni));
                 return pt_fail(PT_EINVAL,
-                               "worker %d: %s (position %d) comes before its "
-                               "B%d.%d (position %d)",
-                               w, act(a, x), i + 1, a->chunk, a->mb, sl->b_i + 1);
+                               "worker %d: %s (position %d) comes before its %s%s (position %d)", w,
+                               act(a, x), pos(v, w, i), need[k].kind == PT_ACT_F ? "own " : "", y,
+                               pos(v, w, ni));
             }
         }
     return PT_OK;
 }
 
-static int check_versions(const pt_schedule *s, const slot *slots)
+static int check_versions(const view *v, const slot *slots)
 {
+    const pt_schedule *s = v->s;
     char x[48];
     int *updates = calloc((size_t)s->n_chunks, sizeof(int));
     if (!updates)
@@ -191,24 +216,24 @@ static int check_versions(const pt_schedule *s, const slot *slots)
                 rc = pt_fail(PT_EINVAL,
                              "worker %d: %s (position %d) should use weight version "
                              "%d (%s)",
-                             w, act(a, x), i + 1, want,
+                             w, act(a, x), pos(v, w, i), want,
                              a->kind == PT_ACT_F ? "the updates applied before it"
                                                  : "the version its forward used");
             else if (a->kind == PT_ACT_W && (a->version >= 0 || a->update))
                 rc = pt_fail(PT_EINVAL,
                              "worker %d: %s (position %d): an asynchronous schedule "
                              "has no split W",
-                             w, act(a, x), i + 1);
+                             w, act(a, x), pos(v, w, i));
             else if (a->kind == PT_ACT_F && a->update)
                 rc = pt_fail(PT_EINVAL,
                              "worker %d: %s (position %d): a forward cannot update "
                              "weights",
-                             w, act(a, x), i + 1);
+                             w, act(a, x), pos(v, w, i));
             else if (a->kind != PT_ACT_F && !a->update)
                 rc = pt_fail(PT_EINVAL,
                              "worker %d: %s (position %d): every backward of an "
                              "asynchronous schedule updates the weights (add '!')",
-                             w, act(a, x), i + 1);
+                             w, act(a, x), pos(v, w, i));
             if (a->kind != PT_ACT_F && a->update)
                 updates[a->chunk]++;
         }
@@ -217,35 +242,22 @@ static int check_versions(const pt_schedule *s, const slot *slots)
     return rc;
 }
 
-/* The piece of (chunk, mb) that action a waits for, or NULL when ready. */
+/* The piece action a waits for, or NULL when ready. */
 static const pt_action *waits_for(const pt_schedule *s, const slot *slots, const char *done_f,
                                   const char *done_b, const pt_action *a)
 {
-    int M = s->n_micro, c = a->chunk, m = a->mb;
-    const slot *sl;
-    switch (a->kind) {
-    case PT_ACT_F:
-        if (c == 0 || done_f[(c - 1) * M + m])
-            return NULL;
-        sl = &slots[(c - 1) * M + m];
-        return &s->actions[sl->f_w][sl->f_i];
-    case PT_ACT_W:
-        if (done_b[c * M + m])
-            return NULL;
-        sl = &slots[c * M + m];
-        return &s->actions[sl->b_w][sl->b_i];
-    default:
-        if (!done_f[c * M + m]) {
-            sl = &slots[c * M + m];
-            return &s->actions[sl->f_w][sl->f_i];
-        }
-        if (c == s->n_chunks - 1 || done_b[(c + 1) * M + m])
-            return NULL;
-        sl = &slots[(c + 1) * M + m];
-        return &s->actions[sl->b_w][sl->b_i];
+    pt_need need[PT_NEEDS_MAX];
+    int n = pt_sched_needs(s->n_chunks, a, need);
+    for (int k = 0; k < n; k++) {
+        size_t at = (size_t)need[k].chunk * (size_t)s->n_micro + (size_t)need[k].mb;
+        if ((need[k].kind == PT_ACT_F ? done_f : done_b)[at])
+            continue;
+        int w, i;
+        piece_at(s, slots, &need[k], &w, &i);
+        return &s->actions[w][i];
     }
+    return NULL;
 }
-
 static int check_deadlock(const pt_schedule *s, const slot *slots)
 {
     size_t n = (size_t)s->n_chunks * (size_t)s->n_micro;
@@ -322,8 +334,10 @@ done:
     return rc;
 }
 
-int pt_schedule_validate(const pt_schedule *s)
+/* Header sanity; slots allocated for checks 2 onwards. */
+static int begin(const pt_schedule *s, slot **slots)
 {
+    *slots = NULL;
     if (!s)
         return pt_fail(PT_EINVAL, "no schedule");
     if (s->n_workers < 1 || s->n_chunks < 1 || s->n_micro < 1 || s->replicas < 1)
@@ -333,16 +347,41 @@ int pt_schedule_validate(const pt_schedule *s)
     if (rc != PT_OK)
         return rc;
     size_t n = (size_t)s->n_chunks * (size_t)s->n_micro;
-    slot *slots = malloc(n * sizeof *slots);
-    if (!slots)
+    *slots = malloc(n * sizeof **slots);
+    if (!*slots)
         return pt_fail(PT_ENOMEM, "out of memory validating a schedule");
     for (size_t i = 0; i < n; i++)
-        slots[i] = (slot){-1, -1, -1, -1, -1, -1, 0, 0, 0, 0};
-    rc = check_actions(s, slots);
+        (*slots)[i] = (slot){-1, -1, -1, -1, -1, -1, 0, 0, 0, 0};
+    return PT_OK;
+}
+
+/* Checks 2 to 5 on a placement already checked. */
+static int check_compute(const view *v, slot *slots)
+{
+    int rc = check_actions(v, slots);
     if (rc == PT_OK)
-        rc = check_local_order(s, slots);
-    if (rc == PT_OK && pt_sched_is_async(s))
-        rc = check_versions(s, slots);
+        rc = check_local_order(v, slots);
+    if (rc == PT_OK && pt_sched_is_async(v->s))
+        rc = check_versions(v, slots);
+    return rc;
+}
+
+int pt_sched_check_compute(const pt_schedule *s, const int *const *position, bool forward_only)
+{
+    slot *slots;
+    int rc = begin(s, &slots);
+    if (rc == PT_OK)
+        rc = check_compute(&(view){s, position, forward_only}, slots);
+    free(slots);
+    return rc;
+}
+
+int pt_schedule_validate(const pt_schedule *s)
+{
+    slot *slots;
+    int rc = begin(s, &slots);
+    if (rc == PT_OK)
+        rc = check_compute(&(view){s, NULL, false}, slots);
     if (rc == PT_OK)
         rc = check_deadlock(s, slots);
     free(slots);
