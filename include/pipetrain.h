@@ -327,8 +327,13 @@ typedef struct {
                          Asynchronous schedules step after every update. */
     const int *tied;  /* n_tied pairs of chunks sharing a parameter (GPT: the
                          first chunk's token embedding and the last chunk's
-                         LM head): tied[2i] and tied[2i+1] (default none) */
+                         LM head): tied[2i] and tied[2i+1], which may be one
+                         chunk holding both (default none) */
     int n_tied;
+    int split_sent_backward; /* a fused BW whose input gradient goes to another
+                                worker becomes B, the send, W: the gradient
+                                leaves before the weight gradient is computed
+                                (default 0) */
 } pt_lower_options;
 
 pt_lower_options pt_lower_options_default(void);
@@ -419,6 +424,12 @@ void pt_pipeline_destroy(pt_pipeline *p);
  * after each backward. mean_loss may be NULL. */
 int pt_pipeline_train_step(pt_pipeline *p, const pt_microbatch *batch, long step, float lr,
                            float *mean_loss);
+/* 1 when the last train_step's global gradient norm (in *norm, may be NULL)
+ * was not finite: then no worker changed a parameter or moment, and the
+ * caller decides what to do (the trainer reports it and does not count the
+ * step). Schedules that update per micro-batch (pipedream) take no global
+ * norm and never skip. */
+int pt_pipeline_last_step_skipped(const pt_pipeline *p, double *norm);
 /* The M per-micro-batch losses of the last train_step or eval. */
 const float *pt_pipeline_losses(const pt_pipeline *p);
 /* Forward only over a batch of the same shape; the mean loss. */

@@ -79,7 +79,7 @@ expect2 "unknown schedule" --schedule nonesuch --stages 2 --microbatches 2
 expect2 "expected a number" --schedule 1f1b --cost-f -1
 expect2 "unknown flag" --schedule 1f1b --bogus 1
 expect2 "pairs of chunks" --schedule 1f1b --tied 0
-expect2 "two different chunks" --schedule 1f1b --stages 2 --microbatches 2 --tied 0-5 --program
+expect2 "needs chunks of the schedule" --schedule 1f1b --stages 2 --microbatches 2 --tied 0-5 --program
 expect2 "drop --schedule" --from "$DATA/good_1f1b_p2_m3.sched" --stages 2
 
 exit $fail

@@ -13,9 +13,9 @@
 #include "sched/schedule.h"
 
 typedef struct {
-    const pt_model *desc;        /* the model's description (tensors not needed) */
-    const pt_schedule *s;        /* placement and action lists */
-    const int *chunk_first;      /* [chunks]: blocks of each chunk */
+    const pt_model *desc;   /* the model's description (tensors not needed) */
+    const pt_schedule *s;   /* placement and action lists */
+    const int *chunk_first; /* [chunks]: blocks of each chunk */
     const int *chunk_last;
     int micro_batch_size;
     bool checkpoint_activations; /* keep only chunk inputs, recompute before backward */

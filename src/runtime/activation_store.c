@@ -190,7 +190,7 @@ size_t pt_store_allocated_bytes(const pt_activation_store *s)
     for (int c = 0; s->acts && c < s->n_chunks; c++)
         bytes += (size_t)s->acts[c].n_alloc * s->acts[c].bytes;
     for (int c = 0; s->boundary && c < s->n_chunks; c++)
-        bytes += (size_t)s->boundary[c].n_alloc * pt_arena_round(s->boundary[c].floats) *
-                 sizeof(float);
+        bytes +=
+            (size_t)s->boundary[c].n_alloc * pt_arena_round(s->boundary[c].floats) * sizeof(float);
     return bytes;
 }

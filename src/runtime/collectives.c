@@ -14,13 +14,11 @@
  *   replicas    one chunk's gradient summed over its D replicas, blocking:
  *               after the list (reduce_overlap off) and, under pipedream
  *               (1F1B-RR), before every update, inside the list;
- *   gradients   after the action list: each chunk's gradient summed over its
- *               replicas (finishing what replica_reduce.c started during the
- *               list; or, with reduce_overlap off, blocking all-reduce calls
- *               in buckets), then the tied copies (wte, lm_head) summed
- *               between their owners;
- *   shares      each chunk's share of the squared norm (double) and each
- *               micro-batch's loss, sent exactly to every worker;
+ *   tied        a tied pair's copies (wte, lm_head) summed between their
+ *               owners (TIED), after the replicas' sums;
+ *   norm        each chunk's share of the squared norm (double) sent exactly
+ *               to every worker, folded in chunk order (NORM);
+ *   losses      each micro-batch's loss, sent exactly to every worker;
  *   probs       the last chunk's output to one worker of every process.
  *
  * Every sum goes through the transport's allreduce, which folds in
@@ -29,6 +27,7 @@
  * worker, so the sum is the value. Every worker folds the norm's chunk shares
  * in chunk order, so every worker, on either transport, takes bit for bit
  * the step one worker alone would take. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -218,10 +217,10 @@ static int bucketed_sum(pt_worker *w, const int *group, int n_group, float *x, s
     return PT_OK;
 }
 
-/* The tied copies' values (grad or data) summed between the owners of the
- * two blocks in this worker's replica; with `mean` halved, as pipedream
- * wants. A worker holding both does the same addition itself. */
-static int sum_tied(pt_worker *w, bool grad, bool mean)
+/* The tied copies of chunks ca and cb (gradients, or with `mean` the values
+ * halved, as pipedream wants) summed between their owners in this worker's
+ * replica. A worker holding both does the same addition itself. */
+int pt_coll_tied(pt_worker *w, int ca, int cb, bool mean)
 {
     pt_pipeline *p = w->p;
     pt_model *m = w->stage;
@@ -232,9 +231,12 @@ static int sum_tied(pt_worker *w, bool grad, bool mean)
             continue;
         const pt_param *src = pt_model_find_param(m, cp->tied_to);
         int cc = chunk_of_block(p, cp->block), cs = chunk_of_block(p, src->block);
+        if (!((cs == ca && cc == cb) || (cs == cb && cc == ca)))
+            continue;
         int group[2] = {p->s->chunk_worker[cs * D + k], p->s->chunk_worker[cc * D + k]};
         if (group[0] != w->rank && group[1] != w->rank)
             continue;
+        bool grad = !mean;
         float *a = grad ? src->grad : src->data, *b = grad ? cp->grad : cp->data;
         if (group[0] == w->rank && group[1] == w->rank) {
             for (size_t j = 0; j < cp->numel; j++) {
@@ -271,22 +273,24 @@ int pt_coll_sum_replicas(pt_worker *w, int c)
     return rc;
 }
 
-int pt_coll_reduce_grads(pt_worker *w)
+int pt_coll_norm(pt_worker *w)
 {
     pt_pipeline *p = w->p;
-    int rc = PT_OK;
-    if (pt_reduce_active(&w->reduce))
-        rc = pt_reduce_finish(&w->reduce);
-    else
-        for (int c = 0; rc == PT_OK && c < p->n_chunks; c++)
-            if (pt_ranks_owns(p->s, c, w->rank))
-                rc = pt_coll_sum_replicas(w, c);
-    return rc == PT_OK ? sum_tied(w, true, false) : rc;
+    for (int c = 0; c < p->n_chunks; c++)
+        w->shares[c] = pt_ranks_owns(p->s, c, w->rank)
+                           ? pt_optimizer_grad_sq(w->stage, p->chunk_first[c], p->chunk_last[c])
+                           : 0.0;
+    int rc = pt_coll_share(w, true, false);
+    if (rc != PT_OK)
+        return rc;
+    double sq = 0.0; /* folded in chunk order by every worker alike */
+    for (int c = 0; c < p->n_chunks; c++)
+        sq += w->shares[c];
+    w->norm = sqrt(sq);
+    w->clip = pt_optimizer_clip_factor(&p->optim, w->norm);
+    w->skip = !isfinite(w->norm);
+    return PT_OK;
 }
-
-int pt_coll_rejoin_tied(pt_worker *w) { return sum_tied(w, false, true); }
-
-/* ---- probabilities ---- */
 
 /* Does worker w run in a process of its own (MPI), rather than beside every
  * other worker (threads)? Processes are what probabilities must reach. */

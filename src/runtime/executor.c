@@ -1,33 +1,28 @@
-/* executor.c: one pipeline worker walking its action list.
+/* executor.c: one pipeline worker running its lowered program.
  *
- * The schedule is the whole program: for each action F, B, W or BW of
- * (chunk, micro-batch) in the worker's list, the executor
- *   - has posted the receive of its input earlier (while the previous action
- *     ran: receives for action i+1 go out before action i starts) and waits
- *     for it only now;
- *   - runs the chunk's blocks (pt_model_forward / backward_input /
- *     backward_weight) on the micro-batch's activation record;
- *   - sends the result at once (a forward's output to the holder of the next
- *     chunk, a backward's input gradient to the holder of the previous one)
- *     and does not wait for the send until its buffer is needed again;
- *   - returns each record and buffer to the worker's store right after its
- *     last use: the record after W (or BW), the received gradient after B.
- * When neighbouring chunks sit on the same worker (interleaved, zbv) the
- * tensor is handed over in memory, with no transfer.
+ * The program (sched/program.h) is the worker's whole step: compute actions
+ * F, B, W, BW of (chunk, micro-batch), the sends and receives between
+ * workers, the replicas' gradient sums (REDUCE), the tied copies' sums
+ * (TIED), the global norm (NORM) and the optimizer steps (STEP). The
+ * executor is a table from action kind to the function that runs it, and
+ * walks the list. Around that walk it
+ *   - posts the receives the next compute action needs before the current
+ *     one starts, and waits for them only when the action needs its input;
+ *   - sends at once and waits for a send only when its buffer is needed
+ *     again; neighbouring chunks on one worker hand tensors over in memory;
+ *   - returns each activation record and buffer to the worker's store right
+ *     after its last use: the record after W (or BW), the received gradient
+ *     after B;
+ *   - moves the replicas' gradient sums along between actions.
  * Activation checkpointing keeps only each chunk's input after F; the
- * backward first re-runs the chunk's forward into a fresh record, which then
- * lives until the W that ends the micro-batch's backward.
- * Asynchronous schedules (pipedream) stash weight versions around each
- * backward and update the chunk after every backward that carries `update`;
- * with replicas (1F1B-RR) the update first sums the chunk's gradient over
- * the stage's replicas, a blocking collective inside the list.
+ * backward first re-runs the chunk's forward into a fresh record. A compute
+ * action that carries a weight version (asynchronous schedules) runs with
+ * that version's weights (weight_stash.c); a STEP of one chunk updates it
+ * from the micro-batch's gradient alone, clipped by the chunk's own norm.
  * Every worker runs on its own stage (w->stage, w->opt): the model's blocks
- * of its chunks and nothing else.
- * With data-parallel replicas, the chunk's gradient sum over the replicas
- * starts right after its last backward piece and moves along between actions
- * (replica_reduce.c); the pipeline finishes it after the list.
- * Tags name (receiving chunk, micro-batch, direction), so receives may be
- * posted in any order. Nothing here depends on which schedule it is.
+ * of its chunks and nothing else. Tags name (receiving chunk, micro-batch,
+ * direction), so receives may be posted in any order. Nothing here depends
+ * on which schedule, transport or model it runs.
  * Called by pipeline.c on the worker's own thread. */
 #include <math.h>
 #include <stdlib.h>
@@ -71,16 +66,15 @@ static pt_slot *slot_of(pt_worker *w, int chunk, int mb) { return &w->slots[chun
 
 static bool is_backward(pt_action_kind k) { return k == PT_ACT_B || k == PT_ACT_BW; }
 
-/* ---- communication ---- */
+/* ---- receives ---- */
 
-static int post_receive(pt_worker *w, const pt_action *a)
+/* A RECV_ACT (the input of F(chunk, mb)) or RECV_GRAD (the gradient that
+ * B(chunk, mb) needs), posted into a buffer from the store; no wait. */
+static int post_receive(pt_worker *w, const pt_prog_action *a)
 {
     pt_pipeline *p = w->p;
-    int src = pt_sched_recv_from(p->s, a);
-    if (src < 0 || src == w->rank)
-        return PT_OK; /* nothing comes, or it is handed over in memory */
     pt_slot *sl = slot_of(w, a->chunk, a->mb);
-    bool grad = is_backward(a->kind);
+    bool grad = a->kind == PT_PROG_RECV_GRAD;
     int boundary = grad ? a->chunk + 1 : a->chunk;
     bool *posted = grad ? &sl->gin_posted : &sl->in_posted;
     bool ready = grad ? sl->gin_ready : sl->in_ready;
@@ -89,12 +83,28 @@ static int post_receive(pt_worker *w, const pt_action *a)
         return PT_OK;
     int rc = pt_store_take_buffer(&w->store, boundary, buf);
     if (rc == PT_OK)
-        rc = pt_transport_irecv(w->t, src, tag_of(p, a->chunk, a->mb, grad ? DIR_GRAD : DIR_ACT),
-                                *buf, pt_store_buffer_bytes(&w->store, boundary),
-                                grad ? &sl->gin_req : &sl->in_req);
+        rc = pt_transport_irecv(
+            w->t, a->peer, tag_of(p, a->chunk, a->mb, grad ? DIR_GRAD : DIR_ACT), *buf,
+            pt_store_buffer_bytes(&w->store, boundary), grad ? &sl->gin_req : &sl->in_req);
     if (rc == PT_OK)
         *posted = true;
     return rc;
+}
+
+/* Before compute action i runs: the receives of the next compute action go
+ * out, so its inputs travel while action i computes. */
+static int post_ahead(pt_worker *w, const pt_prog_action *acts, int n, int i)
+{
+    int j = i + 1;
+    while (j < n && !pt_prog_is_compute(acts[j].kind))
+        j++; /* the receives of the compute action after i come right before it */
+    for (int k = i + 1; k < n && k <= j; k++)
+        if (pt_prog_is_recv(acts[k].kind)) {
+            int rc = post_receive(w, &acts[k]);
+            if (rc != PT_OK)
+                return rc;
+        }
+    return PT_OK;
 }
 
 static int await_input(pt_worker *w, const pt_action *a)
@@ -130,6 +140,8 @@ static int await_input(pt_worker *w, const pt_action *a)
     }
     return PT_OK;
 }
+
+/* ---- sends ---- */
 
 /* Frees the buffers of finished sends; with `all`, waits for every send. */
 static int settle_sends(pt_worker *w, bool all)
@@ -207,7 +219,7 @@ static int run_forward(pt_worker *w, const pt_action *a, const pt_microbatch *ba
     int rc = pt_store_take_acts(&w->store, a->chunk, &sl->acts);
     if (rc != PT_OK)
         return rc;
-    if (p->async && !forward_only) {
+    if (a->version >= 0) {
         sl->version = a->version;
         if ((rc = pt_stash_forward(&w->stash[a->chunk], a->version)) != PT_OK)
             return rc;
@@ -220,30 +232,18 @@ static int run_forward(pt_worker *w, const pt_action *a, const pt_microbatch *ba
         w->losses[a->mb] = loss;
 
     int dst = pt_sched_send_to(p->s, a);
-    const float *out = pt_activations_output(sl->acts);
     bool drop = forward_only || p->checkpoint; /* the record is not kept */
     if (dst == w->rank) {
         pt_slot *next = slot_of(w, a->chunk + 1, a->mb);
         if ((rc = pt_store_take_buffer(&w->store, a->chunk + 1, &next->in)) != PT_OK)
             return rc;
-        memcpy(next->in, out, pt_store_buffer_bytes(&w->store, a->chunk + 1));
+        memcpy(next->in, pt_activations_output(sl->acts),
+               pt_store_buffer_bytes(&w->store, a->chunk + 1));
         next->in_ready = true;
-    } else if (dst >= 0) {
-        int tag = tag_of(p, a->chunk + 1, a->mb, DIR_ACT);
-        if (drop) {
-            /* the record goes back to the pool now, so the send must be done */
-            pt_request req;
-            rc = pt_transport_isend(w->t, dst, tag, out,
-                                    pt_store_buffer_bytes(&w->store, a->chunk + 1), &req);
-            if (rc == PT_OK)
-                rc = pt_transport_wait(w->t, &req);
-        } else {
-            rc = send_async(w, dst, tag, (float *)out, a->chunk + 1, false);
-        }
-        if (rc != PT_OK)
-            return rc;
     }
-    if (drop) {
+    if (drop && dst >= 0 && dst != w->rank) {
+        sl->drop_after_send = true; /* SEND_ACT sends the output, then drops the record */
+    } else if (drop) {
         pt_store_give_acts(&w->store, a->chunk, sl->acts);
         sl->acts = NULL;
     }
@@ -253,6 +253,43 @@ static int run_forward(pt_worker *w, const pt_action *a, const pt_microbatch *ba
         sl->in_ready = false;
     }
     return PT_OK;
+}
+
+/* SEND_ACT: F's output to the holder of the next chunk; SEND_GRAD: B's
+ * input gradient to the holder of the previous one. */
+static int run_send(pt_worker *w, const pt_prog_action *a)
+{
+    pt_pipeline *p = w->p;
+    pt_slot *sl = slot_of(w, a->chunk, a->mb);
+    char name[32];
+    if (a->kind == PT_PROG_SEND_GRAD) {
+        if (!sl->din)
+            return pt_fail(PT_EDEADLOCK, "worker %d: %s before its backward", w->rank,
+                           pt_prog_action_str(a, name, sizeof name));
+        int rc = send_async(w, a->peer, tag_of(p, a->chunk - 1, a->mb, DIR_GRAD), sl->din, a->chunk,
+                            true);
+        if (rc != PT_OK)
+            pt_store_give_buffer(&w->store, a->chunk, sl->din);
+        sl->din = NULL;
+        return rc;
+    }
+    if (!sl->acts)
+        return pt_fail(PT_EDEADLOCK, "worker %d: %s before its forward", w->rank,
+                       pt_prog_action_str(a, name, sizeof name));
+    const float *out = pt_activations_output(sl->acts);
+    int tag = tag_of(p, a->chunk + 1, a->mb, DIR_ACT);
+    size_t bytes = pt_store_buffer_bytes(&w->store, a->chunk + 1);
+    if (!sl->drop_after_send)
+        return send_async(w, a->peer, tag, (float *)out, a->chunk + 1, false);
+    /* the record goes back to the pool now, so the send must be done */
+    pt_request req;
+    int rc = pt_transport_isend(w->t, a->peer, tag, out, bytes, &req);
+    if (rc == PT_OK)
+        rc = pt_transport_wait(w->t, &req);
+    pt_store_give_acts(&w->store, a->chunk, sl->acts);
+    sl->acts = NULL;
+    sl->drop_after_send = false;
+    return rc;
 }
 
 /* The end of a micro-batch's backward on a chunk: the record and the input
@@ -268,28 +305,6 @@ static void release_micro_batch(pt_worker *w, int chunk, pt_slot *sl)
     }
 }
 
-/* pipedream: the chunk's own update right after its backward, from this
- * micro-batch's gradient alone, clipped by the chunk's own norm (a global
- * norm would need every worker at once, which an asynchronous schedule never
- * has). With D replicas (1F1B-RR) this is the j-th backward of every replica
- * of the stage: their gradients (each taken with loss scale 1/D) are summed
- * first, so the update is the mean over the round's D micro-batches, the
- * clip uses that mean's norm, and every replica takes the same step. */
-static int async_update(pt_worker *w, int chunk)
-{
-    pt_pipeline *p = w->p;
-    int first = p->chunk_first[chunk], last = p->chunk_last[chunk];
-    int rc = pt_coll_sum_replicas(w, chunk);
-    if (rc != PT_OK)
-        return rc;
-    double norm = sqrt(pt_optimizer_grad_sq(w->stage, first, last));
-    float clip = pt_optimizer_clip_factor(&p->optim, norm);
-    pt_optimizer_step(w->opt, w->stage, first, last, w->chunk_updates[chunk], p->job_lr, clip);
-    w->chunk_updates[chunk]++;
-    w->stash[chunk].version++;
-    return PT_OK;
-}
-
 static int run_backward(pt_worker *w, const pt_action *a, const pt_microbatch *batch,
                         pt_trace_event *ev)
 {
@@ -300,13 +315,9 @@ static int run_backward(pt_worker *w, const pt_action *a, const pt_microbatch *b
     chunk_range(p, a->chunk, &first, &last);
     bool is_last = pt_sched_is_last_chunk(p->s, a->chunk);
     bool fused = a->kind == PT_ACT_BW, swapped = false;
-    pt_weight_stash *st = p->async ? &w->stash[a->chunk] : NULL;
-    if (st) {
-        if ((rc = pt_stash_enter(st, sl->version, &swapped)) != PT_OK)
-            return rc;
-        /* each update uses this micro-batch's gradient only */
-        memset(st->grad, 0, st->floats * sizeof(float));
-    }
+    pt_weight_stash *st = a->version >= 0 ? &w->stash[a->chunk] : NULL;
+    if (st && (rc = pt_stash_enter(st, sl->version, &swapped)) != PT_OK)
+        return rc;
     if (p->checkpoint) {
         if ((rc = pt_store_take_acts(&w->store, a->chunk, &sl->acts)) != PT_OK)
             return rc;
@@ -321,10 +332,8 @@ static int run_backward(pt_worker *w, const pt_action *a, const pt_microbatch *b
     float *din = NULL;
     if (a->chunk > 0 && (rc = pt_store_take_buffer(&w->store, a->chunk, &din)) != PT_OK)
         return rc;
-    /* async: one micro-batch per update, or one per replica (1F1B-RR) */
-    float scale = 1.0f / (float)(p->async ? p->D : p->M);
     rc = pt_model_backward_input(w->stage, first, last, &mb, sl->in, sl->acts,
-                                 is_last ? NULL : sl->gin, din, scale);
+                                 is_last ? NULL : sl->gin, din, p->loss_scale);
     if (rc != PT_OK) {
         pt_store_give_buffer(&w->store, a->chunk, din);
         return rc;
@@ -340,14 +349,8 @@ static int run_backward(pt_worker *w, const pt_action *a, const pt_microbatch *b
             pt_slot *prev = slot_of(w, a->chunk - 1, a->mb);
             prev->gin = din;
             prev->gin_ready = true;
-        } else if (dst >= 0) {
-            if ((rc = send_async(w, dst, tag_of(p, a->chunk - 1, a->mb, DIR_GRAD), din, a->chunk,
-                                 true)) != PT_OK) {
-                pt_store_give_buffer(&w->store, a->chunk, din);
-                return rc;
-            }
         } else {
-            pt_store_give_buffer(&w->store, a->chunk, din);
+            sl->din = din; /* SEND_GRAD sends it */
         }
     }
     ev->tb = pt_pipeline_now() - p->step_t0;
@@ -356,9 +359,7 @@ static int run_backward(pt_worker *w, const pt_action *a, const pt_microbatch *b
         release_micro_batch(w, a->chunk, sl);
     }
     if (st)
-        pt_stash_leave(st, sl->version, swapped);
-    if (rc == PT_OK && st && fused && a->update)
-        rc = async_update(w, a->chunk);
+        pt_stash_leave(st, sl->version, swapped, fused);
     return rc;
 }
 
@@ -375,17 +376,74 @@ static int run_weight(pt_worker *w, const pt_action *a, const pt_microbatch *bat
                        pt_sched_action_str(a, name, sizeof name));
     }
     bool swapped = false;
-    pt_weight_stash *st = p->async ? &w->stash[a->chunk] : NULL;
+    pt_weight_stash *st = a->version >= 0 ? &w->stash[a->chunk] : NULL;
     if (st && (rc = pt_stash_enter(st, sl->version, &swapped)) != PT_OK)
         return rc;
     rc = pt_model_backward_weight(w->stage, first, last, &mb, sl->in, sl->acts);
     release_micro_batch(w, a->chunk, sl);
-    if (st) {
-        pt_stash_leave(st, sl->version, swapped);
-        if (rc == PT_OK && a->update)
-            rc = async_update(w, a->chunk);
-    }
+    if (st)
+        pt_stash_leave(st, sl->version, swapped, true);
     return rc;
+}
+
+/* ---- collectives and steps ---- */
+
+/* REDUCE: the chunk's gradient is final here: its sum over the replicas
+ * starts (overlapped with what follows), or runs at once when this worker
+ * has no overlapped reduction (asynchronous updates, or the blocking
+ * reference the tests compare with). */
+static int run_reduce(pt_worker *w, const pt_prog_action *a)
+{
+    if (pt_reduce_active(&w->reduce))
+        return pt_reduce_start(&w->reduce, a->chunk);
+    return pt_coll_sum_replicas(w, a->chunk);
+}
+
+/* The replicas' sums begun in the list must be done before what reads the
+ * gradients: the tied sums and the norm. */
+static int finish_reduce(pt_worker *w)
+{
+    return pt_reduce_active(&w->reduce) ? pt_reduce_finish(&w->reduce) : PT_OK;
+}
+
+static int run_tied(pt_worker *w, const pt_prog_action *a)
+{
+    int rc = finish_reduce(w);
+    return rc == PT_OK ? pt_coll_tied(w, a->chunk, a->peer, a->mean) : rc;
+}
+
+static int run_norm(pt_worker *w)
+{
+    int rc = finish_reduce(w);
+    return rc == PT_OK ? pt_coll_norm(w) : rc;
+}
+
+/* STEP: every chunk of the worker with the global norm's clip (unless the
+ * norm was not finite: then nothing changes anywhere); STEP CHUNK: that
+ * chunk alone, from the gradient since its last update, clipped by the
+ * chunk's own norm (a global norm would need every worker at once, which
+ * per-micro-batch updates never have); its gradient then starts again from
+ * zero. */
+static int run_step(pt_worker *w, const pt_prog_action *a)
+{
+    pt_pipeline *p = w->p;
+    if (a->chunk < 0) {
+        int rc = finish_reduce(w);
+        for (int c = 0; rc == PT_OK && !w->skip && c < p->n_chunks; c++)
+            if (pt_ranks_owns(p->s, c, w->rank))
+                pt_optimizer_step(w->opt, w->stage, p->chunk_first[c], p->chunk_last[c],
+                                  p->job_step, p->job_lr, w->clip);
+        return rc;
+    }
+    int c = a->chunk, first = p->chunk_first[c], last = p->chunk_last[c];
+    pt_weight_stash *st = &w->stash[c];
+    double norm = sqrt(pt_optimizer_grad_sq(w->stage, first, last));
+    float clip = pt_optimizer_clip_factor(&p->optim, norm);
+    pt_optimizer_step(w->opt, w->stage, first, last, w->chunk_updates[c], p->job_lr, clip);
+    w->chunk_updates[c]++;
+    st->version++;
+    memset(st->grad, 0, st->floats * sizeof(float));
+    return PT_OK;
 }
 
 /* Returns whatever a failed or forward-only walk left in the slots. */
@@ -404,61 +462,92 @@ static void clear_slots(pt_worker *w)
                 pt_store_give_buffer(&w->store, c, sl->in);
             if (c + 1 < p->n_chunks)
                 pt_store_give_buffer(&w->store, c + 1, sl->gin);
+            if (c > 0)
+                pt_store_give_buffer(&w->store, c, sl->din);
             memset(sl, 0, sizeof *sl);
         }
 }
 
-static bool wanted(const pt_action *a, bool forward_only)
-{
-    return !forward_only || a->kind == PT_ACT_F;
-}
-
-int pt_executor_run(pt_worker *w, const pt_microbatch *batch, bool forward_only)
+static int run_compute(pt_worker *w, const pt_prog_action *pa, const pt_microbatch *batch,
+                       bool forward_only)
 {
     pt_pipeline *p = w->p;
-    int n = p->s->n_actions[w->rank];
-    const pt_action *acts = p->s->actions[w->rank];
+    pt_action a = pt_prog_compute(pa);
+    int rc = await_input(w, &a);
+    if (rc != PT_OK)
+        return rc;
+    pt_trace_event *ev = &w->events[w->n_events++];
+    ev->kind = a.kind, ev->chunk = a.chunk, ev->mb = a.mb;
+    ev->t0 = pt_pipeline_now() - p->step_t0;
+    ev->tb = -1;
+    switch (a.kind) {
+    case PT_ACT_F: rc = run_forward(w, &a, batch, forward_only); break;
+    case PT_ACT_B:
+    case PT_ACT_BW: rc = run_backward(w, &a, batch, ev); break;
+    case PT_ACT_W: rc = run_weight(w, &a, batch); break;
+    }
+    ev->t1 = pt_pipeline_now() - p->step_t0;
+    switch (a.kind) {
+    case PT_ACT_F: note_time(w, a.chunk, 0, ev->t1 - ev->t0); break;
+    case PT_ACT_B: note_time(w, a.chunk, 1, ev->t1 - ev->t0); break;
+    case PT_ACT_W: note_time(w, a.chunk, 2, ev->t1 - ev->t0); break;
+    case PT_ACT_BW:
+        note_time(w, a.chunk, 1, ev->tb - ev->t0);
+        note_time(w, a.chunk, 2, ev->t1 - ev->tb);
+        break;
+    }
+    return rc;
+}
+
+/* One row per action kind: what runs it. */
+static int dispatch(pt_worker *w, const pt_prog_action *a, const pt_microbatch *batch,
+                    bool forward_only)
+{
+    switch (a->kind) {
+    case PT_PROG_F:
+    case PT_PROG_B:
+    case PT_PROG_W:
+    case PT_PROG_BW: return run_compute(w, a, batch, forward_only);
+    case PT_PROG_SEND_ACT:
+    case PT_PROG_SEND_GRAD: return run_send(w, a);
+    case PT_PROG_RECV_ACT:
+    case PT_PROG_RECV_GRAD: return post_receive(w, a);
+    case PT_PROG_REDUCE: return run_reduce(w, a);
+    case PT_PROG_TIED: return run_tied(w, a);
+    case PT_PROG_NORM: return run_norm(w);
+    case PT_PROG_STEP: return run_step(w, a);
+    case PT_PROG_N_KINDS: break;
+    }
+    return pt_fail(PT_EINVAL, "worker %d: an action of unknown kind %d", w->rank, (int)a->kind);
+}
+
+int pt_executor_run(pt_worker *w, const pt_program *prog, const pt_microbatch *batch)
+{
+    pt_pipeline *p = w->p;
+    int n = prog->n_actions[w->rank];
+    const pt_prog_action *acts = prog->actions[w->rank];
+    bool forward_only = prog->forward_only;
     w->n_events = 0;
+    w->skip = false;
     memset(w->chunk_time, 0, sizeof(double) * 3 * (size_t)p->n_chunks);
     memset(w->chunk_count, 0, sizeof(int) * 3 * (size_t)p->n_chunks);
-    int rc = forward_only ? PT_OK : pt_reduce_begin(&w->reduce, w->t), next = 0;
-    while (next < n && !wanted(&acts[next], forward_only))
-        next++;
-    if (rc == PT_OK && next < n)
-        rc = post_receive(w, &acts[next]);
-    for (int i = next; rc == PT_OK && i < n; i = next) {
-        const pt_action *a = &acts[i];
-        next = i + 1;
-        while (next < n && !wanted(&acts[next], forward_only))
-            next++;
-        if (next < n && (rc = post_receive(w, &acts[next])) != PT_OK)
+    int rc = PT_OK;
+    if (!forward_only) {
+        pt_model_zero_grads(w->stage);
+        for (int c = 0; w->stash && c < p->n_chunks; c++)
+            w->stash[c].version = 0;
+        rc = pt_reduce_begin(&w->reduce, w->t);
+    }
+    if (rc == PT_OK)
+        rc = post_ahead(w, acts, n, -1);
+    for (int i = 0; rc == PT_OK && i < n; i++) {
+        if (pt_prog_is_compute(acts[i].kind) && (rc = post_ahead(w, acts, n, i)) != PT_OK)
             break;
-        if ((rc = await_input(w, a)) != PT_OK)
-            break;
-        pt_trace_event *ev = &w->events[w->n_events++];
-        ev->kind = a->kind, ev->chunk = a->chunk, ev->mb = a->mb;
-        ev->t0 = pt_pipeline_now() - p->step_t0;
-        ev->tb = -1;
-        switch (a->kind) {
-        case PT_ACT_F: rc = run_forward(w, a, batch, forward_only); break;
-        case PT_ACT_B:
-        case PT_ACT_BW: rc = run_backward(w, a, batch, ev); break;
-        case PT_ACT_W: rc = run_weight(w, a, batch); break;
-        }
-        ev->t1 = pt_pipeline_now() - p->step_t0;
-        switch (a->kind) {
-        case PT_ACT_F: note_time(w, a->chunk, 0, ev->t1 - ev->t0); break;
-        case PT_ACT_B: note_time(w, a->chunk, 1, ev->t1 - ev->t0); break;
-        case PT_ACT_W: note_time(w, a->chunk, 2, ev->t1 - ev->t0); break;
-        case PT_ACT_BW:
-            note_time(w, a->chunk, 1, ev->tb - ev->t0);
-            note_time(w, a->chunk, 2, ev->t1 - ev->tb);
-            break;
-        }
+        rc = dispatch(w, &acts[i], batch, forward_only);
         if (rc == PT_OK)
             rc = settle_sends(w, false);
-        if (rc == PT_OK && !forward_only)
-            rc = pt_reduce_after_action(&w->reduce, i, a->chunk);
+        if (rc == PT_OK)
+            rc = pt_reduce_progress(&w->reduce);
     }
     if (rc != PT_OK)
         return rc; /* the pipeline aborts the world, then calls pt_executor_reset() */

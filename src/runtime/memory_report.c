@@ -103,10 +103,9 @@ int pt_pipeline_memory_report(pt_pipeline *p, char *buf, size_t n)
             const pt_memory_use *u = &m[r];
             at += (size_t)snprintf(buf + at, n - at,
                                    "%-7d %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %10.1f %10.1f %9.1f\n",
-                                   r, mib(u->params), mib(u->grads), mib(u->moments),
-                                   mib(u->stash), mib(u->activations), mib(u->comm),
-                                   mib(pt_memory_total(u)), mib(pt_memory_total(&m[p->P + r])),
-                                   mib(rss[r]));
+                                   r, mib(u->params), mib(u->grads), mib(u->moments), mib(u->stash),
+                                   mib(u->activations), mib(u->comm), mib(pt_memory_total(u)),
+                                   mib(pt_memory_total(&m[p->P + r])), mib(rss[r]));
         }
         if (at < n)
             snprintf(buf + at, n - at,

@@ -57,62 +57,17 @@ static void record_error(pt_worker *w, int rc)
     pthread_mutex_unlock(&p->mu);
 }
 
-/* The squared global norm from per-chunk shares, folded in chunk order by
- * every worker alike. */
-static double fold_shares(const pt_worker *w)
-{
-    double sq = 0.0;
-    for (int c = 0; c < w->p->n_chunks; c++)
-        sq += w->shares[c];
-    return sq;
-}
-
-/* After a synchronous list: gradients summed over replicas and tied copies,
- * the norm's shares and the losses exchanged, then this worker's update. */
-static int finish_sync_step(pt_worker *w)
-{
-    pt_pipeline *p = w->p;
-    int rc = pt_coll_reduce_grads(w);
-    for (int c = 0; c < p->n_chunks; c++)
-        w->shares[c] = pt_ranks_owns(p->s, c, w->rank)
-                           ? pt_optimizer_grad_sq(w->stage, p->chunk_first[c], p->chunk_last[c])
-                           : 0.0;
-    if (rc == PT_OK)
-        rc = pt_coll_share(w, true, true);
-    if (rc != PT_OK)
-        return rc;
-    w->clip = pt_optimizer_clip_factor(&p->optim, sqrt(fold_shares(w)));
-    for (int c = 0; c < p->n_chunks; c++)
-        if (pt_ranks_owns(p->s, c, w->rank))
-            pt_optimizer_step(w->opt, w->stage, p->chunk_first[c], p->chunk_last[c], p->job_step,
-                              p->job_lr, w->clip);
-    return PT_OK;
-}
-
-/* pipedream: each chunk was updated during the list; the wte and lm_head
- * copies, updated apart, take their mean so the tie holds between steps
- * (the moments stay per copy). */
-static int finish_async_step(pt_worker *w)
-{
-    int rc = pt_coll_rejoin_tied(w);
-    return rc == PT_OK ? pt_coll_share(w, false, true) : rc;
-}
-
+/* A step: the worker's list of the training program, then every
+ * micro-batch's loss to every worker. */
 static int train(pt_worker *w)
 {
-    pt_pipeline *p = w->p;
-    pt_model_zero_grads(w->stage);
-    for (int c = 0; p->async && c < p->n_chunks; c++)
-        w->stash[c].version = 0;
-    int rc = pt_executor_run(w, p->job_batch, false);
-    if (rc == PT_OK)
-        rc = p->async ? finish_async_step(w) : finish_sync_step(w);
-    return rc;
+    int rc = pt_executor_run(w, w->p->train_program, w->p->job_batch);
+    return rc == PT_OK ? pt_coll_share(w, false, true) : rc;
 }
 
 static int evaluate(pt_worker *w)
 {
-    int rc = pt_executor_run(w, w->p->job_batch, true);
+    int rc = pt_executor_run(w, w->p->eval_program, w->p->job_batch);
     return rc == PT_OK ? pt_coll_share(w, false, true) : rc;
 }
 
@@ -311,6 +266,46 @@ static int make_schedule(pt_pipeline *p, const pt_pipeline_config *cfg)
     return PT_OK;
 }
 
+/* The chunk holding block b. */
+static int chunk_of(const pt_pipeline *p, int b)
+{
+    for (int c = 0; c < p->n_chunks; c++)
+        if (b >= p->chunk_first[c] && b <= p->chunk_last[c])
+            return c;
+    return -1;
+}
+
+/* The training and evaluation programs every worker runs: the schedule
+ * lowered with the model's tied pairs (chunks whose blocks share a
+ * parameter). */
+static int make_programs(pt_pipeline *p)
+{
+    int n = pt_model_n_params(p->desc), n_tied = 0, rc;
+    int *tied = calloc((size_t)(2 * n + 2), sizeof(int));
+    if (!tied)
+        return pt_fail(PT_ENOMEM, "cannot allocate the tied pairs");
+    for (int i = 0; i < n; i++) {
+        const pt_param *q = pt_model_param(p->desc, i);
+        if (!q->tied_to)
+            continue;
+        int a = chunk_of(p, pt_model_find_param(p->desc, q->tied_to)->block);
+        int b = chunk_of(p, q->block), seen = 0;
+        for (int t = 0; t < n_tied; t++)
+            seen |= tied[2 * t] == a && tied[2 * t + 1] == b;
+        if (!seen)
+            tied[2 * n_tied] = a, tied[2 * n_tied + 1] = b, n_tied++;
+    }
+    pt_lower_options o = pt_lower_options_default();
+    o.tied = tied, o.n_tied = n_tied, o.split_sent_backward = 1;
+    o.step = p->has_optim;
+    rc = pt_program_lower(p->s, &o, &p->train_program);
+    o.forward_only = 1;
+    if (rc == PT_OK)
+        rc = pt_program_lower(p->s, &o, &p->eval_program);
+    free(tied);
+    return rc;
+}
+
 static int make_partition(pt_pipeline *p, const pt_pipeline_config *cfg)
 {
     int n_blocks = pt_model_n_blocks(p->desc), K = p->n_chunks, rc;
@@ -382,7 +377,7 @@ static int make_worker(pt_pipeline *p, int r)
     size_t slots = (size_t)p->n_chunks * (size_t)p->M;
     w->slots = calloc(slots, sizeof *w->slots);
     w->sends = calloc(slots * 2 + 4, sizeof *w->sends);
-    w->events = calloc((size_t)p->s->n_actions[r] + 1, sizeof *w->events);
+    w->events = calloc((size_t)p->train_program->n_actions[r] + 1, sizeof *w->events);
     w->chunk_time = calloc((size_t)p->n_chunks * 3, sizeof(double));
     w->chunk_count = calloc((size_t)p->n_chunks * 3, sizeof(int));
     w->stash = calloc((size_t)p->n_chunks, sizeof *w->stash);
@@ -404,8 +399,7 @@ static int make_worker(pt_pipeline *p, int r)
         pt_plan_worker_records(p->s, r, p->checkpoint, records);
         for (int c = 0; c < p->n_chunks; c++)
             own[c] = pt_ranks_owns(p->s, c, r);
-        rc = pt_store_reserve(&w->store, own, records,
-                              pt_plan_worker_buffers(p->s, r, records));
+        rc = pt_store_reserve(&w->store, own, records, pt_plan_worker_buffers(p->s, r, records));
     }
     if (rc == PT_OK)
         rc = pt_reduce_init(&w->reduce, w);
@@ -549,6 +543,9 @@ int pt_pipeline_create(const pt_model_config *model, const pt_optim_config *opti
     if (rc == PT_OK)
         rc = make_partition(p, cfg);
     if (rc == PT_OK)
+        rc = make_programs(p);
+    p->loss_scale = 1.0f / (float)(p->async ? p->D : p->M); /* a micro-batch's share of an update */
+    if (rc == PT_OK)
         rc = pt_blas_set_threads(blas_threads(p, cfg));
     for (int r = 0; rc == PT_OK && r < p->P; r++)
         if (!p->mpi || r == p->rank)
@@ -596,6 +593,8 @@ void pt_pipeline_destroy(pt_pipeline *p)
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->start_cv);
     pthread_cond_destroy(&p->done_cv);
+    pt_program_destroy(p->train_program);
+    pt_program_destroy(p->eval_program);
     pt_schedule_destroy(p->s);
     pt_model_destroy(p->desc);
     free(p->workers);
@@ -649,9 +648,17 @@ int pt_pipeline_train_step(pt_pipeline *p, const pt_microbatch *batch, long step
     p->step_t0 = pt_pipeline_now();
     if ((rc = run_job(p, PT_JOB_TRAIN)) != PT_OK)
         return rc;
+    p->last_skipped = lead(p)->skip; /* the same on every worker: one global norm */
     if (mean_loss)
         *mean_loss = mean_of(lead(p)->losses, p->M);
     return PT_OK;
+}
+
+int pt_pipeline_last_step_skipped(const pt_pipeline *p, double *norm)
+{
+    if (norm)
+        *norm = lead(p)->norm;
+    return p->last_skipped;
 }
 
 int pt_pipeline_eval(pt_pipeline *p, const pt_microbatch *batch, float *mean_loss)

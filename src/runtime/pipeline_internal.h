@@ -35,6 +35,7 @@
 #include "comm/transport.h"
 #include "model/model.h"
 #include "runtime/optimizer.h"
+#include "sched/program.h"
 #include "sched/schedule.h"
 
 typedef struct pt_pipeline pt_pipeline;
@@ -99,9 +100,10 @@ int pt_stash_init(pt_weight_stash *w, pt_model *m, int first, int last);
 void pt_stash_free(pt_weight_stash *w);
 /* A forward of version v starts: keep a copy of the weights it uses. */
 int pt_stash_forward(pt_weight_stash *w, int version);
-/* Before / after the backward of a forward that used version v. */
+/* Before / after a backward piece of a forward that used version v; `done`
+ * after its last piece (W or BW): the version's copy is released. */
 int pt_stash_enter(pt_weight_stash *w, int version, bool *swapped);
-void pt_stash_leave(pt_weight_stash *w, int version, bool swapped);
+void pt_stash_leave(pt_weight_stash *w, int version, bool swapped, bool done);
 
 /* ---- trace.c ---- */
 
@@ -134,8 +136,7 @@ typedef struct {
     int *group; /* the chunk's replicas, ascending: group[0] is the root */
     int n, pos; /* group size, this rank's place in it */
     int first_bucket, n_buckets;
-    int last_action; /* index of the chunk's last W or BW in the list; -1: none */
-    bool started;    /* the chunk's gradient is final and on its way */
+    bool started; /* the chunk's gradient is final and on its way */
     int buckets_done;
     double t0, t1; /* start and end, seconds since the step began (-1: not) */
 } pt_reduce_chunk;
@@ -161,8 +162,10 @@ enum { PT_JOB_NONE, PT_JOB_TRAIN, PT_JOB_EVAL, PT_JOB_PROBS, PT_JOB_RUN, PT_JOB_
 /* What one worker keeps for (chunk, micro-batch) between its actions. */
 typedef struct {
     pt_activations *acts;
-    float *in;  /* input of the chunk (chunks > 0), until the last backward piece */
-    float *gin; /* gradient of the chunk's output, until B has read it */
+    bool drop_after_send; /* the record goes back once its output is sent */
+    float *din;           /* B's input gradient, until SEND_GRAD sends it */
+    float *in;            /* input of the chunk (chunks > 0), until the last backward piece */
+    float *gin;           /* gradient of the chunk's output, until B has read it */
     pt_request in_req, gin_req;
     bool in_posted, gin_posted; /* a receive is in flight */
     bool in_ready, gin_ready;   /* the buffer holds its data */
@@ -205,7 +208,9 @@ typedef struct {
     long *chunk_updates;    /* [n_chunks], async: updates applied so far */
     double *shares;         /* [n_chunks]: squared gradient norm per chunk */
     float *losses;          /* [n_micro]: every micro-batch's loss, after the step */
-    float clip;             /* this step's clip factor */
+    double norm;            /* this step's global gradient norm (NORM) */
+    float clip;             /* its clip factor */
+    bool skip;              /* the norm is not finite: STEP changes nothing */
 } pt_worker;
 
 struct pt_pipeline {
@@ -215,6 +220,10 @@ struct pt_pipeline {
     pt_pipeline_config cfg;
     char schedule_name[32];
     pt_schedule *s;
+    pt_program *train_program, *eval_program; /* the lowered programs every worker runs */
+    float loss_scale;                         /* of each micro-batch's loss: 1/M, or 1/D for
+                                                 per-micro-batch updates (asynchronous) */
+    bool last_skipped;                        /* the last step's gradient was not finite */
     int P, n_chunks, M, mbs;
     bool async, checkpoint;
     int *chunk_first, *chunk_last; /* [n_chunks] */
@@ -267,15 +276,16 @@ int pt_ranks_agree_balance(pt_pipeline *p, int *balance, int n);
 /* Chunk c's gradient summed in place over the chunk's replicas (w is one of
  * them), blocking; nothing to do with one replica. */
 int pt_coll_sum_replicas(pt_worker *w, int c);
-/* After the action list of a synchronous step: sums each own chunk's
- * gradients over its replicas and the tied copies between their owners. */
-int pt_coll_reduce_grads(pt_worker *w);
+/* TIED: the tied copies of chunks ca and cb summed between their owners
+ * (mean: their values averaged, pipedream). */
+int pt_coll_tied(pt_worker *w, int ca, int cb, bool mean);
+/* NORM: the global gradient norm over every worker and replica into
+ * w->norm, the clip factor into w->clip, w->skip when it is not finite. */
+int pt_coll_norm(pt_worker *w);
 /* Every chunk's share of the squared gradient norm (w->shares) and every
  * micro-batch's loss (w->losses, when losses), from their owners to every
  * worker, exactly. */
 int pt_coll_share(pt_worker *w, bool shares, bool losses);
-/* pipedream: the tied copies take their mean across their owners. */
-int pt_coll_rejoin_tied(pt_worker *w);
 /* probs of `floats` floats from the last chunk's owner to one worker of
  * every other process. */
 int pt_coll_share_probs(pt_worker *w, float *probs, size_t floats);
@@ -297,17 +307,19 @@ int pt_reduce_init(pt_replica_reduce *r, pt_worker *w);
 void pt_reduce_free(pt_replica_reduce *r);
 /* Before a training list: the root posts its receives (when reduce_overlap). */
 int pt_reduce_begin(pt_replica_reduce *r, pt_transport *t);
-/* After action `index` (of chunk `chunk`) of the list: starts the chunk's sum
- * if that was its last backward piece, and moves every sum in flight along
- * without blocking. */
-int pt_reduce_after_action(pt_replica_reduce *r, int index, int chunk);
+/* The program's REDUCE of `chunk`: its gradient is final here; its sum
+ * starts and moves along without blocking. */
+int pt_reduce_start(pt_replica_reduce *r, int chunk);
+/* Between actions: moves every sum in flight along without blocking. */
+int pt_reduce_progress(pt_replica_reduce *r);
 /* Waits for every sum of the step; the gradients are then the replicas' sum. */
 int pt_reduce_finish(pt_replica_reduce *r);
 /* Has this step's reduction begun (and not yet been finished)? */
 bool pt_reduce_active(const pt_replica_reduce *r);
 
 /* executor.c */
-int pt_executor_run(pt_worker *w, const pt_microbatch *batch, bool forward_only);
+/* Runs worker w's list of the program on a batch. */
+int pt_executor_run(pt_worker *w, const pt_program *prog, const pt_microbatch *batch);
 /* Waits for what is in flight and returns every record and buffer. */
 int pt_executor_reset(pt_worker *w);
 int pt_executor_probs(pt_worker *w, const pt_microbatch *mb, float *probs);

@@ -2,10 +2,11 @@
  * data-parallel replicas, started while the action list still runs.
  *
  * A chunk's gradient is final on a replica once the worker has run the
- * chunk's last backward piece (its last W or BW) of the step. The executor
- * says so (pt_reduce_after_action) and from then on the chunk's gradient span
+ * chunk's last backward piece (its last W or BW) of the step, where the
+ * lowered program places the chunk's REDUCE action. The executor starts the
+ * sum there (pt_reduce_start) and from then on the chunk's gradient span
  * travels in buckets (PT_BUCKET_FLOATS, 4 MiB) while the worker computes the
- * rest of its list:
+ * rest of its list, moved along between actions (pt_reduce_progress):
  *
  *   root     (the group's lowest rank) posts, when the step begins, one
  *            receive per bucket and other member into scratch memory; between
@@ -15,8 +16,8 @@
  *   members  send each bucket to the root as soon as the chunk is final, and
  *            once a bucket's send is done, post the receive of its sum into
  *            the same gradient memory.
- * pt_reduce_finish, called after the list (collectives.c, before the tied
- * copies are summed and the norm is taken), waits for what is left. The
+ * pt_reduce_finish, called by the first action that needs the sums (the
+ * tied copies' sum or the norm, collectives.c), waits for what is left. The
  * folding is the one the transport's blocking allreduce does, element for
  * element, so the result is bit-identical to it (and to the threads
  * transport); only when it happens changes.
@@ -51,18 +52,6 @@ static int tag_down(const pt_replica_reduce *r, int c) { return r->tag_base + 2 
 
 static bool is_root(const pt_reduce_chunk *ch) { return ch->pos == 0; }
 
-/* Index of the last W or BW of each chunk in the worker's list (-1: none). */
-static void find_last_actions(const pt_pipeline *p, int rank, pt_reduce_chunk *chunks)
-{
-    for (int c = 0; c < p->n_chunks; c++)
-        chunks[c].last_action = -1;
-    for (int i = 0; i < p->s->n_actions[rank]; i++) {
-        const pt_action *a = &p->s->actions[rank][i];
-        if (a->kind == PT_ACT_W || a->kind == PT_ACT_BW)
-            chunks[a->chunk].last_action = i;
-    }
-}
-
 int pt_reduce_init(pt_replica_reduce *r, pt_worker *w)
 {
     memset(r, 0, sizeof *r);
@@ -78,7 +67,6 @@ int pt_reduce_init(pt_replica_reduce *r, pt_worker *w)
     r->groups = calloc((size_t)K * (size_t)D, sizeof(int));
     if (!r->chunks || !r->groups)
         return pt_fail(PT_ENOMEM, "cannot allocate the replica reduction");
-    find_last_actions(p, rank, r->chunks);
     size_t scratch = 0;
     for (int c = 0; c < K; c++) {
         pt_reduce_chunk *ch = &r->chunks[c];
@@ -305,17 +293,18 @@ static int advance_all(pt_replica_reduce *r, bool block)
     return PT_OK;
 }
 
-int pt_reduce_after_action(pt_replica_reduce *r, int index, int chunk)
+int pt_reduce_start(pt_replica_reduce *r, int chunk)
 {
-    if (!r->running)
+    if (!r->running || chunk < 0 || chunk >= r->n_chunks)
         return PT_OK;
     pt_reduce_chunk *ch = &r->chunks[chunk];
-    if (ch->own && !ch->started && ch->last_action == index) {
-        int rc = start_chunk(r, chunk);
-        if (rc != PT_OK)
-            return rc;
-    }
-    return advance_all(r, false);
+    int rc = ch->own && !ch->started ? start_chunk(r, chunk) : PT_OK;
+    return rc == PT_OK ? advance_all(r, false) : rc;
+}
+
+int pt_reduce_progress(pt_replica_reduce *r)
+{
+    return r->running && r->pending > 0 ? advance_all(r, false) : PT_OK;
 }
 
 int pt_reduce_finish(pt_replica_reduce *r)

@@ -108,13 +108,13 @@ int pt_stash_enter(pt_weight_stash *w, int version, bool *swapped)
     return PT_OK;
 }
 
-void pt_stash_leave(pt_weight_stash *w, int version, bool swapped)
+void pt_stash_leave(pt_weight_stash *w, int version, bool swapped, bool done)
 {
     if (!w->floats)
         return;
     if (swapped)
         memcpy(w->data, w->current, w->floats * sizeof(float));
-    int i = find(w, version);
+    int i = done ? find(w, version) : -1;
     if (i >= 0)
         w->stash_refs[i]--;
 }

@@ -11,13 +11,17 @@
  *   - the action itself, with its weight version and update mark;
  *   - after it, the send of its output when the consuming chunk is held by
  *     another worker (SEND_ACT, SEND_GRAD); local hand-offs get neither;
+ *     with split_sent_backward, a fused BW whose gradient leaves the worker
+ *     becomes B, SEND_GRAD, W, so the gradient goes out before the weight
+ *     gradient is computed (what a runtime wants; the arithmetic is BW's);
  *   - synchronous with replicas: REDUCE(chunk) right after the chunk's last
  *     backward piece (its last W or BW), so the sum overlaps what follows;
  *   - asynchronous: after each backward carrying an update, REDUCE(chunk)
  *     (replicas > 1) and STEP(chunk).
  * Then, at the end of the list: synchronous, REDUCE of any chunk the worker
  * holds but ran no backward of (a replica with no micro-batch), a TIED per
- * tied pair the worker holds a chunk of (in the options' order), NORM and
+ * tied pair the worker holds a chunk of (in the options' order; a pair may
+ * be one chunk holding both copies, summed on its own worker), NORM and
  * STEP; asynchronous, a TIED (mean of values) per tied pair. A forward-only
  * program keeps the forwards and their activations' transfers alone.
  */
@@ -29,7 +33,8 @@
 
 pt_lower_options pt_lower_options_default(void)
 {
-    return (pt_lower_options){.forward_only = 0, .step = 1, .tied = NULL, .n_tied = 0};
+    return (pt_lower_options){
+        .forward_only = 0, .step = 1, .tied = NULL, .n_tied = 0, .split_sent_backward = 0};
 }
 
 static pt_prog_action transfer(pt_prog_kind kind, const pt_action *a, int peer)
@@ -50,11 +55,9 @@ static int check_tied(const pt_schedule *s, const pt_lower_options *o)
         return pt_fail(PT_EINVAL, "tied pairs: %d given without a list", o->n_tied);
     for (int i = 0; i < o->n_tied; i++) {
         int a = o->tied[2 * i], b = o->tied[2 * i + 1];
-        if (a < 0 || b < 0 || a >= s->n_chunks || b >= s->n_chunks || a == b)
-            return pt_fail(PT_EINVAL,
-                           "tied pair %d-%d: needs two different chunks of the "
-                           "schedule's %d",
-                           a, b, s->n_chunks);
+        if (a < 0 || b < 0 || a >= s->n_chunks || b >= s->n_chunks)
+            return pt_fail(PT_EINVAL, "tied pair %d-%d: needs chunks of the schedule's %d", a, b,
+                           s->n_chunks);
     }
     return PT_OK;
 }
@@ -114,13 +117,25 @@ static int lower_worker(const pt_schedule *s, const pt_lower_options *o, bool as
                             .peer = -1,
                             .version = fwd ? -1 : a->version,
                             .update = !fwd && a->update};
-        if (rc == PT_OK)
-            rc = pt_prog_push(p, w, x);
         int dest = pt_sched_feeds(C, a, &to) ? pt_sched_worker_of(s, to.chunk, to.mb) : w;
-        if (rc == PT_OK && dest != w)
-            rc = pt_prog_push(
-                p, w,
-                transfer(a->kind == PT_ACT_F ? PT_PROG_SEND_ACT : PT_PROG_SEND_GRAD, a, dest));
+        pt_prog_action send =
+            transfer(a->kind == PT_ACT_F ? PT_PROG_SEND_ACT : PT_PROG_SEND_GRAD, a, dest);
+        if (a->kind == PT_ACT_BW && dest != w && o->split_sent_backward) {
+            /* B, its gradient on its way, then W: the same arithmetic */
+            pt_prog_action b = x, wt = x;
+            b.kind = PT_PROG_B, b.update = false;
+            wt.kind = PT_PROG_W;
+            rc = pt_prog_push(p, w, b);
+            if (rc == PT_OK)
+                rc = pt_prog_push(p, w, send);
+            if (rc == PT_OK)
+                rc = pt_prog_push(p, w, wt);
+        } else {
+            if (rc == PT_OK)
+                rc = pt_prog_push(p, w, x);
+            if (rc == PT_OK && dest != w)
+                rc = pt_prog_push(p, w, send);
+        }
         bool reduce = async ? a->update : i == last[a->chunk];
         if (rc == PT_OK && !fwd && R > 1 && reduce)
             rc = pt_prog_push(p, w, collective(PT_PROG_REDUCE, a->chunk, -1, false));

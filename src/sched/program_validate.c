@@ -132,12 +132,11 @@ static int check_fields(const checker *k)
                                p->forward_only ? "a forward-only"
                                : k->async      ? "an asynchronous"
                                                : "a synchronous");
-            if (a->kind == PT_PROG_TIED && (a->chunk == a->peer || a->mean != k->async))
+            if (a->kind == PT_PROG_TIED && a->mean != k->async)
                 return pt_fail(PT_EINVAL, "worker %d: %s (position %d): %s", w, tok(a, x), i + 1,
-                               a->chunk == a->peer ? "a chunk is not tied to itself"
-                               : k->async          ? "an asynchronous program averages the tied "
-                                                     "copies' values (TM)"
-                                          : "a synchronous program sums the tied gradients (T)");
+                               k->async ? "an asynchronous program averages the tied "
+                                          "copies' values (TM)"
+                                        : "a synchronous program sums the tied gradients (T)");
             if (a->kind == PT_PROG_STEP && (a->chunk >= 0) != k->async)
                 return pt_fail(PT_EINVAL, "worker %d: %s (position %d): %s", w, tok(a, x), i + 1,
                                k->async ? "an asynchronous program steps the chunk of each "

@@ -321,13 +321,16 @@ static int report_memory(trainer *t, pt_train_result *result, pt_metrics_row *ro
     return rc;
 }
 
+/* Steps in a row whose gradient is not finite before the run gives up. */
+#define PT_MAX_SKIPPED_STEPS 3
+
 static int run(trainer *t, pt_train_result *result)
 {
     const pt_train_config *c = t->cfg;
     double samples = (double)c->batch * (t->data.gpt ? c->model.seq_len : 1);
     double started = now();
     long first = t->state.step;
-    int rc = PT_OK;
+    int rc = PT_OK, skipped = 0;
     while (rc == PT_OK && t->state.step < c->steps) {
         pt_train_report r = {.steps = c->steps};
         double t0 = now();
@@ -336,6 +339,24 @@ static int run(trainer *t, pt_train_result *result)
         pt_microbatch batch = whole_batch(t);
         if ((rc = pt_pipeline_train_step(t->pipe, &batch, t->state.step, r.lr, &r.loss)) != PT_OK)
             break;
+        double norm;
+        if (pt_pipeline_last_step_skipped(t->pipe, &norm)) {
+            /* no worker changed anything: the step is not counted */
+            if (pt_pipeline_is_main(t->pipe))
+                fprintf(stderr,
+                        "pipetrain: step %ld: the gradient norm is %g: the step was skipped "
+                        "on every worker\n",
+                        t->state.step + 1, norm);
+            if (++skipped >= PT_MAX_SKIPPED_STEPS) {
+                rc = pt_fail(PT_EINVAL,
+                             "%d steps in a row had a non-finite gradient (the last at step "
+                             "%ld): the run diverged; lower the learning rate or clip harder",
+                             skipped, t->state.step + 1);
+                break;
+            }
+            continue;
+        }
+        skipped = 0;
         t->state.step++;
         if (t->state.step == c->steps && (rc = report_last_step(t, result)) != PT_OK)
             break;
