@@ -280,9 +280,11 @@ int pt_coll_norm(pt_worker *w)
         w->shares[c] = pt_ranks_owns(p->s, c, w->rank)
                            ? pt_optimizer_grad_sq(w->stage, p->chunk_first[c], p->chunk_last[c])
                            : 0.0;
-    int rc = pt_coll_share(w, true, false);
+    /* every loss is known by now: one exchange carries both */
+    int rc = pt_coll_share(w, true, true);
     if (rc != PT_OK)
         return rc;
+    w->losses_shared = true;
     double sq = 0.0; /* folded in chunk order by every worker alike */
     for (int c = 0; c < p->n_chunks; c++)
         sq += w->shares[c];

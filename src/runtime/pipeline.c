@@ -57,12 +57,14 @@ static void record_error(pt_worker *w, int rc)
     pthread_mutex_unlock(&p->mu);
 }
 
-/* A step: the worker's list of the training program, then every
- * micro-batch's loss to every worker. */
+/* A step: the worker's list of the training program; every micro-batch's
+ * loss reaches every worker with the norm, or after the list when the
+ * program takes none. */
 static int train(pt_worker *w)
 {
+    w->losses_shared = false;
     int rc = pt_executor_run(w, w->p->train_program, w->p->job_batch);
-    return rc == PT_OK ? pt_coll_share(w, false, true) : rc;
+    return rc == PT_OK && !w->losses_shared ? pt_coll_share(w, false, true) : rc;
 }
 
 static int evaluate(pt_worker *w)

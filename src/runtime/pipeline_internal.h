@@ -211,6 +211,7 @@ typedef struct {
     double norm;            /* this step's global gradient norm (NORM) */
     float clip;             /* its clip factor */
     bool skip;              /* the norm is not finite: STEP changes nothing */
+    bool losses_shared;     /* this step's losses went out with the norm */
 } pt_worker;
 
 struct pt_pipeline {
@@ -280,7 +281,8 @@ int pt_coll_sum_replicas(pt_worker *w, int c);
  * (mean: their values averaged, pipedream). */
 int pt_coll_tied(pt_worker *w, int ca, int cb, bool mean);
 /* NORM: the global gradient norm over every worker and replica into
- * w->norm, the clip factor into w->clip, w->skip when it is not finite. */
+ * w->norm, the clip factor into w->clip, w->skip when it is not finite;
+ * the micro-batches' losses travel with it (w->losses_shared). */
 int pt_coll_norm(pt_worker *w);
 /* Every chunk's share of the squared gradient norm (w->shares) and every
  * micro-batch's loss (w->losses, when losses), from their owners to every
