@@ -303,6 +303,16 @@ int pt_schedule_simulate(const pt_schedule *s, const pt_schedule_costs *costs,
                          pt_schedule_sim **out);
 void pt_schedule_sim_destroy(pt_schedule_sim *sim);
 
+/* What each worker of schedule s will hold, by kind (per_worker has
+ * pt_schedule_workers(s) entries), for a model (its description will do),
+ * a partition (balance: blocks per chunk, pt_schedule_chunks(s) entries),
+ * micro-batches of micro_batch_size samples, with or without activation
+ * checkpointing, and 0 (no optimizer), 1 (SGD) or 2 (AdamW) moments per
+ * parameter. The pipeline allocates what this predicts. */
+int pt_schedule_predict_memory(const pt_schedule *s, const pt_model *desc, const int *balance,
+                               int micro_batch_size, int checkpoint_activations, int moments,
+                               pt_memory_use *per_worker);
+
 /* Pictures of a simulated schedule, each a malloc'd string the caller frees:
  * an ASCII timeline (one row per worker, ".." for idle time), an SVG Gantt
  * chart, and Chrome/Perfetto trace-event JSON (one track per worker). */

@@ -5,7 +5,14 @@
  *   for M = 4, 8 and 16 (P = 3), and worker 0 holds more than the last worker;
  * - activation checkpointing keeps only each chunk's input, so the peak drops
  *   under both schedules (except on 1f1b's last worker, which never holds
- *   more than the one micro-batch it is working on). */
+ *   more than the one micro-batch it is working on);
+ * - the memory report: what every worker allocated (parameters, gradients,
+ *   moments, stashes, activations, buffers) equals, within 10% and kind by
+ *   kind, what pt_schedule_predict_memory() predicts from the description,
+ *   the schedule and the partition alone, for gpipe, 1f1b, interleaved, zbv
+ *   and pipedream, with and without checkpointing and replicas; and the
+ *   stages of a cut hold the whole model's parameters exactly once (plus
+ *   the tied copy). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,8 +60,97 @@ static int peaks(const char *schedule, int M, int ckpt, size_t *peak)
     return rc != PT_OK;
 }
 
+static int near(size_t got, size_t want)
+{
+    double d = (double)got - (double)want;
+    return d * d <= 0.01 * (double)want * (double)want;
+}
+
+/* Measured against predicted memory for one configuration. */
+static int memory_matches(const char *schedule, int stages, int D, int v, int M, int ckpt)
+{
+    pt_model_config c = pt_model_config_gpt();
+    c.n_layer = 6, c.n_head = 2, c.n_embd = 16, c.seq_len = 8, c.vocab = 32;
+    pt_optim_config oc = pt_optim_config_default(PT_OPTIM_ADAMW);
+    pt_pipeline_config pc = pt_pipeline_config_default();
+    pc.stages = stages, pc.replicas = D, pc.microbatches = M, pc.micro_batch_size = MBS;
+    pc.schedule = schedule, pc.virtual_stages = v, pc.checkpoint_activations = ckpt;
+    pc.blas_threads = 1, pc.transport = PT_PIPELINE_THREADS;
+    pt_pipeline *p;
+    REQUIRE(pt_pipeline_create(&c, &oc, &pc, &p) == PT_OK, "%s: %s", schedule, pt_last_error());
+    int rows = M * MBS * c.seq_len, W = pt_pipeline_workers(p), K = pt_pipeline_chunks(p);
+    int *tok = malloc(sizeof(int) * (size_t)(rows + 1));
+    for (int i = 0; i <= rows; i++)
+        tok[i] = (i * 7) % c.vocab;
+    pt_microbatch b = {.batch = M * MBS, .tokens = tok, .targets = tok + 1};
+    REQUIRE(pt_pipeline_train_step(p, &b, 0, 1e-3f, NULL) == PT_OK &&
+                pt_pipeline_train_step(p, &b, 1, 1e-3f, NULL) == PT_OK,
+            "%s: %s", schedule, pt_last_error());
+    pt_memory_use got[16], want[16], planned[16];
+    size_t rss[16];
+    REQUIRE(W <= 16 && pt_pipeline_memory(p, got, want, rss) == PT_OK, "memory: %s",
+            pt_last_error());
+    /* the same from the schedule and the partition alone */
+    pt_schedule *s;
+    int balance[16];
+    for (int ch = 0; ch < K; ch++) {
+        int first, last;
+        pt_pipeline_chunk_blocks(p, ch, &first, &last);
+        balance[ch] = last - first + 1;
+    }
+    pt_schedule_config sc = pt_schedule_config_default();
+    sc.name = schedule, sc.stages = stages, sc.microbatches = M, sc.virtual_stages = v;
+    sc.replicas = D;
+    int replicated = D > 1 && strcmp(schedule, "pipedream") && strcmp(schedule, "1f1b-rr");
+    if (!replicated) {
+        REQUIRE(pt_schedule_create(&sc, &s) == PT_OK, "schedule: %s", pt_last_error());
+        REQUIRE(pt_schedule_predict_memory(s, pt_pipeline_description(p), balance, MBS, ckpt, 2,
+                                           planned) == PT_OK,
+                "predict: %s", pt_last_error());
+        pt_schedule_destroy(s);
+    }
+    size_t params = 0, whole = 0;
+    const pt_model *desc = pt_pipeline_description(p);
+    whole = pt_model_param_bytes(desc, 0, pt_model_n_blocks(desc) - 1);
+    for (int w = 0; w < W; w++) {
+        const size_t g[6] = {got[w].params, got[w].grads,       got[w].moments,
+                             got[w].stash,  got[w].activations, got[w].comm};
+        const size_t e[6] = {want[w].params, want[w].grads,       want[w].moments,
+                             want[w].stash,  want[w].activations, want[w].comm};
+        for (int k = 0; k < 6; k++)
+            CHECK(near(g[k], e[k]),
+                  "%s D=%d ckpt=%d worker %d kind %d: allocated %zu, predicted %zu", schedule, D,
+                  ckpt, w, k, g[k], e[k]);
+        CHECK(replicated || pt_memory_total(&planned[w]) == pt_memory_total(&want[w]),
+              "%s worker %d: the schedule's prediction %zu differs from the pipeline's %zu",
+              schedule, w, pt_memory_total(&planned[w]), pt_memory_total(&want[w]));
+        int replica;
+        pt_pipeline_worker_stage(p, w, &replica);
+        params += replica == 0 ? got[w].params : 0;
+    }
+    size_t tied = (size_t)c.vocab * (size_t)c.n_embd * sizeof(float);
+    CHECK(params == whole || params == whole - tied,
+          "%s: the stages hold %zu parameter bytes, the whole model %zu", schedule, params, whole);
+    printf("%-11s P=%d D=%d v=%d M=%-2d ckpt %d: worker 0 allocated %zu bytes, predicted %zu\n",
+           schedule, stages, D, v, M, ckpt, pt_memory_total(&got[0]), pt_memory_total(&want[0]));
+    free(tok);
+    pt_pipeline_destroy(p);
+    return 0;
+}
+
 int main(void)
 {
+    const struct {
+        const char *name;
+        int stages, D, v, M;
+    } cases[] = {{"gpipe", 3, 1, 0, 8}, {"1f1b", 3, 1, 0, 8},   {"interleaved", 2, 1, 2, 4},
+                 {"zbv", 2, 1, 2, 4},   {"zbh1", 3, 1, 0, 6},   {"pipedream", 3, 1, 0, 8},
+                 {"1f1b", 2, 2, 0, 8},  {"1f1b-rr", 2, 2, 0, 8}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int ckpt = 0; ckpt < 2; ckpt++)
+            REQUIRE(memory_matches(cases[i].name, cases[i].stages, cases[i].D, cases[i].v,
+                                   cases[i].M, ckpt) == 0,
+                    "memory of %s", cases[i].name);
     size_t g4[P], g8[P], g16[P], f4[P], f8[P], f16[P], gc8[P], fc8[P];
     REQUIRE(!peaks("gpipe", 4, 0, g4) && !peaks("gpipe", 8, 0, g8) && !peaks("gpipe", 16, 0, g16),
             "gpipe runs");

@@ -172,6 +172,36 @@ static int chunk_costs(const options *o, const pt_block_profile *prof, int n_blo
     return PT_OK;
 }
 
+static double mib(size_t b) { return (double)b / (1 << 20); }
+
+/* What each worker of the recommended run will hold (AdamW), as the
+ * pipeline will allocate it. */
+static int print_memory(const options *o, const pt_model *m, const pt_block_profile *prof,
+                        const char *name, int M, int *balance, double *cost)
+{
+    int v = !strcmp(name, "interleaved") ? o->virtual_stages : !strcmp(name, "zbv") ? 2 : 1;
+    pt_schedule *s = NULL;
+    int rc = pt_schedule_generate(name, o->stages, M, v, &s);
+    int K = rc == PT_OK ? pt_schedule_chunks(s) : 0, W = rc == PT_OK ? pt_schedule_workers(s) : 0;
+    pt_memory_use *u = rc == PT_OK ? calloc((size_t)W, sizeof *u) : NULL;
+    if (rc == PT_OK && !u)
+        rc = PT_ENOMEM;
+    if (rc == PT_OK)
+        rc = chunk_costs(o, prof, pt_model_n_blocks(m), K, balance, cost, cost + K, cost + 2 * K);
+    if (rc == PT_OK)
+        rc = pt_schedule_predict_memory(s, m, balance, o->batch, 0, 2, u);
+    if (rc == PT_OK) {
+        printf("\nmemory per worker (MiB, AdamW) for it:\n%-7s %9s %9s %9s %9s %9s\n", "worker",
+               "params", "grads", "moments", "activ", "total");
+        for (int w = 0; w < W; w++)
+            printf("%-7d %9.2f %9.2f %9.2f %9.2f %9.2f\n", w, mib(u[w].params), mib(u[w].grads),
+                   mib(u[w].moments), mib(u[w].activations), mib(pt_memory_total(&u[w])));
+    }
+    free(u);
+    pt_schedule_destroy(s);
+    return rc;
+}
+
 int cmd_plan(int argc, char **argv)
 {
     options o;
@@ -277,6 +307,10 @@ int cmd_plan(int argc, char **argv)
         printf("\nrecommended: --schedule %s --microbatches %d (%.1f%% bubble; the least "
                "activation memory within 2%% of the fastest time per micro-batch)\n",
                rows[pick].name, rows[pick].M, 100 * rows[pick].bubble);
+        if (print_memory(&o, m, prof, rows[pick].name, rows[pick].M, balance, cost) != PT_OK) {
+            fprintf(stderr, "pipetrain plan: %s\n", pt_last_error());
+            status = 1;
+        }
     }
 done:
     free(prof);

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "plan/partition.h"
 #include "tensor/arena.h"
 #include "tensor/error.h"
 
@@ -150,4 +151,36 @@ size_t pt_process_peak_rss(void)
     if (getrusage(RUSAGE_SELF, &ru) != 0)
         return 0;
     return (size_t)ru.ru_maxrss * 1024; /* Linux counts kilobytes */
+}
+
+int pt_schedule_predict_memory(const pt_schedule *s, const pt_model *desc, const int *balance,
+                               int micro_batch_size, int checkpoint_activations, int moments,
+                               pt_memory_use *per_worker)
+{
+    int K = s->n_chunks;
+    int rc = pt_partition_check_balance(balance, K, K, pt_model_n_blocks(desc));
+    if (rc != PT_OK)
+        return rc;
+    if (micro_batch_size < 1 || moments < 0 || moments > 2)
+        return pt_fail(PT_EINVAL,
+                       "a micro-batch size >= 1 and 0, 1 or 2 optimizer moments are needed "
+                       "(got %d and %d)",
+                       micro_batch_size, moments);
+    int *first = malloc(sizeof(int) * (size_t)K), *last = malloc(sizeof(int) * (size_t)K);
+    if (!first || !last)
+        rc = pt_fail(PT_ENOMEM, "cannot allocate the partition");
+    for (int c = 0, b = 0; rc == PT_OK && c < K; b += balance[c++])
+        first[c] = b, last[c] = b + balance[c] - 1;
+    pt_memory_plan mp = {.desc = desc,
+                         .s = s,
+                         .chunk_first = first,
+                         .chunk_last = last,
+                         .micro_batch_size = micro_batch_size,
+                         .checkpoint_activations = checkpoint_activations != 0,
+                         .moments = moments};
+    for (int w = 0; rc == PT_OK && w < s->n_workers; w++)
+        rc = pt_plan_worker_memory(&mp, w, &per_worker[w]);
+    free(first);
+    free(last);
+    return rc;
 }

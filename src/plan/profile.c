@@ -60,7 +60,7 @@ static int time_block(pt_model *m, int b, const pt_microbatch *mb, const float *
     prof->f = median(t, reps);
     prof->b = median(t + reps, reps);
     prof->w = median(t + 2 * reps, reps);
-    prof->param_bytes = pt_model_block_cost(m, b).param_bytes;
+    prof->param_bytes = pt_model_param_bytes(m, b, b); /* as a stage lays them out */
     prof->activation_bytes = pt_activations_bytes(acts);
     return PT_OK;
 }
