@@ -44,6 +44,8 @@ bench: deps all
 	@echo "== bench_mpi (2 ranks) and bench_transport over MPI"
 	@$(MPIRUN) -np 2 $(BUILD)/bench/bench_mpi
 	@$(MPIRUN) -np 2 $(BUILD)/bench/bench_transport
+	@echo "== bench_memory (one process, threads, MPI ranks)"
+	@bash bench/bench_memory.sh $(BUILD)/pipetrain
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
