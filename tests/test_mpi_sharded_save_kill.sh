@@ -11,33 +11,13 @@
 #   - at most one staging folder of the killed save is left beside DIR, and
 #     the next save into DIR removes it.
 # The kills that land while a staging folder exists hit a save in progress.
-set -euo pipefail
-command -v mpirun >/dev/null || { echo "skipped: mpirun is not installed"; exit 77; }
-command -v pgrep >/dev/null || { echo "skipped: pgrep is not installed"; exit 77; }
-corpus=/usr/share/games/fortunes
-[ -d "$corpus" ] || { echo "skipped: $corpus is missing"; exit 77; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PIPETRAIN_TIMEOUT=5
-dir=$(mktemp -d)
-job=
-cleanup() {
-    [ -n "$job" ] && kill -9 "$job" 2>/dev/null
-    rm -rf "$dir"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/mpi_kill.sh"
 kills=${PT_KILLS:-3}
 model=(--layers 2 --heads 4 --embd 128 --seq 32 --batch 8 --microbatches 4 --lr 1e-3
        --decay-steps 1000 --seed 3 --data "$corpus" --balance 2,2)
 ck="$dir/ck"
 
 state_sum() { { cat "$ck/trainer_state.json" 2>/dev/null || true; } | md5sum; }
-
-descendants() {
-    local kid
-    for kid in $(pgrep -P "$1" || true); do
-        echo "$kid"
-        descendants "$kid"
-    done
-}
 
 mid_save=0
 for k in $(seq "$kills"); do
@@ -54,16 +34,7 @@ for k in $(seq "$kills"); do
         kill -0 "$job" 2>/dev/null || { echo "FAIL: the job ended early"; cat "$dir/out"; exit 1; }
         sleep 0.02
     done
-    victim=
-    for _ in $(seq 100); do
-        for pid in $(descendants "$job"); do
-            if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then
-                victim=$pid
-                break 2
-            fi
-        done
-        sleep 0.02
-    done
+    victim=$(rank_pid "$job" 1)
     [ -n "$victim" ] || { echo "FAIL: rank 1's process not found"; cat "$dir/out"; exit 1; }
     sleep "0.$(printf '%03d' $((RANDOM % 400)))"
     staging_then=$( (ls -d "$ck".staging.* 2>/dev/null || true) | wc -l)

@@ -5,19 +5,7 @@
 # checkpoint on disk still loads (`pipetrain generate --load`), since it was
 # renamed into place whole. Rank 1 is the one killed (found among mpirun's
 # children by OMPI_COMM_WORLD_RANK in its environment).
-set -euo pipefail
-command -v mpirun >/dev/null || { echo "skipped: mpirun is not installed"; exit 77; }
-command -v pgrep >/dev/null || { echo "skipped: pgrep is not installed"; exit 77; }
-corpus=/usr/share/games/fortunes
-[ -d "$corpus" ] || { echo "skipped: $corpus is missing"; exit 77; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PIPETRAIN_TIMEOUT=5
-dir=$(mktemp -d)
-job=
-cleanup() {
-    [ -n "$job" ] && kill -9 "$job" 2>/dev/null
-    rm -rf "$dir"
-}
-trap cleanup EXIT
+source "$(dirname "$0")/mpi_kill.sh"
 ck="$dir/ck.safetensors"
 
 mpirun --oversubscribe -np 2 "$PIPETRAIN" train --stages 2 --layers 2 --heads 4 --embd 128 \
@@ -33,25 +21,7 @@ for _ in $(seq 600); do
 done
 [ -f "$ck" ] || { echo "FAIL: no checkpoint after 30 s"; cat "$dir/out"; exit 1; }
 
-# rank 1's process: among mpirun's descendants (its children with Open MPI
-# 4; an orted in between elsewhere)
-descendants() {
-    local kid
-    for kid in $(pgrep -P "$1" || true); do
-        echo "$kid"
-        descendants "$kid"
-    done
-}
-victim=
-for _ in $(seq 100); do
-    for pid in $(descendants "$job"); do
-        if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then
-            victim=$pid
-            break 2
-        fi
-    done
-    sleep 0.05
-done
+victim=$(rank_pid "$job" 1)
 [ -n "$victim" ] || { echo "FAIL: rank 1's process not found"; cat "$dir/out"; exit 1; }
 kill -0 "$job" 2>/dev/null || { echo "FAIL: the job ended before the kill"; cat "$dir/out"; exit 1; }
 kill -9 "$victim"
