@@ -8,13 +8,14 @@
  *                       the MPI endpoint, replicated schedules, the replicas'
  *                       and tied gradient sums, the norm's shares and the
  *                       losses, probabilities to every process
- *   executor.c          one worker walking its action list (the heart)
+ *   executor.c          one worker running its lowered program (the heart)
  *   replica_reduce.c    each chunk's gradient summed over its replicas,
  *                       started while the list still runs
  *   activation_store.c  per-worker pools of activation records and boundary
  *                       buffers, with the live-byte count behind the peak
  *   weight_stash.c      PipeDream's weight versions per chunk
  *   trace.c             the action trace, Chrome JSON, the bubble report
+ *   memory_report.c     each worker's bytes by kind, measured and predicted
  *
  * Every worker owns a stage: a model holding only its chunks' blocks
  * (parameters, gradients), its optimizer's moments, weight stashes, its
@@ -199,7 +200,6 @@ typedef struct {
     int probe_batch;
     size_t probs_floats; /* what the last probs job wrote (last chunk's owner) */
     pt_replica_reduce reduce;
-    int rc;
     /* the stage: what this worker owns */
     bool local;             /* runs in this process */
     pt_model *stage;        /* the blocks of its chunks */
@@ -236,9 +236,9 @@ struct pt_pipeline {
     int rank;                    /* this process's first worker; 0 on threads */
     int *all_workers;            /* [P]: 0..P-1, the group of every worker */
     int D;                       /* replicas of every stage */
-    bool reduce_overlap;         /* replicas: sum each chunk's gradients as soon as they
-                                  * are final (default); false: after the action list,
-                                  * with blocking all-reduce calls (the reference) */
+    bool reduce_overlap;         /* replicas: each REDUCE starts a sum that moves along
+                                  * between actions (default); false: each REDUCE is a
+                                  * blocking all-reduce (the reference the tests use) */
     size_t reduce_bucket_floats; /* PT_BUCKET_FLOATS; tests make it small */
     pt_worker *workers;
     double step_t0; /* when the last step's actions began */
