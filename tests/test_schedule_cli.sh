@@ -62,6 +62,16 @@ out=$("$PT" schedule --schedule 1f1b --stages 2 --microbatches 2 --tied 0-1 --pr
 [[ $out == *"program train"* && $out == *"0: F0.0 SF0.0>1 F0.1 SF0.1>1 RB0.0<1 BW0.0 RB0.1<1 BW0.1 T0-1 N S"* ]] ||
     bad "--program: $out"
 
+# --memory: each worker's predicted bytes for a gpt: 12 layers of 768 cut
+# 4,3,3,4 hold 82 MiB of parameters on worker 0 and more activations on the
+# first 1f1b worker than on the last
+out=$("$PT" schedule --schedule 1f1b --stages 4 --microbatches 8 --memory --layers 12 --heads 12 \
+      --embd 768 --seq 64 --balance 4,3,3,4) || bad "--memory exited $?"
+row0=$(echo "$out" | awk '$1 == "0" && NF == 8')
+row3=$(echo "$out" | awk '$1 == "3" && NF == 8')
+[[ $row0 == *"82.05"* ]] && awk -v a="$row0" -v b="$row3" 'BEGIN { split(a, x); split(b, y);
+    exit !(x[6] > y[6]) }' || bad "--memory: $out"
+
 expect2() {
     local want=$1; shift
     local err
@@ -81,5 +91,10 @@ expect2 "unknown flag" --schedule 1f1b --bogus 1
 expect2 "pairs of chunks" --schedule 1f1b --tied 0
 expect2 "needs chunks of the schedule" --schedule 1f1b --stages 2 --microbatches 2 --tied 0-5 --program
 expect2 "drop --schedule" --from "$DATA/good_1f1b_p2_m3.sched" --stages 2
+expect2 "add --memory" --schedule 1f1b --stages 2 --layers 3
+expect2 "not go with --json" --schedule 1f1b --stages 2 --memory --json
+expect2 "need at least 8 blocks" --schedule 1f1b --stages 8 --memory --layers 2
+expect2 "adamw, sgd or none" --schedule 1f1b --stages 2 --memory --optimizer lamb
+expect2 "a number >= 1" --schedule 1f1b --stages 2 --memory --layers 0
 
 exit $fail

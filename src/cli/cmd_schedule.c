@@ -4,7 +4,9 @@
  * timeline with the bubble fraction and peak activations per worker, or one
  * JSON object (--json), plus an SVG Gantt chart (--svg) and a Chrome trace
  * (--trace) on request; with --program, the schedule lowered to every
- * worker's complete program (sends, receives, collectives, step) as text.
+ * worker's complete program (sends, receives, collectives, step) as text;
+ * with --memory, what each worker will hold for a gpt of the given shape
+ * (plan/memory.c's prediction, which the pipeline allocates).
  * Scripts rely on the flag names; keep them.
  *
  * Exit status: 0 done; 1 a file that will not load or write, or a schedule
@@ -20,6 +22,7 @@
 
 #include "cli/commands.h"
 #include "pipetrain.h"
+#include "plan/partition.h"
 
 typedef struct {
     pt_schedule_config cfg;
@@ -27,6 +30,11 @@ typedef struct {
     const char *from, *svg, *trace, *costs_file, *save;
     bool json, program, generated_flags, virtual_given, replicas_given;
     int tied[2 * 16], n_tied; /* --tied pairs */
+    /* --memory: a gpt of these shapes, cut as --balance says */
+    bool memory, model_given, checkpoint;
+    pt_model_config model;
+    int batch, moments;
+    int balance[PT_PARTITION_MAX_CHUNKS], n_balance;
 } options;
 
 static void usage(FILE *f)
@@ -54,7 +62,15 @@ static void usage(FILE *f)
             "  --json              print one JSON object instead of the picture\n"
             "  --program           print the program lowered from the schedule instead: every\n"
             "                      worker's sends, receives, collectives and step, as text\n"
-            "  --tied A-B[,C-D]    chunks sharing a parameter, for --program (GPT: 0-LAST)\n");
+            "  --tied A-B[,C-D]    chunks sharing a parameter, for --program (GPT: 0-LAST)\n"
+            "  --memory            also predict what each worker holds (bytes by kind) for a\n"
+            "                      gpt of the shape below, as the pipeline allocates it:\n"
+            "  --layers N --heads N --embd N --seq N --vocab N\n"
+            "                      the gpt (defaults 4, 4, 128, 128, 256)\n"
+            "  --batch N           samples per micro-batch (default 1)\n"
+            "  --balance LIST      blocks per chunk (default: as even as the blocks allow)\n"
+            "  --checkpoint-activations   keep only each chunk's input (recompute)\n"
+            "  --optimizer adamw|sgd|none moments per parameter: 2, 1, 0 (default adamw)\n");
 }
 
 static int bad_value(const char *flag, const char *value, const char *want)
@@ -106,6 +122,41 @@ static int parse_tied(const char *flag, const char *value, options *o)
     return 0;
 }
 
+/* The flags of --memory's model; true when flag is one of them (*rc then
+ * says whether its value was good). */
+static bool parse_model_flag(const char *flag, const char *value, options *o, int *rc)
+{
+    const struct {
+        const char *name;
+        int *field;
+    } ints[] = {{"--layers", &o->model.n_layer}, {"--heads", &o->model.n_head},
+                {"--embd", &o->model.n_embd},    {"--seq", &o->model.seq_len},
+                {"--vocab", &o->model.vocab},    {"--batch", &o->batch}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (!strcmp(flag, ints[i].name)) {
+            *rc = parse_int(flag, value, ints[i].field);
+            if (!*rc && *ints[i].field < 1)
+                *rc = bad_value(flag, value, "a number >= 1");
+            return true;
+        }
+    if (!strcmp(flag, "--balance")) {
+        *rc = pt_partition_parse_balance(value, o->balance, PT_PARTITION_MAX_CHUNKS,
+                                         &o->n_balance) == PT_OK
+                  ? 0
+                  : bad_value(flag, value, "a comma-separated list of block counts");
+        return true;
+    }
+    if (!strcmp(flag, "--optimizer")) {
+        o->moments = !strcmp(value, "adamw")  ? 2
+                     : !strcmp(value, "sgd")  ? 1
+                     : !strcmp(value, "none") ? 0
+                                              : -1;
+        *rc = o->moments < 0 ? bad_value(flag, value, "adamw, sgd or none") : 0;
+        return true;
+    }
+    return false;
+}
+
 static int parse_args(int argc, char **argv, options *o)
 {
     for (int i = 1; i < argc; i++) {
@@ -120,6 +171,11 @@ static int parse_args(int argc, char **argv, options *o)
         }
         if (!strcmp(flag, "--program")) {
             o->program = true;
+            continue;
+        }
+        if (!strcmp(flag, "--memory") || !strcmp(flag, "--checkpoint-activations")) {
+            *(flag[2] == 'm' ? &o->memory : &o->checkpoint) = true;
+            o->model_given |= flag[2] == 'c';
             continue;
         }
         char name[32];
@@ -165,6 +221,8 @@ static int parse_args(int argc, char **argv, options *o)
             o->save = value;
         else if (!strcmp(flag, "--tied"))
             rc = parse_tied(flag, value, o);
+        else if (parse_model_flag(flag, value, o, &rc))
+            o->model_given = true;
         else {
             fprintf(stderr, "pipetrain schedule: unknown flag '%s' (see --help)\n", flag);
             return 2;
@@ -173,6 +231,16 @@ static int parse_args(int argc, char **argv, options *o)
             return rc;
     }
     o->generated_flags |= o->virtual_given || o->replicas_given;
+    if (o->memory && o->json) {
+        fprintf(stderr,
+                "pipetrain schedule: --memory prints a table; it does not go with --json\n");
+        return 2;
+    }
+    if (o->model_given && !o->memory) {
+        fprintf(stderr, "pipetrain schedule: the model flags describe what --memory predicts; "
+                        "add --memory or drop them\n");
+        return 2;
+    }
     if (o->from && o->generated_flags) {
         fprintf(stderr, "pipetrain schedule: --from takes the schedule from the file; drop "
                         "--schedule, --stages, --microbatches, --virtual and --replicas\n");
@@ -330,6 +398,57 @@ static int print_picture(const pt_schedule *s, const pt_schedule_sim *sim,
     return 0;
 }
 
+/* --memory: each worker's predicted bytes by kind. */
+static int print_memory(const pt_schedule *s, const options *o)
+{
+    pt_model *desc = NULL;
+    int K = pt_schedule_chunks(s), W = pt_schedule_workers(s);
+    int *balance = calloc((size_t)K, sizeof(int));
+    pt_memory_use *u = calloc((size_t)W, sizeof *u);
+    int rc = balance && u ? pt_model_describe(&o->model, &desc) : PT_ENOMEM;
+    if (rc == PT_OK && o->n_balance) {
+        rc = pt_partition_check_balance(o->balance, o->n_balance, K, pt_model_n_blocks(desc));
+        if (rc == PT_OK)
+            memcpy(balance, o->balance, sizeof(int) * (size_t)K);
+    } else if (rc == PT_OK) {
+        int n = pt_model_n_blocks(desc);
+        if (K > n) {
+            fprintf(stderr,
+                    "pipetrain schedule: --memory: the schedule's %d chunks need at least %d "
+                    "blocks; the gpt has %d (--layers + 2)\n",
+                    K, K, n);
+            pt_model_destroy(desc);
+            free(balance);
+            free(u);
+            return 2;
+        }
+        for (int c = 0; c < K; c++)
+            balance[c] = n / K + (c >= K - n % K); /* the extra blocks go to the last chunks */
+    }
+    if (rc == PT_OK)
+        rc = pt_schedule_predict_memory(s, desc, balance, o->batch, o->checkpoint, o->moments, u);
+    if (rc == PT_OK) {
+        printf("\nmemory per worker (MiB; gpt %d layers x %d, micro-batches of %d, --balance ",
+               o->model.n_layer, o->model.n_embd, o->batch);
+        for (int c = 0; c < K; c++)
+            printf("%s%d", c ? "," : "", balance[c]);
+        printf("):\n%-7s %9s %9s %9s %9s %9s %9s %9s\n", "worker", "params", "grads", "moments",
+               "stash", "activ", "comm", "total");
+        for (int w = 0; w < W; w++)
+            printf("%-7d %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f\n", w, u[w].params / 1048576.0,
+                   u[w].grads / 1048576.0, u[w].moments / 1048576.0, u[w].stash / 1048576.0,
+                   u[w].activations / 1048576.0, u[w].comm / 1048576.0,
+                   pt_memory_total(&u[w]) / 1048576.0);
+    } else {
+        fprintf(stderr, "pipetrain schedule: --memory: %s\n",
+                rc == PT_ENOMEM ? "out of memory" : pt_last_error());
+    }
+    pt_model_destroy(desc);
+    free(balance);
+    free(u);
+    return rc == PT_OK ? 0 : 2;
+}
+
 /* --program: the schedule lowered, validated and printed as text. */
 static int print_program(const pt_schedule *s, const options *o)
 {
@@ -354,7 +473,11 @@ static int print_program(const pt_schedule *s, const options *o)
 
 int cmd_schedule(int argc, char **argv)
 {
-    options o = {.cfg = pt_schedule_config_default(), .costs = pt_schedule_costs_default()};
+    options o = {.cfg = pt_schedule_config_default(),
+                 .costs = pt_schedule_costs_default(),
+                 .model = pt_model_config_gpt(),
+                 .batch = 1,
+                 .moments = 2};
     int rc = parse_args(argc, argv, &o);
     if (rc)
         return rc < 0 ? 0 : rc;
@@ -388,6 +511,8 @@ int cmd_schedule(int argc, char **argv)
         rc = print_program(s, &o);
     else if (!rc)
         rc = o.json ? (print_json(s, sim, NULL), 0) : print_picture(s, sim, &o.costs);
+    if (!rc && o.memory)
+        rc = print_memory(s, &o);
     if (!rc && o.svg)
         rc = draw_to(o.svg, "SVG chart", s, sim, pt_schedule_draw_svg);
     if (!rc && o.trace)
