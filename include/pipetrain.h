@@ -369,6 +369,10 @@ int pt_program_validate(const pt_program *p);
  * when its last member reaches it and lasts `collective`; start and end time
  * each program action. */
 int pt_program_simulate(const pt_program *p, const pt_schedule_costs *costs, pt_schedule_sim **out);
+/* The ASCII timeline of a simulated program: compute actions as a
+ * schedule's picture draws them, collectives by their tokens where they
+ * take time (sends, receives and steps take none). */
+int pt_program_draw_ascii(const pt_program *p, const pt_schedule_sim *sim, char **text);
 
 /* ---- Pipelines ---------------------------------------------------------- */
 

@@ -62,6 +62,12 @@ out=$("$PT" schedule --schedule 1f1b --stages 2 --microbatches 2 --tied 0-1 --pr
 [[ $out == *"program train"* && $out == *"0: F0.0 SF0.0>1 F0.1 SF0.1>1 RB0.0<1 BW0.0 RB0.1<1 BW0.1 T0-1 N S"* ]] ||
     bad "--program: $out"
 
+# --program draws the program's timeline, collectives where they take time
+out=$("$PT" schedule --schedule 1f1b --stages 2 --microbatches 3 --tied 0-1 --program \
+      --cost-collective 1) || bad "--program --cost-collective exited $?"
+[[ $out == *"worker 1: .... F0   B0   ---- F1"*"T0-1 N"* && $out == *"makespan 14 with collectives of 1"* ]] ||
+    bad "--program picture: $out"
+
 # --memory: each worker's predicted bytes for a gpt: 12 layers of 768 cut
 # 4,3,3,4 hold 82 MiB of parameters on worker 0 and more activations on the
 # first 1f1b worker than on the last

@@ -55,13 +55,15 @@ static void usage(FILE *f)
             "  --cost-b Y          time of one chunk's input gradient (default 1)\n"
             "  --cost-w Z          time of one chunk's weight gradient (default 1; BW = B + W)\n"
             "  --latency L         time of one transfer between workers (default 0)\n"
+            "  --cost-collective C time of one REDUCE, TIED or NORM, for --program (default 0)\n"
             "  --costs FILE        per-chunk costs: one line 'F B W' per chunk, in chunk order\n"
             "  --svg FILE          write a Gantt chart\n"
             "  --trace FILE        write Chrome/Perfetto trace-event JSON\n"
             "  --save FILE         write the schedule in the text format\n"
             "  --json              print one JSON object instead of the picture\n"
             "  --program           print the program lowered from the schedule instead: every\n"
-            "                      worker's sends, receives, collectives and step, as text\n"
+            "                      worker's sends, receives, collectives and step, as text,\n"
+            "                      then its simulated timeline and makespan\n"
             "  --tied A-B[,C-D]    chunks sharing a parameter, for --program (GPT: 0-LAST)\n"
             "  --memory            also predict what each worker holds (bytes by kind) for a\n"
             "                      gpt of the shape below, as the pipeline allocates it:\n"
@@ -209,6 +211,8 @@ static int parse_args(int argc, char **argv, options *o)
             rc = parse_cost(flag, value, &o->costs.w);
         else if (!strcmp(flag, "--latency"))
             rc = parse_cost(flag, value, &o->costs.latency);
+        else if (!strcmp(flag, "--cost-collective"))
+            rc = parse_cost(flag, value, &o->costs.collective);
         else if (!strcmp(flag, "--costs"))
             o->costs_file = value;
         else if (!strcmp(flag, "--from"))
@@ -449,24 +453,33 @@ static int print_memory(const pt_schedule *s, const options *o)
     return rc == PT_OK ? 0 : 2;
 }
 
-/* --program: the schedule lowered, validated and printed as text. */
+/* --program: the schedule lowered, validated and printed as text, then
+ * played against the costs and drawn, collectives included. */
 static int print_program(const pt_schedule *s, const options *o)
 {
     pt_lower_options lo = pt_lower_options_default();
     lo.tied = o->tied;
     lo.n_tied = o->n_tied;
     pt_program *p = NULL;
-    char *text = NULL;
+    pt_schedule_sim *sim = NULL;
+    char *text = NULL, *picture = NULL;
     int rc = pt_program_lower(s, &lo, &p);
     if (rc == PT_OK)
         rc = pt_program_validate(p);
     if (rc == PT_OK)
         rc = pt_program_format(p, &text);
     if (rc == PT_OK)
-        fputs(text, stdout);
+        rc = pt_program_simulate(p, &o->costs, &sim);
+    if (rc == PT_OK)
+        rc = pt_program_draw_ascii(p, sim, &picture);
+    if (rc == PT_OK)
+        printf("%s\n%smakespan %g with collectives of %g, bubble fraction %.4f\n", text, picture,
+               sim->makespan, o->costs.collective, sim->bubble_fraction);
     else
         fprintf(stderr, "pipetrain schedule: --program: %s\n", pt_last_error());
     free(text);
+    free(picture);
+    pt_schedule_sim_destroy(sim);
     pt_program_destroy(p);
     return rc == PT_OK ? 0 : rc == PT_EINVAL ? 2 : 1;
 }
