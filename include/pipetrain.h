@@ -441,9 +441,11 @@ int pt_pipeline_train_step(pt_pipeline *p, const pt_microbatch *batch, long step
 /* 1 when the last train_step's global gradient norm (in *norm, may be NULL)
  * was not finite: then no worker changed a parameter or moment, and the
  * caller decides what to do (the trainer reports it and does not count the
- * step). Schedules that update per micro-batch (pipedream) take no global
- * norm and never skip. */
-int pt_pipeline_last_step_skipped(const pt_pipeline *p, double *norm);
+ * step). *stage (may be NULL) receives the pipeline stage whose gradient
+ * went non-finite first in the backward pass (the last one in model order
+ * with a non-finite share), -1 when none. Schedules that update per
+ * micro-batch (pipedream) take no global norm and never skip. */
+int pt_pipeline_last_step_skipped(const pt_pipeline *p, double *norm, int *stage);
 /* The M per-micro-batch losses of the last train_step or eval. */
 const float *pt_pipeline_losses(const pt_pipeline *p);
 /* Forward only over a batch of the same shape; the mean loss. */
@@ -560,6 +562,9 @@ typedef struct {
                                     model config, saved under any layout */
     int resume_fresh_optimizer;  /* resume from weights alone, with fresh optimizer moments
                                     (otherwise a checkpoint without them is refused) */
+    int max_skipped_steps;       /* a step whose gradient is not finite changes nothing and
+                                    is reported; this many in a row end the run with an
+                                    error (default 3) */
     const char *metrics;         /* JSONL log */
     const char *trace;           /* Chrome trace of the last step's actions */
     pt_pipeline_config pipeline; /* stages, schedule, ...; microbatches and

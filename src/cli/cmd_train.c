@@ -109,6 +109,9 @@ int cmd_train(int argc, char **argv)
         {"resume", FLAG_STRING, &cfg.resume, "PATH",
          "continue the run saved in PATH (a file or a folder, saved under any stages, "
          "replicas, partition or schedule)"},
+        {"max-skipped-steps", FLAG_INT, &cfg.max_skipped_steps, "K",
+         "a step whose gradient is not finite is skipped and reported; K in a row end the "
+         "run with an error (default 3)"},
         {"fresh-optimizer", FLAG_BOOL, &cfg.resume_fresh_optimizer, NULL,
          "with --resume: accept a checkpoint of weights alone and start the optimizer's "
          "moments from zero"},

@@ -656,10 +656,19 @@ int pt_pipeline_train_step(pt_pipeline *p, const pt_microbatch *batch, long step
     return PT_OK;
 }
 
-int pt_pipeline_last_step_skipped(const pt_pipeline *p, double *norm)
+int pt_pipeline_last_step_skipped(const pt_pipeline *p, double *norm, int *stage)
 {
+    const pt_worker *w = lead(p);
     if (norm)
-        *norm = lead(p)->norm;
+        *norm = w->norm;
+    if (stage) {
+        /* the backward runs from the last chunk to the first: the last chunk
+         * whose gradient is not finite is where it went wrong first */
+        *stage = -1;
+        for (int c = p->n_chunks - 1; p->last_skipped && c >= 0 && *stage < 0; c--)
+            if (!isfinite(w->shares[c]))
+                *stage = pt_sched_worker_of(p->s, c, 0) / p->D;
+    }
     return p->last_skipped;
 }
 

@@ -9,11 +9,13 @@
  *   3. once every shard is written, the main process publishes the set (the
  *      index last, then the folder swapped in whole).
  * A failure anywhere stops every process at the next beat, and what was
- * published before stays. Loading: every worker reads its own tensors, on
+ * published before stays; so does a stage holding a value that is not
+ * finite. Loading: every worker reads its own tensors, on
  * its own thread. */
 #include "train/stage_checkpoint.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,12 +64,38 @@ typedef struct {
     const pt_train_state *state;
 } save_job;
 
+/* A checkpoint is never written from values that are not finite: the run
+ * would resume into them. */
+static int check_finite(pt_pipeline *p, int worker)
+{
+    pt_model *m = pt_pipeline_stage(p, worker);
+    pt_optimizer *opt = pt_pipeline_stage_optimizer(p, worker);
+    for (int i = 0; i < pt_model_n_params(m); i++) {
+        const pt_param *q = pt_model_param(m, i);
+        for (int which = -1; q->data && which < 2; which++) {
+            const float *x = which < 0 ? q->data
+                             : opt     ? pt_optimizer_state(opt, m, i, which)
+                                       : NULL;
+            for (size_t k = 0; x && k < q->numel; k++)
+                if (!isfinite(x[k]))
+                    return pt_fail(PT_EINVAL,
+                                   "worker %d: %s%s[%zu] is %g: a checkpoint is not written "
+                                   "from values that are not finite",
+                                   worker, which < 0 ? "" : "a moment of ", q->name, k, x[k]);
+        }
+    }
+    return PT_OK;
+}
+
 static int write_shard(pt_pipeline *p, int worker, void *user)
 {
     const save_job *j = user;
     int replica, stage = pt_pipeline_worker_stage(p, worker, &replica);
     if (stage < 0 || replica != 0)
         return PT_OK; /* replica 0 speaks for the stage */
+    int rc = check_finite(p, worker);
+    if (rc != PT_OK)
+        return rc;
     return pt_checkpoint_write_shard(
         j->plan->staging, stage, pt_pipeline_stages(p), pt_pipeline_stage(p, worker),
         pt_pipeline_stage_optimizer(p, worker), j->state, j->plan->run_id);

@@ -39,6 +39,7 @@ pt_train_config pt_train_config_default(void)
                              .seed = 1,
                              .val_fraction = PT_VAL_FRACTION_DEFAULT,
                              .eval_batches = 8,
+                             .max_skipped_steps = 3,
                              .pipeline = pt_pipeline_config_default()};
 }
 
@@ -218,6 +219,8 @@ static int check_config(const pt_train_config *c)
     if (c->steps < 0 || c->eval_every < 0 || c->eval_batches < 1 || c->save_every < 0)
         return pt_fail(PT_EINVAL, "steps, eval-every and save-every must be >= 0 and "
                                   "eval-batches >= 1");
+    if (c->max_skipped_steps < 1)
+        return pt_fail(PT_EINVAL, "max-skipped-steps must be >= 1 (got %d)", c->max_skipped_steps);
     return PT_OK;
 }
 
@@ -291,6 +294,35 @@ static int report_last_step(trainer *t, pt_train_result *result)
     return pt_pipeline_write_trace(t->pipe, path);
 }
 
+/* A step whose gradient was not finite: said on stderr and in the metrics
+ * log (a line for the step with "skipped": 1 and the stage that went
+ * non-finite first); the run ends after max_skipped_steps in a row. */
+static int report_skipped(trainer *t, float lr, float loss, double norm, int stage, int in_a_row)
+{
+    const pt_train_config *c = t->cfg;
+    long step = t->state.step + 1;
+    if (pt_pipeline_is_main(t->pipe))
+        fprintf(stderr,
+                "pipetrain: step %ld: the gradient norm is %g (first non-finite in stage %d, "
+                "loss %g): the step was skipped on every worker, %d in a row\n",
+                step, norm, stage, loss, in_a_row);
+    if (t->metrics) {
+        pt_metrics_row row = {.step = step, .loss = loss, .lr = lr, .n_extra = 2};
+        row.extra[0].key = "skipped", row.extra[0].value = 1;
+        row.extra[1].key = "nonfinite_stage", row.extra[1].value = stage;
+        int rc = pt_metrics_write(t->metrics, &row);
+        if (rc != PT_OK)
+            return rc;
+    }
+    if (in_a_row >= c->max_skipped_steps)
+        return pt_fail(PT_EINVAL,
+                       "%d steps in a row had a non-finite gradient (the last at step %ld, "
+                       "first in stage %d): the run diverged; lower the learning rate or clip "
+                       "harder (--max-skipped-steps)",
+                       in_a_row, step, stage);
+    return PT_OK;
+}
+
 /* The memory each worker holds, at the end: the table for the result and,
  * on the last metrics line, each worker's measured and predicted bytes and
  * its process's peak RSS. Every rank takes part (the figures are summed
@@ -321,9 +353,6 @@ static int report_memory(trainer *t, pt_train_result *result, pt_metrics_row *ro
     return rc;
 }
 
-/* Steps in a row whose gradient is not finite before the run gives up. */
-#define PT_MAX_SKIPPED_STEPS 3
-
 static int run(trainer *t, pt_train_result *result)
 {
     const pt_train_config *c = t->cfg;
@@ -340,20 +369,11 @@ static int run(trainer *t, pt_train_result *result)
         if ((rc = pt_pipeline_train_step(t->pipe, &batch, t->state.step, r.lr, &r.loss)) != PT_OK)
             break;
         double norm;
-        if (pt_pipeline_last_step_skipped(t->pipe, &norm)) {
+        int stage;
+        if (pt_pipeline_last_step_skipped(t->pipe, &norm, &stage)) {
             /* no worker changed anything: the step is not counted */
-            if (pt_pipeline_is_main(t->pipe))
-                fprintf(stderr,
-                        "pipetrain: step %ld: the gradient norm is %g: the step was skipped "
-                        "on every worker\n",
-                        t->state.step + 1, norm);
-            if (++skipped >= PT_MAX_SKIPPED_STEPS) {
-                rc = pt_fail(PT_EINVAL,
-                             "%d steps in a row had a non-finite gradient (the last at step "
-                             "%ld): the run diverged; lower the learning rate or clip harder",
-                             skipped, t->state.step + 1);
+            if ((rc = report_skipped(t, r.lr, r.loss, norm, stage, ++skipped)) != PT_OK)
                 break;
-            }
             continue;
         }
         skipped = 0;
