@@ -1,11 +1,18 @@
 /* atomic_file.c: see atomic_file.h. The temporary name carries the process
  * id and a per-process counter and is created with O_EXCL, so two writers
  * (two threads, two processes) never share a temporary file; permissions
- * follow the umask, as a plain fopen() would give. */
+ * follow the umask, as a plain fopen() would give. Only a regular file (or
+ * a name that does not exist yet) is ever replaced: a device, a folder, a
+ * pipe or a symbolic link under the name is refused before anything is
+ * written and again right before the rename. Opening and committing remove
+ * the temporary files that killed writers left beside the name (their
+ * process is gone), so at most one is ever left. */
 #include "io/atomic_file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,12 +31,72 @@ static void release(pt_atomic_file *af)
     af->f = NULL;
 }
 
+/* PT_OK when path names a regular file or nothing yet. */
+static int replaceable(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return errno == ENOENT
+                   ? PT_OK
+                   : pt_fail(PT_EIO, "%s: cannot look at it: %s", path, strerror(errno));
+    if (S_ISREG(st.st_mode))
+        return PT_OK;
+    const char *what = S_ISDIR(st.st_mode)                          ? "a folder"
+                       : S_ISLNK(st.st_mode)                        ? "a symbolic link"
+                       : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                       : S_ISFIFO(st.st_mode)                       ? "a pipe"
+                                                                    : "not a regular file";
+    return pt_fail(PT_EINVAL, "%s is %s: only a regular file (or a new name) is written over", path,
+                   what);
+}
+
+/* Removes "<name>.tmp.<pid>.<n>" beside path whose writer process is gone
+ * (a writer killed before its rename). This process's own, and those of
+ * live processes, stay: they may be writing right now. */
+static void remove_stale(const char *path)
+{
+    char *copy = strdup(path);
+    if (!copy)
+        return;
+    char *slash = strrchr(copy, '/');
+    const char *dir = slash ? (slash == copy ? "/" : copy) : ".", *base = slash ? slash + 1 : copy;
+    if (slash)
+        *slash = '\0';
+    size_t n = strlen(base);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        const char *name = e->d_name;
+        if (strncmp(name, base, n) || strncmp(name + n, ".tmp.", 5))
+            continue;
+        char *end;
+        long pid = strtol(name + n + 5, &end, 10);
+        if (end == name + n + 5 || *end != '.' || pid <= 0 || pid == (long)getpid())
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue; /* alive, or not ours to ask about */
+        char *full = malloc(strlen(dir) + strlen(name) + 2);
+        if (full) {
+            sprintf(full, "%s/%s", dir, name);
+            unlink(full);
+            free(full);
+        }
+    }
+    if (d)
+        closedir(d);
+    free(copy);
+}
+
 int pt_atomic_open(pt_atomic_file *af, const char *path)
 {
     memset(af, 0, sizeof *af);
     size_t n = strlen(path);
     if (n == 0)
         return pt_fail(PT_EINVAL, "empty file name");
+    int rc = replaceable(path);
+    if (rc != PT_OK)
+        return rc;
+    remove_stale(path); /* so a killed writer's file never meets another's */
     af->path = strdup(path);
     af->tmp_path = malloc(n + 64);
     if (!af->path || !af->tmp_path) {
@@ -131,6 +198,13 @@ int pt_atomic_commit(pt_atomic_file *af)
         step = "close";
         err = errno;
     }
+    if (!step && replaceable(af->path) != PT_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", pt_last_error());
+        unlink(af->tmp_path);
+        release(af);
+        return pt_fail(PT_EINVAL, "%s", msg);
+    }
     if (!step && rename(af->tmp_path, af->path) != 0) {
         step = "rename";
         err = errno;
@@ -144,6 +218,7 @@ int pt_atomic_commit(pt_atomic_file *af)
         return r;
     }
     sync_parent_dir(af->path);
+    remove_stale(af->path);
     release(af);
     return PT_OK;
 }

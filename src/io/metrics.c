@@ -9,6 +9,7 @@
 #include "io/atomic_file.h"
 #include "io/json.h"
 #include "tensor/error.h"
+#include "tensor/output_file.h"
 
 struct pt_metrics_log {
     FILE *f;
@@ -83,6 +84,11 @@ static int trim_for_resume(const char *path, int64_t resume_step)
 int pt_metrics_open(const char *path, int64_t resume_step, pt_metrics_log **out)
 {
     *out = NULL;
+    /* a regular file or a new name, before anything reads or writes it */
+    FILE *probe = pt_open_output(path, "a");
+    if (!probe)
+        return PT_EINVAL;
+    fclose(probe);
     if (resume_step >= 0) {
         int r = trim_for_resume(path, resume_step);
         if (r != PT_OK)
@@ -93,12 +99,11 @@ int pt_metrics_open(const char *path, int64_t resume_step, pt_metrics_log **out)
         free(log);
         return pt_fail(PT_ENOMEM, "out of memory");
     }
-    log->f = fopen(path, resume_step >= 0 ? "ab" : "wb");
+    log->f = pt_open_output(path, resume_step >= 0 ? "a" : "w");
     if (!log->f) {
-        int r = pt_fail(PT_EIO, "%s: %s", path, strerror(errno));
         free(log->path);
         free(log);
-        return r;
+        return PT_EIO;
     }
     *out = log;
     return PT_OK;

@@ -18,6 +18,7 @@
 
 #include "runtime/pipeline_internal.h"
 #include "tensor/error.h"
+#include "tensor/output_file.h"
 
 static const char *kind_name(pt_action_kind k)
 {
@@ -91,10 +92,13 @@ int pt_pipeline_write_trace(const pt_pipeline *p, const char *path)
         n += write_reduces(p, r, buf + n, cap - n);
     }
     n += (size_t)snprintf(buf + n, cap - n, "\n]}\n");
-    FILE *f = fopen(path, "w");
-    int ok = f && fwrite(buf, 1, n, f) == n;
-    if (f)
-        ok &= fclose(f) == 0;
+    FILE *f = pt_open_output(path, "w");
+    if (!f) {
+        free(buf);
+        return PT_EIO;
+    }
+    int ok = fwrite(buf, 1, n, f) == n;
+    ok &= fclose(f) == 0;
     free(buf);
     return ok ? PT_OK : pt_fail(PT_EIO, "cannot write the trace to %s", path);
 }
