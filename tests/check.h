@@ -9,6 +9,7 @@
 #define PT_TESTS_CHECK_H
 
 #include <stdio.h>
+#include <stdlib.h>
 
 static int failures;
 /* MPI tests set their rank here: it then prefixes every failure */
@@ -41,5 +42,19 @@ static int check_rank = -1;
             return 1;                  \
         }                              \
     } while (0)
+
+/* The end of main for a test that works in a scratch folder: removes it,
+ * then "ok" and 0 when nothing failed (rc is what the checks returned). */
+static inline int check_done(const char *scratch, int rc)
+{
+    char cmd[1100];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", scratch);
+    if (system(cmd) != 0)
+        printf("could not remove %s\n", scratch);
+    if (rc || failures)
+        return 1;
+    printf("ok\n");
+    return 0;
+}
 
 #endif

@@ -63,14 +63,6 @@ int main(void)
 {
     char dir[] = "/tmp/pt_nonfinite_XXXXXX";
     REQUIRE(mkdtemp(dir), "mkdtemp");
-    int rc = nf_check(1, PT_PIPELINE_THREADS, dir) || nf_check(2, PT_PIPELINE_THREADS, dir) ||
-             check_trainer(dir);
-    char cmd[1100];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        printf("could not remove %s\n", dir);
-    if (rc || failures)
-        return 1;
-    printf("ok\n");
-    return 0;
+    return check_done(dir, nf_check(1, PT_PIPELINE_THREADS, dir) ||
+                               nf_check(2, PT_PIPELINE_THREADS, dir) || check_trainer(dir));
 }

@@ -160,13 +160,5 @@ static int check_stale_and_kills(void)
 int main(void)
 {
     REQUIRE(mkdtemp(dir), "mkdtemp");
-    int rc = check_refusals() || check_stale_and_kills();
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        printf("could not remove %s\n", dir);
-    if (rc || failures)
-        return 1;
-    printf("ok\n");
-    return 0;
+    return check_done(dir, check_refusals() || check_stale_and_kills());
 }
