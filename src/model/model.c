@@ -12,6 +12,7 @@
  * what it copies, so it starts equal to it wherever the two sit. */
 #include "model/model.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -336,7 +337,15 @@ int pt_activations_create(const pt_model *m, int first, int last, int batch, pt_
     size_t floats = activation_floats(m, first, last, batch);
     if ((rc = pt_arena_init(&a->arena, floats)) != PT_OK) {
         pt_activations_destroy(a);
-        return rc;
+        char per[48] = "";
+        if (m->cfg.kind == PT_MODEL_GPT)
+            snprintf(per, sizeof per, " of %d tokens", m->cfg.seq_len);
+        return pt_fail(rc,
+                       "the activations of blocks %d..%d for a micro-batch of %d sample%s%s "
+                       "need %.0f bytes, which cannot be allocated: a smaller micro-batch, "
+                       "sequence or model, or activation checkpointing, needs less",
+                       first, last, batch, batch == 1 ? "" : "s", per,
+                       (double)floats * sizeof(float));
     }
     for (int i = first; i <= last; i++) {
         const pt_block *b = &m->blocks[i];
