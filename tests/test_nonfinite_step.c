@@ -3,7 +3,8 @@
  * worker and with two stages on threads; and the trainer, fed a learning
  * rate that makes the run diverge, reports the skipped steps on its metrics
  * log and ends with an error after max_skipped_steps in a row, leaving the
- * last checkpoint it saved finite and loadable. */
+ * last checkpoint it saved finite and loadable; and generating from a gpt
+ * whose parameters hold a NaN is an error, not text of NUL bytes. */
 #include <unistd.h>
 
 #include "nonfinite_check.h"
@@ -59,10 +60,37 @@ static int check_trainer(const char *dir)
     return 0;
 }
 
+/* A gpt checkpoint with one NaN weight, loaded for generation. */
+static int check_generate(const char *dir)
+{
+    pt_model_config c = pt_model_config_gpt();
+    c.n_layer = 1, c.n_head = 2, c.n_embd = 16, c.seq_len = 8, c.vocab = 256;
+    pt_model *m;
+    REQUIRE(pt_model_create(&c, &m) == PT_OK, "model: %s", pt_last_error());
+    pt_model_param(m, 2)->data[0] = NAN;
+    char path[512];
+    snprintf(path, sizeof path, "%s/nan.safetensors", dir);
+    REQUIRE(pt_checkpoint_save(path, m, NULL, NULL) == PT_OK, "save: %s", pt_last_error());
+    pt_model_destroy(m);
+    pt_pipeline_config pc = pt_pipeline_config_default();
+    pc.transport = PT_PIPELINE_THREADS;
+    pt_pipeline *p;
+    REQUIRE(pt_pipeline_create(&c, NULL, &pc, &p) == PT_OK &&
+                pt_stage_checkpoint_load(p, path, NULL, NULL) == PT_OK,
+            "load: %s", pt_last_error());
+    int prompt[2] = {'T', 'h'}, out[4];
+    CHECK(pt_generate(p, prompt, 2, 4, 0.8f, 1, out, NULL, NULL) == PT_EFORMAT &&
+              strstr(pt_last_error(), "not finite"),
+          "generation from a NaN weight: %s", pt_last_error());
+    pt_pipeline_destroy(p);
+    return 0;
+}
+
 int main(void)
 {
     char dir[] = "/tmp/pt_nonfinite_XXXXXX";
     REQUIRE(mkdtemp(dir), "mkdtemp");
     return check_done(dir, nf_check(1, PT_PIPELINE_THREADS, dir) ||
-                               nf_check(2, PT_PIPELINE_THREADS, dir) || check_trainer(dir));
+                               nf_check(2, PT_PIPELINE_THREADS, dir) || check_trainer(dir) ||
+                               check_generate(dir));
 }

@@ -55,9 +55,14 @@ static int draw_rows(const void *src, int n_workers, const int *n_actions, label
         }
     if (unit == 0)
         unit = 1;
-    long n_cells = (long)ceil(sim->makespan / unit - 1e-9);
-    if (n_cells > 100000)
-        return pt_fail(PT_EINVAL, "the timeline has %ld columns; too long to draw", n_cells);
+    /* in double first: a makespan of 1e20 units does not fit a long */
+    double cells = ceil(sim->makespan / unit - 1e-9);
+    if (!(cells <= 100000))
+        return pt_fail(PT_EINVAL,
+                       "the timeline has %.3g columns of the shortest action's length; too "
+                       "long to draw",
+                       cells);
+    long n_cells = (long)cells;
     int wdigits = snprintf(buf, sizeof buf, "%d", n_workers - 1);
     /* cells: 0 idle, 1 continuation, 2 + index of the action whose label starts there */
     long *cell = malloc((size_t)(n_cells > 0 ? n_cells : 1) * sizeof(long));

@@ -59,7 +59,18 @@ int pt_generate(pt_pipeline *pipe, const int *prompt, int n_prompt, int n_new, f
         pt_microbatch mb = {.batch = 1, .tokens = window};
         if ((rc = pt_pipeline_forward_probs(pipe, &mb, probs)) != PT_OK)
             break;
-        int token = sample(probs + (size_t)(n - 1) * V, V, temperature, &rng);
+        const float *last = probs + (size_t)(n - 1) * V;
+        for (int v = 0; v < V; v++)
+            if (!isfinite(last[v])) {
+                rc = pt_fail(PT_EFORMAT,
+                             "the model's probabilities are not finite (token %d: %g): its "
+                             "parameters hold values that are not finite",
+                             v, last[v]);
+                break;
+            }
+        if (rc != PT_OK)
+            break;
+        int token = sample(last, V, temperature, &rng);
         context[len++] = token;
         out[i] = token;
         if (on_token)
