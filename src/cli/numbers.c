@@ -142,8 +142,10 @@ int num_float(const char *cmd, const char *flag, const char *text, num_range r, 
     return 0;
 }
 
-int num_int_list(const char *cmd, const char *flag, const char *text, num_range r, int *out,
-                 int max, int *n)
+/* Reads the integers of text, items separated by commas, each of `per`
+ * integers separated by '-'; 0 when each is one in r and there are 1 to
+ * max items. */
+static int read_items(const char *text, num_range r, int per, int *out, int max, int *n)
 {
     char item[32];
     const char *p = text;
@@ -151,27 +153,57 @@ int num_int_list(const char *cmd, const char *flag, const char *text, num_range 
     for (;;) {
         const char *comma = strchr(p, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        long x = 0;
-        int ok = len < sizeof item && count < max;
-        if (ok) {
-            memcpy(item, p, len);
-            item[len] = '\0';
+        if (len >= sizeof item || count == max * per)
+            return -1;
+        memcpy(item, p, len);
+        item[len] = '\0';
+        char *part = item;
+        for (int k = 0; k < per; k++) {
+            char *dash = k + 1 < per ? strchr(part + (*part == '-'), '-') : NULL;
+            if (k + 1 < per && !dash)
+                return -1;
+            if (dash)
+                *dash = '\0';
+            if (!is_integer(part))
+                return -1;
             errno = 0;
-            ok = is_integer(item) && (x = strtol(item, NULL, 10), !errno) && in_range((double)x, r);
+            long x = strtol(part, NULL, 10);
+            if (errno || !in_range((double)x, r))
+                return -1;
+            out[count++] = (int)x;
+            part = dash ? dash + 1 : part;
         }
-        if (!ok) {
-            fprintf(stderr, "pipetrain %s: %s%s '%s': expected 1 to %d integers in ", cmd,
-                    dashes(flag), flag, text, max);
-            num_range_print(stderr, r, 1);
-            fprintf(stderr, " separated by commas\n");
-            return 2;
-        }
-        out[count++] = (int)x;
         if (!comma)
             break;
         p = comma + 1;
     }
-    *n = count;
+    *n = count / per;
+    return 0;
+}
+
+static int refuse_items(const char *cmd, const char *flag, const char *text, num_range r,
+                        const char *what, int max)
+{
+    fprintf(stderr, "pipetrain %s: %s%s '%s': expected 1 to %d %s in ", cmd, dashes(flag), flag,
+            text, max, what);
+    num_range_print(stderr, r, 1);
+    fprintf(stderr, " separated by commas\n");
+    return 2;
+}
+
+int num_int_list(const char *cmd, const char *flag, const char *text, num_range r, int *out,
+                 int max, int *n)
+{
+    if (read_items(text, r, 1, out, max, n))
+        return refuse_items(cmd, flag, text, r, "integers", max);
+    return 0;
+}
+
+int num_int_pairs(const char *cmd, const char *flag, const char *text, num_range r, int *out,
+                  int max, int *n)
+{
+    if (read_items(text, r, 2, out, max, n))
+        return refuse_items(cmd, flag, text, r, "pairs of chunks A-B", max);
     return 0;
 }
 

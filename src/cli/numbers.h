@@ -39,6 +39,11 @@ int num_double(const char *cmd, const char *flag, const char *text, num_range r,
 int num_int_list(const char *cmd, const char *flag, const char *text, num_range r, int *out,
                  int max, int *n);
 
+/* "0-5,1-4" -> {0,5,1,4}: 1 to max pairs A-B of integers in r separated by
+ * commas; *n gets the number of pairs. */
+int num_int_pairs(const char *cmd, const char *flag, const char *text, num_range r, int *out,
+                  int max, int *n);
+
 /* Prints r as "[1, 1024]", "(0, 10]" or "[0, 1)" (integers when integer
  * is set). */
 void num_range_print(FILE *f, num_range r, int integer);
