@@ -168,6 +168,13 @@ run refused --schedule "${train[@]}" --stages 2 --schedule gpipe \
 run refused --max-stage-memory "${train[@]}" --stages 2 --balance 1,2 --max-stage-memory 100
 run refused --heads generate --load "$dir/g.safetensors" --tokens 2 --heads 2
 run refused --stages generate --load "$dir/g.safetensors" --stages 0
+run refused --min-lr "${train[@]}" --decay-steps 0 --min-lr 1e-5
+run refused --seed generate --load "$dir/g.safetensors" --tokens 2 --temperature 0 --seed 3
+# a checkpoint that does not record its heads needs --heads, and takes it
+if python3 "$(dirname "$0")/hf_gpt2_writer.py" "$dir/hf.safetensors" 1 16 8 40; then
+    run refused --heads generate --load "$dir/hf.safetensors" --tokens 2
+    run ok --heads generate --load "$dir/hf.safetensors" --tokens 2 --heads 4
+fi
 # wrong messages: the error of the pipeline, not "holds an mlp"
 out=$("$PT" generate --load "$dir/g.safetensors" --stages 4 2>&1); rc=$?
 [[ $rc -eq 2 && $out == *"need at least 4 blocks"* && $out != *mlp* ]] ||

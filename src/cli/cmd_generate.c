@@ -52,6 +52,11 @@ int cmd_generate(int argc, char **argv)
         fprintf(stderr, "pipetrain generate: --load FILE is required\n");
         return 2;
     }
+    static const char *const sampled_only[] = {"seed", NULL};
+    if (temperature == 0 &&
+        flags_refuse_given("generate", flags, (int)(sizeof flags / sizeof flags[0]), sampled_only,
+                           "with --temperature 0 (the most likely token is taken)"))
+        return 2;
     if (!*prompt) {
         fprintf(stderr, "pipetrain generate: --prompt is empty: give at least one byte\n");
         return 2;

@@ -14,7 +14,6 @@
  * take (the message says which).
  */
 #include <errno.h>
-#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>

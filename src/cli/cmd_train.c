@@ -120,15 +120,19 @@ static int check_modes(const flag *flags, int n, const char *model, const char *
     return 0;
 }
 
-/* --min-lr, once --lr is known. */
-static int check_optim(const flag *flags, int n, float min_lr, float lr)
+/* --min-lr, once --lr and --decay-steps are known. */
+static int check_optim(const flag *flags, int n, float min_lr, float lr, long decay_steps)
 {
+    static const char *const decay_only[] = {"min-lr", NULL};
     const char *text = flags_given(flags, n, "min-lr");
     if (text && min_lr > lr) {
         char want[96];
         snprintf(want, sizeof want, "a finite number in [0, %g] (at most --lr)", lr);
         return num_refuse("train", "min-lr", text, want);
     }
+    if (decay_steps == 0)
+        return flags_refuse_given("train", flags, n, decay_only,
+                                  "with --decay-steps 0 (the rate stays at --lr)");
     return 0;
 }
 
@@ -254,7 +258,7 @@ int cmd_train(int argc, char **argv)
     if (rc)
         return rc == 1 ? 0 : 2;
     if (check_modes(flags, n, model, optimizer, data_format, &data) ||
-        check_optim(flags, n, min_lr, cfg.optim.lr))
+        check_optim(flags, n, min_lr, cfg.optim.lr, decay_steps))
         return 2;
 
     uint64_t seed = cfg.seed;
