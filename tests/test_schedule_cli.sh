@@ -4,7 +4,8 @@
 # --json carries the fields scripts read; --svg and --trace write a chart and
 # a trace with one bar / event per action; --program prints the lowered
 # program; --from loads a hand-written file and reports a bad one naming the
-# worker; parameters a schedule cannot take exit 2 with a message.
+# worker, and --json reports even a file that does not parse; parameters a
+# schedule cannot take and flags that would do nothing exit 2 with a message.
 set -u
 PT=${PIPETRAIN:?PIPETRAIN not set}
 DATA=${PT_TEST_DATA:?PT_TEST_DATA not set}/sched
@@ -48,6 +49,11 @@ out=$("$PT" schedule --from "$DATA/bad_deadlock.sched" 2>&1); rc=$?
 [[ $rc -eq 1 && $out == *"worker 0 waits at BW0.0"* ]] || bad "--from deadlock: rc $rc: $out"
 out=$("$PT" schedule --from "$DATA/bad_missing.sched" --json 2>/dev/null); rc=$?
 [[ $rc -eq 1 && $out == *'"valid":false'* ]] || bad "--from bad --json: rc $rc: $out"
+# a file that does not even parse still gives --json readers one object
+printf 'workers 2\nnonsense here\n' > "$TMP/unparsed.sched"
+out=$("$PT" schedule --from "$TMP/unparsed.sched" --json 2>/dev/null); rc=$?
+[[ $rc -eq 1 && $(printf '%s\n' "$out" | wc -l) -eq 1 && $out == \{*'"valid":false,"error":"'*'line 2'*\} ]] ||
+    bad "--from unparsable --json: rc $rc: $out"
 
 # per-chunk costs: a slow last stage (F 3, BW 6) sets the pace: forwards
 # reach it at 2 and run to 8, its backwards to 20, the other two stages' last
@@ -90,14 +96,14 @@ expect2() {
     [[ $rc -eq 2 ]] || bad "'$*' exited $rc, want 2"
     [[ $err == *"$want"* ]] || bad "'$*' said '$err', want '$want'"
 }
-expect2 "stages must be at least 1" --schedule 1f1b --stages 0 --microbatches 4
+expect2 "--stages '0': expected an integer in [1, 1024]" --schedule 1f1b --stages 0 --microbatches 4
 expect2 "multiple of stages" --schedule interleaved --stages 4 --microbatches 6 --virtual 2
 expect2 "has no chunks" --schedule gpipe --stages 4 --microbatches 4 --virtual 2
 expect2 "has no chunks" --schedule 1f1b --stages 4 --microbatches 4 --virtual 3
 expect2 "exactly 2 chunks" --schedule zbv --stages 4 --microbatches 4 --virtual 3
-expect2 "micro-batches must be at least 1" --schedule gpipe --stages 2 --microbatches 0
+expect2 "--microbatches '0': expected an integer in [1, " --schedule gpipe --stages 2 --microbatches 0
 expect2 "unknown schedule" --schedule nonesuch --stages 2 --microbatches 2
-expect2 "expected a number" --schedule 1f1b --cost-f -1
+expect2 "--cost-f '-1': expected a finite number in [0, 1e+09]" --schedule 1f1b --cost-f -1
 expect2 "unknown flag" --schedule 1f1b --bogus 1
 expect2 "pairs of chunks" --schedule 1f1b --tied 0
 expect2 "needs chunks of the schedule" --schedule 1f1b --stages 2 --microbatches 2 --tied 0-5 --program
@@ -106,6 +112,11 @@ expect2 "add --memory" --schedule 1f1b --stages 2 --layers 3
 expect2 "not go with --json" --schedule 1f1b --stages 2 --memory --json
 expect2 "need at least 8 blocks" --schedule 1f1b --stages 8 --memory --layers 2
 expect2 "adamw, sgd or none" --schedule 1f1b --stages 2 --memory --optimizer lamb
-expect2 "a number >= 1" --schedule 1f1b --stages 2 --memory --layers 0
+expect2 "--layers '0': expected an integer in [1, 1024]" --schedule 1f1b --stages 2 --memory --layers 0
+
+expect2 "--tied does nothing without --program" --schedule 1f1b --stages 2 --tied 0-1
+expect2 "--cost-collective does nothing without --program" --schedule 1f1b --cost-collective 1
+expect2 "do nothing with --costs" --schedule 1f1b --stages 2 --costs "$TMP/costs" --cost-b 2
+expect2 "not go with --json" --schedule 1f1b --stages 2 --program --json
 
 exit $fail

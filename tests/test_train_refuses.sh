@@ -19,7 +19,7 @@ expect() { # status pattern args...
 base=(train --layers 1 --heads 2 --embd 8 --seq 8 --steps 1 --data "$dir/t.txt")
 expect 2 "cannot be cut into 3 equal micro-batches" "${base[@]}" --batch 16 --microbatches 3
 expect 2 "unknown flag '--layer'" train --layer 2
-expect 2 "'x' is not an integer" "${base[@]}" --batch x
+expect 2 "--batch 'x': expected an integer in \[1, " "${base[@]}" --batch x
 expect 2 "not a multiple of heads" "${base[@]}" --embd 9
 expect 2 "data is required" train --steps 1
 expect 2 "expected adamw or sgd" "${base[@]}" --optimizer adam

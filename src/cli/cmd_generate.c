@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/model_limits.h"
 #include "train/stage_checkpoint.h"
 #include "pipetrain.h"
 
@@ -27,16 +28,21 @@ int cmd_generate(int argc, char **argv)
     float temperature = 0.8f;
     uint64_t seed = 1;
     flag flags[] = {
-        {"load", FLAG_STRING, &load, "FILE", "gpt checkpoint (safetensors; required)"},
-        {"prompt", FLAG_STRING, &prompt, "TEXT", "text to continue (default a newline)"},
-        {"tokens", FLAG_INT, &tokens, "N", "tokens to sample (default 200)"},
-        {"temperature", FLAG_FLOAT, &temperature, "X",
-         "softmax temperature; 0 takes the most likely token (default 0.8)"},
-        {"seed", FLAG_U64, &seed, "N", "sampling seed (default 1)"},
-        {"stages", FLAG_INT, &stages, "P",
-         "run each forward across P pipeline stages, one thread each (default 1)"},
-        {"heads", FLAG_INT, &heads, "N",
-         "attention heads, for a checkpoint that does not record them (default: from the file)"},
+        FLAG("load", FLAG_STRING, &load, "FILE", "gpt checkpoint (safetensors; required)"),
+        FLAG("prompt", FLAG_STRING, &prompt, "TEXT", "text to continue (default a newline)"),
+        FLAG_RANGED("tokens", FLAG_INT, &tokens, "N", "tokens to sample (default 200)",
+                    NUM_RANGE(1, 1 << 24)),
+        FLAG_RANGED("temperature", FLAG_FLOAT, &temperature, "X",
+                    "softmax temperature; 0 takes the most likely token (default 0.8)",
+                    NUM_RANGE(0, 100)),
+        FLAG("seed", FLAG_U64, &seed, "N", "sampling seed (default 1)"),
+        FLAG_RANGED("stages", FLAG_INT, &stages, "P",
+                    "run each forward across P pipeline stages, one thread each (default 1)",
+                    LIMIT_STAGES),
+        FLAG_RANGED("heads", FLAG_INT, &heads, "N",
+                    "attention heads, only for a checkpoint that does not record them "
+                    "(default: from the file)",
+                    LIMIT_HEADS),
     };
     int rc = flags_parse("generate", "Samples text from a trained gpt checkpoint.", flags,
                          (int)(sizeof flags / sizeof flags[0]), argc, argv);
@@ -46,32 +52,60 @@ int cmd_generate(int argc, char **argv)
         fprintf(stderr, "pipetrain generate: --load FILE is required\n");
         return 2;
     }
-    if (tokens < 0 || !*prompt) {
-        fprintf(stderr, "pipetrain generate: --tokens must be >= 0 and --prompt not empty\n");
+    static const char *const sampled_only[] = {"seed", NULL};
+    if (temperature == 0 &&
+        flags_refuse_given("generate", flags, (int)(sizeof flags / sizeof flags[0]), sampled_only,
+                           "with --temperature 0 (the most likely token is taken)"))
+        return 2;
+    if (!*prompt) {
+        fprintf(stderr, "pipetrain generate: --prompt is empty: give at least one byte\n");
         return 2;
     }
     pt_model_config cfg;
     pt_pipeline *pipe = NULL;
-    rc = pt_checkpoint_read_config(load, heads ? heads : 1, &cfg);
-    if (rc == PT_OK && cfg.kind != PT_MODEL_GPT)
-        rc = -1;
-    if (rc == PT_OK) {
-        pt_pipeline_config pc = pt_pipeline_config_default();
-        pc.stages = stages;
-        pc.transport = PT_PIPELINE_THREADS;
-        rc = pt_pipeline_create(&cfg, NULL, &pc, &pipe); /* forward passes only */
+    /* heads 0: a file that does not record them leaves n_head 0 */
+    rc = pt_checkpoint_read_config(load, heads, &cfg);
+    if (rc != PT_OK) {
+        fprintf(stderr, "pipetrain generate: %s\n", pt_last_error());
+        return rc == PT_EINVAL ? 2 : 1;
     }
+    if (cfg.kind != PT_MODEL_GPT) {
+        fprintf(stderr, "pipetrain generate: %s holds an mlp; only a gpt generates text\n", load);
+        return 2;
+    }
+    if (!heads && cfg.n_head < 1) {
+        fprintf(stderr,
+                "pipetrain generate: %s does not record its attention heads: give "
+                "--heads N\n",
+                load);
+        return 2;
+    }
+    if (heads && pt_checkpoint_read_config(load, 0, &cfg) == PT_OK && cfg.n_head > 0) {
+        fprintf(stderr, "pipetrain generate: --heads does nothing: %s records %d heads\n", load,
+                cfg.n_head);
+        return 2;
+    }
+    if (heads)
+        cfg.n_head = heads;
+    pt_pipeline_config pc = pt_pipeline_config_default();
+    pc.stages = stages;
+    pc.transport = PT_PIPELINE_THREADS;
+    rc = pt_pipeline_create(&cfg, NULL, &pc, &pipe); /* forward passes only */
     if (rc == PT_OK)
         rc = pt_stage_checkpoint_load(pipe, load, NULL, NULL);
     if (rc != PT_OK) {
-        fprintf(stderr, "pipetrain generate: %s\n",
-                rc == -1 ? "the checkpoint holds an mlp; only a gpt generates text"
-                         : pt_last_error());
+        fprintf(stderr, "pipetrain generate: %s\n", pt_last_error());
         pt_pipeline_destroy(pipe);
         return rc == PT_EINVAL ? 2 : 1;
     }
     int n_prompt = (int)strlen(prompt);
-    int *ids = malloc(sizeof(int) * (size_t)(n_prompt + tokens + 1));
+    int *ids = malloc(sizeof(int) * ((size_t)n_prompt + (size_t)tokens + 1));
+    if (!ids) {
+        fprintf(stderr, "pipetrain generate: cannot allocate %zu bytes for --tokens %d\n",
+                sizeof(int) * ((size_t)n_prompt + (size_t)tokens + 1), tokens);
+        pt_pipeline_destroy(pipe);
+        return 1;
+    }
     for (int i = 0; i < n_prompt; i++)
         ids[i] = (unsigned char)prompt[i];
     int bytes = cfg.vocab == 256;

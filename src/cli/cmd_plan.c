@@ -8,12 +8,12 @@
  *
  * Exit status: 0 done; 1 the model or the profile failed; 2 a bad flag or
  * value (the message says which). */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/model_limits.h"
 #include "pipetrain.h"
 #include "plan/partition.h"
 
@@ -31,45 +31,27 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: pipetrain plan --stages P [--microbatches M,...] [model flags]\n\n"
                "profile the model, choose a partition and compare schedules by simulation\n\n"
-               "  --stages P            pipeline stages (default 2)\n"
-               "  --microbatches LIST   micro-batch counts to compare, like 4,8,16\n"
-               "                        (default P, 2P, 4P, 8P)\n"
-               "  --virtual V           chunks per worker for interleaved (default 2)\n"
+               "  --stages P            pipeline stages (default 2; range [1, 1024])\n"
+               "  --microbatches LIST   micro-batch counts to compare, like 4,8,16, up to 16\n"
+               "                        counts in [1, 1048576] (default P, 2P, 4P, 8P)\n"
+               "  --virtual V           chunks per worker for interleaved (default 2; range\n"
+               "                        [1, 64])\n"
                "  --balance LIST        blocks per stage instead of the partitioner's choice\n"
-               "  --max-stage-memory B  bytes per stage the partition must fit (default: no cap)\n"
-               "  --reps N              profiling repetitions per block (default 3)\n"
+               "  --max-stage-memory B  bytes per stage the partition must fit (default 0: no\n"
+               "                        cap; range [0, 1e15])\n"
+               "  --reps N              profiling repetitions per block (default 3; range\n"
+               "                        [1, 1000])\n"
                "  --model gpt|mlp       (default gpt)\n"
-               "  --layers N            gpt transformer blocks (default 4)\n"
-               "  --heads N             gpt attention heads (default 4)\n"
-               "  --embd N              gpt channels (default 128)\n"
-               "  --seq N               gpt tokens per sample (default 128)\n"
-               "  --vocab N             gpt vocabulary (default 256)\n"
-               "  --widths LIST         mlp layer widths (default 784,256,256,10)\n"
-               "  --batch N             samples per micro-batch (default 1)\n");
-}
-
-static int bad(const char *flag, const char *value, const char *want)
-{
-    fprintf(stderr, "pipetrain plan: %s '%s': expected %s\n", flag, value, want);
-    return 2;
-}
-
-static int parse_pos(const char *flag, const char *v, int *out)
-{
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (!*v || *end || errno || x < 1 || x > 1000000)
-        return bad(flag, v, "a positive integer");
-    *out = (int)x;
-    return 0;
-}
-
-static int parse_list(const char *flag, const char *v, int *out, int max, int *n)
-{
-    if (pt_partition_parse_balance(v, out, max, n) != PT_OK)
-        return bad(flag, v, "a comma-separated list of positive integers");
-    return 0;
+               "  --layers N            gpt transformer blocks (default 4; range [1, 1024])\n"
+               "  --heads N             gpt attention heads (default 4; range [1, 1024])\n"
+               "  --embd N              gpt channels (default 128; range [1, 65536])\n"
+               "  --seq N               gpt tokens per sample (default 128; range [1, 1048576])\n"
+               "  --vocab N             gpt vocabulary (default 256; range [1, 16777216])\n"
+               "  --widths LIST         mlp layer widths, each in [1, 16777216] (default\n"
+               "                        784,256,256,10)\n"
+               "  (a model whose largest block and one micro-batch's activations exceed this\n"
+               "  machine's memory is refused before profiling)\n"
+               "  --batch N             samples per micro-batch (default 1; range [1, 1048576])\n");
 }
 
 static int parse(int argc, char **argv, options *o)
@@ -78,7 +60,8 @@ static int parse(int argc, char **argv, options *o)
     o->stages = 2, o->virtual_stages = 2, o->batch = 1, o->reps = 3;
     o->model = pt_model_config_gpt();
     int widths[PT_MLP_MAX_WIDTHS] = {784, 256, 256, 10}, n_widths = 4;
-    int mlp = 0;
+    int mlp = 0, gpt_flag = 0, widths_given = 0;
+    long max_memory = 0;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
@@ -90,49 +73,56 @@ static int parse(int argc, char **argv, options *o)
             return 2;
         }
         const char *v = argv[++i];
+        const struct {
+            const char *name;
+            int *field;
+            num_range range;
+            int gpt; /* shapes the gpt */
+        } ints[] = {{"--stages", &o->stages, LIMIT_STAGES, 0},
+                    {"--virtual", &o->virtual_stages, LIMIT_VIRTUAL, 0},
+                    {"--reps", &o->reps, NUM_RANGE(1, 1000), 0},
+                    {"--batch", &o->batch, LIMIT_BATCH, 0},
+                    {"--layers", &o->model.n_layer, LIMIT_LAYERS, 1},
+                    {"--heads", &o->model.n_head, LIMIT_HEADS, 1},
+                    {"--embd", &o->model.n_embd, LIMIT_EMBD, 1},
+                    {"--seq", &o->model.seq_len, LIMIT_SEQ, 1},
+                    {"--vocab", &o->model.vocab, LIMIT_VOCAB, 1}};
+        size_t k = 0, n_ints = sizeof ints / sizeof ints[0];
+        while (k < n_ints && strcmp(f, ints[k].name))
+            k++;
         int rc = 0;
-        if (!strcmp(f, "--stages"))
-            rc = parse_pos(f, v, &o->stages);
-        else if (!strcmp(f, "--microbatches"))
-            rc = parse_list(f, v, o->ms, MAX_MS, &o->n_ms);
-        else if (!strcmp(f, "--virtual"))
-            rc = parse_pos(f, v, &o->virtual_stages);
+        if (k < n_ints) {
+            rc = num_int("plan", f, v, ints[k].range, ints[k].field);
+            gpt_flag |= ints[k].gpt;
+        } else if (!strcmp(f, "--microbatches"))
+            rc = num_int_list("plan", f, v, LIMIT_MICROBATCHES, o->ms, MAX_MS, &o->n_ms);
         else if (!strcmp(f, "--balance"))
-            rc = parse_list(f, v, o->balance, PT_PARTITION_MAX_CHUNKS, &o->n_balance);
-        else if (!strcmp(f, "--max-stage-memory")) {
-            char *end;
-            errno = 0;
-            unsigned long long x = strtoull(v, &end, 10);
-            if (!*v || *end || errno || v[0] == '-')
-                return bad(f, v, "a byte count");
-            o->max_memory = (size_t)x;
-        } else if (!strcmp(f, "--reps"))
-            rc = parse_pos(f, v, &o->reps);
+            rc = num_int_list("plan", f, v, NUM_RANGE(1, 1 << 24), o->balance,
+                              PT_PARTITION_MAX_CHUNKS, &o->n_balance);
+        else if (!strcmp(f, "--max-stage-memory"))
+            rc = num_long("plan", f, v, NUM_RANGE(0, 1e15), &max_memory);
         else if (!strcmp(f, "--model")) {
             if (strcmp(v, "gpt") && strcmp(v, "mlp"))
-                return bad(f, v, "gpt or mlp");
+                return num_refuse("plan", f, v, "gpt or mlp");
             mlp = !strcmp(v, "mlp");
-        } else if (!strcmp(f, "--layers"))
-            rc = parse_pos(f, v, &o->model.n_layer);
-        else if (!strcmp(f, "--heads"))
-            rc = parse_pos(f, v, &o->model.n_head);
-        else if (!strcmp(f, "--embd"))
-            rc = parse_pos(f, v, &o->model.n_embd);
-        else if (!strcmp(f, "--seq"))
-            rc = parse_pos(f, v, &o->model.seq_len);
-        else if (!strcmp(f, "--vocab"))
-            rc = parse_pos(f, v, &o->model.vocab);
-        else if (!strcmp(f, "--widths"))
-            rc = parse_list(f, v, widths, PT_MLP_MAX_WIDTHS, &n_widths);
-        else if (!strcmp(f, "--batch"))
-            rc = parse_pos(f, v, &o->batch);
-        else {
+        } else if (!strcmp(f, "--widths")) {
+            rc = num_int_list("plan", f, v, LIMIT_WIDTH, widths, PT_MLP_MAX_WIDTHS, &n_widths);
+            widths_given = 1;
+        } else {
             fprintf(stderr, "pipetrain plan: unknown flag '%s' (see --help)\n", f);
             return 2;
         }
         if (rc)
             return rc;
     }
+    if (mlp ? gpt_flag : widths_given) {
+        fprintf(stderr, "pipetrain plan: %s\n",
+                mlp ? "--layers, --heads, --embd, --seq and --vocab do nothing for an mlp (its "
+                      "shape is --widths)"
+                    : "--widths does nothing for a gpt (add --model mlp)");
+        return 2;
+    }
+    o->max_memory = (size_t)max_memory;
     if (mlp) {
         pt_model_config g = o->model;
         o->model = pt_model_config_mlp(n_widths, widths);
@@ -142,6 +132,10 @@ static int parse(int argc, char **argv, options *o)
         for (int k = 1; k <= 8; k *= 2)
             o->ms[o->n_ms++] = k * o->stages;
     }
+    /* profiling runs one block at a time on a micro-batch */
+    if (model_limits_shape("plan", &o->model, o->batch) ||
+        model_limits_memory("plan", &o->model, o->batch, "--batch", 0, 0))
+        return 2;
     return 0;
 }
 

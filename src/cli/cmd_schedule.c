@@ -14,13 +14,13 @@
  * take (the message says which).
  */
 #include <errno.h>
-#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/model_limits.h"
 #include "pipetrain.h"
 #include "plan/partition.h"
 
@@ -29,7 +29,8 @@ typedef struct {
     pt_schedule_costs costs;
     const char *from, *svg, *trace, *costs_file, *save;
     bool json, program, generated_flags, virtual_given, replicas_given;
-    int tied[2 * 16], n_tied; /* --tied pairs */
+    bool cost_given, collective_given; /* --cost-f, -b or -w; --cost-collective */
+    int tied[2 * 16], n_tied;          /* --tied pairs */
     /* --memory: a gpt of these shapes, cut as --balance says */
     bool memory, model_given, checkpoint;
     pt_model_config model;
@@ -45,31 +46,37 @@ static void usage(FILE *f)
             "build, check, simulate and draw a pipeline schedule\n\n"
             "  --schedule NAME     gpipe 1f1b interleaved loopedbfs zbh1 zbv pipedream 1f1b-rr\n"
             "                      (default 1f1b)\n"
-            "  --stages P          pipeline stages (default 4)\n"
-            "  --microbatches M    micro-batches per mini-batch (default 8)\n"
-            "  --virtual V         chunks per worker: interleaved, loopedbfs (default 2), zbv (2)\n"
+            "  --stages P          pipeline stages (default 4; range [1, 1024])\n"
+            "  --microbatches M    micro-batches (default 8; range [1, 1048576])\n"
+            "  --virtual V         chunks per worker: interleaved, loopedbfs (default 2), zbv\n"
+            "                      (2); range [1, 64]\n"
             "  --replicas R        data-parallel replicas of each stage: 1f1b-rr (default 2),\n"
-            "                      pipedream (1F1B-RR, default 1)\n"
+            "                      pipedream (1F1B-RR, default 1); range [1, 1024]\n"
             "  --from FILE         load a schedule in the text format instead (docs/schedules.md)\n"
             "  --cost-f X          time of one chunk's forward (default 1)\n"
             "  --cost-b Y          time of one chunk's input gradient (default 1)\n"
             "  --cost-w Z          time of one chunk's weight gradient (default 1; BW = B + W)\n"
             "  --latency L         time of one transfer between workers (default 0)\n"
             "  --cost-collective C time of one REDUCE, TIED or NORM, for --program (default 0)\n"
-            "  --costs FILE        per-chunk costs: one line 'F B W' per chunk, in chunk order\n"
+            "                      (every time, here and in --costs, is in [0, 1e9])\n"
+            "  --costs FILE        per-chunk costs: one line 'F B W' per chunk, in chunk order;\n"
+            "                      not with --cost-f, --cost-b, --cost-w\n"
             "  --svg FILE          write a Gantt chart\n"
             "  --trace FILE        write Chrome/Perfetto trace-event JSON\n"
             "  --save FILE         write the schedule in the text format\n"
-            "  --json              print one JSON object instead of the picture\n"
+            "  --json              print one JSON object instead of the picture (also for a\n"
+            "                      --from file that does not parse: \"valid\":false)\n"
             "  --program           print the program lowered from the schedule instead: every\n"
             "                      worker's sends, receives, collectives and step, as text,\n"
-            "                      then its simulated timeline and makespan\n"
-            "  --tied A-B[,C-D]    chunks sharing a parameter, for --program (GPT: 0-LAST)\n"
+            "                      then its simulated timeline and makespan (not with --json)\n"
+            "  --tied A-B[,C-D]    chunks sharing a parameter, for --program (GPT: 0-LAST);\n"
+            "                      at most 16 pairs\n"
             "  --memory            also predict what each worker holds (bytes by kind) for a\n"
             "                      gpt of the shape below, as the pipeline allocates it:\n"
             "  --layers N --heads N --embd N --seq N --vocab N\n"
-            "                      the gpt (defaults 4, 4, 128, 128, 256)\n"
-            "  --batch N           samples per micro-batch (default 1)\n"
+            "                      the gpt (defaults 4, 4, 128, 128, 256; ranges [1, 1024],\n"
+            "                      [1, 1024], [1, 65536], [1, 1048576], [1, 16777216])\n"
+            "  --batch N           samples per micro-batch (default 1; range [1, 1048576])\n"
             "  --balance LIST      blocks per chunk (default: as even as the blocks allow)\n"
             "  --checkpoint-activations   keep only each chunk's input (recompute)\n"
             "  --optimizer adamw|sgd|none moments per parameter: 2, 1, 0 (default adamw)\n");
@@ -77,52 +84,12 @@ static void usage(FILE *f)
 
 static int bad_value(const char *flag, const char *value, const char *want)
 {
-    fprintf(stderr, "pipetrain schedule: %s '%s': expected %s\n", flag, value, want);
-    return 2;
+    return num_refuse("schedule", flag, value, want);
 }
 
-static int parse_int(const char *flag, const char *value, int *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(value, &end, 10);
-    if (!*value || *end || errno || v < -1000000000L || v > 1000000000L)
-        return bad_value(flag, value, "an integer");
-    *out = (int)v;
-    return 0;
-}
-
-static int parse_cost(const char *flag, const char *value, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(value, &end);
-    if (!*value || *end || errno || !isfinite(v) || v < 0)
-        return bad_value(flag, value, "a number >= 0");
-    *out = v;
-    return 0;
-}
-
-/* A-B[,C-D...]: pairs of chunks that share a parameter */
-static int parse_tied(const char *flag, const char *value, options *o)
-{
-    const char *p = value;
-    o->n_tied = 0;
-    while (*p) {
-        char *end;
-        long a = strtol(p, &end, 10), b = -1;
-        if (end != p && *end == '-' && end[1] >= '0' && end[1] <= '9')
-            b = strtol(end + 1, &end, 10);
-        if (b < 0 || a < 0 || a > 1000000 || b > 1000000 || (*end && *end != ',') ||
-            o->n_tied == (int)(sizeof o->tied / sizeof o->tied[0]) / 2)
-            return bad_value(flag, value, "pairs of chunks A-B, comma-separated (at most 16)");
-        o->tied[2 * o->n_tied] = (int)a;
-        o->tied[2 * o->n_tied + 1] = (int)b;
-        o->n_tied++;
-        p = *end ? end + 1 : end;
-    }
-    return 0;
-}
+/* Times are bounded so that a picture's columns and a simulation's sums
+ * stay far inside what a long and a double hold exactly. */
+#define COST_RANGE NUM_RANGE(0, 1e9)
 
 /* The flags of --memory's model; true when flag is one of them (*rc then
  * says whether its value was good). */
@@ -131,21 +98,19 @@ static bool parse_model_flag(const char *flag, const char *value, options *o, in
     const struct {
         const char *name;
         int *field;
-    } ints[] = {{"--layers", &o->model.n_layer}, {"--heads", &o->model.n_head},
-                {"--embd", &o->model.n_embd},    {"--seq", &o->model.seq_len},
-                {"--vocab", &o->model.vocab},    {"--batch", &o->batch}};
+        num_range range;
+    } ints[] = {
+        {"--layers", &o->model.n_layer, LIMIT_LAYERS}, {"--heads", &o->model.n_head, LIMIT_HEADS},
+        {"--embd", &o->model.n_embd, LIMIT_EMBD},      {"--seq", &o->model.seq_len, LIMIT_SEQ},
+        {"--vocab", &o->model.vocab, LIMIT_VOCAB},     {"--batch", &o->batch, LIMIT_BATCH}};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (!strcmp(flag, ints[i].name)) {
-            *rc = parse_int(flag, value, ints[i].field);
-            if (!*rc && *ints[i].field < 1)
-                *rc = bad_value(flag, value, "a number >= 1");
+            *rc = num_int("schedule", flag, value, ints[i].range, ints[i].field);
             return true;
         }
     if (!strcmp(flag, "--balance")) {
-        *rc = pt_partition_parse_balance(value, o->balance, PT_PARTITION_MAX_CHUNKS,
-                                         &o->n_balance) == PT_OK
-                  ? 0
-                  : bad_value(flag, value, "a comma-separated list of block counts");
+        *rc = num_int_list("schedule", flag, value, NUM_RANGE(1, 1 << 24), o->balance,
+                           PT_PARTITION_MAX_CHUNKS, &o->n_balance);
         return true;
     }
     if (!strcmp(flag, "--optimizer")) {
@@ -196,23 +161,28 @@ static int parse_args(int argc, char **argv, options *o)
         if (!strcmp(flag, "--schedule"))
             o->cfg.name = value, o->generated_flags = true;
         else if (!strcmp(flag, "--stages"))
-            rc = parse_int(flag, value, &o->cfg.stages), o->generated_flags = true;
+            rc = num_int("schedule", flag, value, LIMIT_STAGES, &o->cfg.stages),
+            o->generated_flags = true;
         else if (!strcmp(flag, "--microbatches"))
-            rc = parse_int(flag, value, &o->cfg.microbatches), o->generated_flags = true;
+            rc = num_int("schedule", flag, value, LIMIT_MICROBATCHES, &o->cfg.microbatches),
+            o->generated_flags = true;
         else if (!strcmp(flag, "--virtual"))
-            rc = parse_int(flag, value, &o->cfg.virtual_stages), o->virtual_given = true;
+            rc = num_int("schedule", flag, value, LIMIT_VIRTUAL, &o->cfg.virtual_stages),
+            o->virtual_given = true;
         else if (!strcmp(flag, "--replicas"))
-            rc = parse_int(flag, value, &o->cfg.replicas), o->replicas_given = true;
+            rc = num_int("schedule", flag, value, LIMIT_REPLICAS, &o->cfg.replicas),
+            o->replicas_given = true;
         else if (!strcmp(flag, "--cost-f"))
-            rc = parse_cost(flag, value, &o->costs.f);
+            rc = num_double("schedule", flag, value, COST_RANGE, &o->costs.f), o->cost_given = true;
         else if (!strcmp(flag, "--cost-b"))
-            rc = parse_cost(flag, value, &o->costs.b);
+            rc = num_double("schedule", flag, value, COST_RANGE, &o->costs.b), o->cost_given = true;
         else if (!strcmp(flag, "--cost-w"))
-            rc = parse_cost(flag, value, &o->costs.w);
+            rc = num_double("schedule", flag, value, COST_RANGE, &o->costs.w), o->cost_given = true;
         else if (!strcmp(flag, "--latency"))
-            rc = parse_cost(flag, value, &o->costs.latency);
+            rc = num_double("schedule", flag, value, COST_RANGE, &o->costs.latency);
         else if (!strcmp(flag, "--cost-collective"))
-            rc = parse_cost(flag, value, &o->costs.collective);
+            rc = num_double("schedule", flag, value, COST_RANGE, &o->costs.collective),
+            o->collective_given = true;
         else if (!strcmp(flag, "--costs"))
             o->costs_file = value;
         else if (!strcmp(flag, "--from"))
@@ -224,7 +194,8 @@ static int parse_args(int argc, char **argv, options *o)
         else if (!strcmp(flag, "--save"))
             o->save = value;
         else if (!strcmp(flag, "--tied"))
-            rc = parse_tied(flag, value, o);
+            rc = num_int_pairs("schedule", flag, value, NUM_RANGE(0, 1 << 20), o->tied, 16,
+                               &o->n_tied);
         else if (parse_model_flag(flag, value, o, &rc))
             o->model_given = true;
         else {
@@ -250,16 +221,23 @@ static int parse_args(int argc, char **argv, options *o)
                         "--schedule, --stages, --microbatches, --virtual and --replicas\n");
         return 2;
     }
-    if (o->virtual_given && o->cfg.virtual_stages < 1) {
-        fprintf(stderr, "pipetrain schedule: --virtual takes a number >= 1 (got %d)\n",
-                o->cfg.virtual_stages);
+    if (o->costs_file && o->cost_given) {
+        fprintf(stderr, "pipetrain schedule: --cost-f, --cost-b and --cost-w do nothing with "
+                        "--costs (the file gives every chunk's)\n");
         return 2;
     }
-    if (o->replicas_given && o->cfg.replicas < 1) {
-        fprintf(stderr, "pipetrain schedule: --replicas takes a number >= 1 (got %d)\n",
-                o->cfg.replicas);
+    if (!o->program && (o->n_tied || o->collective_given)) {
+        fprintf(stderr, "pipetrain schedule: --%s does nothing without --program\n",
+                o->n_tied ? "tied" : "cost-collective");
         return 2;
     }
+    if (o->program && o->json) {
+        fprintf(stderr, "pipetrain schedule: --program prints the program as text; it does not "
+                        "go with --json\n");
+        return 2;
+    }
+    if (o->memory)
+        return model_limits_shape("schedule", &o->model, o->batch);
     return 0;
 }
 
@@ -287,9 +265,11 @@ static int load_chunk_costs(const char *path, int n_chunks, double **f, double *
         int got = sscanf(line, " %lf %lf %lf %c", &x, &y, &z, &extra);
         if (got <= 0)
             continue;
-        if (got != 3 || !isfinite(x) || !isfinite(y) || !isfinite(z) || x < 0 || y < 0 || z < 0) {
-            fprintf(stderr, "pipetrain schedule: %s:%d: expected three costs >= 0: F B W\n", path,
-                    lineno);
+        num_range r = COST_RANGE;
+        if (got != 3 || !(x >= r.lo && x <= r.hi) || !(y >= r.lo && y <= r.hi) ||
+            !(z >= r.lo && z <= r.hi)) {
+            fprintf(stderr, "pipetrain schedule: %s:%d: expected three costs in [0, %g]: F B W\n",
+                    path, lineno, r.hi);
             rc = 1;
         } else if (n >= n_chunks) {
             fprintf(stderr,
@@ -341,6 +321,27 @@ static int draw_to(const char *path, const char *what, const pt_schedule *s,
     return rc;
 }
 
+static void print_json_string(const char *text)
+{
+    putchar('"');
+    for (const char *p = text; *p; p++)
+        if (*p == '"' || *p == '\\')
+            printf("\\%c", *p);
+        else if ((unsigned char)*p >= 0x20)
+            putchar(*p);
+    putchar('"');
+}
+
+/* A file that does not parse: scripts reading --json still get an object. */
+static void print_json_unparsed(const char *from, const char *error)
+{
+    printf("{\"from\":");
+    print_json_string(from);
+    printf(",\"valid\":false,\"error\":");
+    print_json_string(error);
+    printf("}\n");
+}
+
 static void print_json(const pt_schedule *s, const pt_schedule_sim *sim, const char *error)
 {
     printf("{\"schedule\":\"%s\",\"stages\":%d,\"microbatches\":%d,\"virtual\":%d,"
@@ -361,19 +362,39 @@ static void print_json(const pt_schedule *s, const pt_schedule_sim *sim, const c
         printf("],\"valid\":true}\n");
         return;
     }
-    printf(",\"valid\":false,\"error\":\"");
-    for (const char *p = error ? error : ""; *p; p++)
-        if (*p == '"' || *p == '\\')
-            printf("\\%c", *p);
-        else if ((unsigned char)*p >= 0x20)
-            putchar(*p);
-    printf("\"}\n");
+    printf(",\"valid\":false,\"error\":");
+    print_json_string(error ? error : "");
+    printf("}\n");
+}
+
+/* The ASCII drawers give a column the shortest action's time and count the
+ * columns in a long: a timeline far too long to draw is refused here, before
+ * that count could overflow (costs of 1e-300 and 1 would). */
+static int too_long_to_draw(const pt_schedule_sim *sim)
+{
+    double unit = 0;
+    for (int w = 0; w < sim->workers; w++)
+        for (int i = 0; i < sim->n_actions[w]; i++) {
+            double d = sim->end[w][i] - sim->start[w][i];
+            if (d > 0 && (unit == 0 || d < unit))
+                unit = d;
+        }
+    if (unit > 0 && !(sim->makespan / unit < 1e9)) {
+        fprintf(stderr,
+                "pipetrain schedule: the timeline would have %g columns of its shortest "
+                "action's time; too long to draw (--json, --svg and --trace take any costs)\n",
+                sim->makespan / unit);
+        return 1;
+    }
+    return 0;
 }
 
 static int print_picture(const pt_schedule *s, const pt_schedule_sim *sim,
                          const pt_schedule_costs *c)
 {
     char *ascii;
+    if (too_long_to_draw(sim))
+        return 1;
     if (pt_schedule_draw_ascii(s, sim, &ascii) != PT_OK) {
         fprintf(stderr, "pipetrain schedule: %s\n", pt_last_error());
         return 1;
@@ -470,13 +491,17 @@ static int print_program(const pt_schedule *s, const options *o)
         rc = pt_program_format(p, &text);
     if (rc == PT_OK)
         rc = pt_program_simulate(p, &o->costs, &sim);
-    if (rc == PT_OK)
-        rc = pt_program_draw_ascii(p, sim, &picture);
-    if (rc == PT_OK)
-        printf("%s\n%smakespan %g with collectives of %g, bubble fraction %.4f\n", text, picture,
-               sim->makespan, o->costs.collective, sim->bubble_fraction);
-    else
-        fprintf(stderr, "pipetrain schedule: --program: %s\n", pt_last_error());
+    if (rc == PT_OK && too_long_to_draw(sim)) {
+        rc = PT_EIO; /* said; exit status 1 as for the schedule's picture */
+    } else {
+        if (rc == PT_OK)
+            rc = pt_program_draw_ascii(p, sim, &picture);
+        if (rc == PT_OK)
+            printf("%s\n%smakespan %g with collectives of %g, bubble fraction %.4f\n", text,
+                   picture, sim->makespan, o->costs.collective, sim->bubble_fraction);
+        else
+            fprintf(stderr, "pipetrain schedule: --program: %s\n", pt_last_error());
+    }
     free(text);
     free(picture);
     pt_schedule_sim_destroy(sim);
@@ -498,6 +523,8 @@ int cmd_schedule(int argc, char **argv)
     pt_schedule *s = NULL;
     if (o.from) {
         if (pt_schedule_load(o.from, &s) != PT_OK) {
+            if (o.json)
+                print_json_unparsed(o.from, pt_last_error());
             fprintf(stderr, "pipetrain schedule: %s\n", pt_last_error());
             return 1;
         }

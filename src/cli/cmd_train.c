@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/model_limits.h"
 #include "comm/transport.h"
 #include "pipetrain.h"
 
@@ -46,6 +47,95 @@ static void on_report(const pt_train_report *r, void *user)
     fflush(stdout);
 }
 
+/* Flags that would do nothing in the mode the others chose are refused:
+ * a run that silently ignores one is not the run its user asked for. */
+static int check_modes(const flag *flags, int n, const char *model, const char *optimizer,
+                       const char *data_format, const flag_list *data)
+{
+    static const char *const gpt_only[] = {"layers", "heads",        "embd", "seq",
+                                           "vocab",  "eval-batches", NULL};
+    static const char *const mlp_only[] = {"widths", NULL};
+    static const char *const adamw_only[] = {"beta1", "beta2", NULL};
+    static const char *const sgd_only[] = {"momentum", NULL};
+    static const char *const resume_only[] = {"fresh-optimizer", NULL};
+    static const char *const save_only[] = {"save-every", NULL};
+    static const char *const not_with_file[] = {"schedule", "virtual", NULL};
+    static const char *const not_with_balance[] = {"max-stage-memory", NULL};
+    static const char *const tokens_only[] = {"val-data", NULL};
+    int gpt = !strcmp(model, "gpt");
+    if (!gpt && strcmp(model, "mlp")) {
+        fprintf(stderr, "pipetrain train: --model '%s': expected gpt or mlp\n", model);
+        return 2;
+    }
+    if (strcmp(optimizer, "adamw") && strcmp(optimizer, "sgd")) {
+        fprintf(stderr, "pipetrain train: --optimizer '%s': expected adamw or sgd\n", optimizer);
+        return 2;
+    }
+    if (strcmp(data_format, "auto") && strcmp(data_format, "text") &&
+        strcmp(data_format, "tokens") && strcmp(data_format, "digits")) {
+        fprintf(stderr,
+                "pipetrain train: --data-format '%s': expected auto, text, tokens or digits\n",
+                data_format);
+        return 2;
+    }
+    if (data->n == 0) {
+        fprintf(stderr, "pipetrain train: --data is required (see pipetrain train --help)\n");
+        return 2;
+    }
+    /* as pt_train reads them: auto takes one *.bin file of a gpt as tokens */
+    size_t len = strlen(data->items[0]);
+    int tokens =
+        !strcmp(data_format, "tokens") || (!strcmp(data_format, "auto") && gpt && data->n == 1 &&
+                                           len > 4 && !strcmp(data->items[0] + len - 4, ".bin"));
+    if (gpt ? flags_refuse_given("train", flags, n, mlp_only,
+                                 "for a gpt: it sets an mlp's widths (add --model mlp)")
+            : flags_refuse_given("train", flags, n, gpt_only,
+                                 "for an mlp: it shapes or validates a gpt (the mlp's shape "
+                                 "is --widths; its validation is the whole test set)"))
+        return 2;
+    if (!strcmp(optimizer, "adamw") ? flags_refuse_given("train", flags, n, sgd_only,
+                                                         "with --optimizer adamw (it is SGD's)")
+                                    : flags_refuse_given("train", flags, n, adamw_only,
+                                                         "with --optimizer sgd (it is AdamW's)"))
+        return 2;
+    if (!flags_given(flags, n, "resume") &&
+        flags_refuse_given("train", flags, n, resume_only, "without --resume"))
+        return 2;
+    if (!flags_given(flags, n, "save") &&
+        flags_refuse_given("train", flags, n, save_only, "without --save"))
+        return 2;
+    if (flags_given(flags, n, "schedule-file") &&
+        flags_refuse_given("train", flags, n, not_with_file,
+                           "with --schedule-file (the file sets the schedule and its chunks)"))
+        return 2;
+    if (flags_given(flags, n, "balance") &&
+        flags_refuse_given("train", flags, n, not_with_balance,
+                           "with --balance (it bounds the automatic partition)"))
+        return 2;
+    if (!tokens && flags_refuse_given("train", flags, n, tokens_only,
+                                      "unless --data is token data (*.bin or --data-format "
+                                      "tokens): text and digits hold out their own validation "
+                                      "split"))
+        return 2;
+    return 0;
+}
+
+/* --min-lr, once --lr and --decay-steps are known. */
+static int check_optim(const flag *flags, int n, float min_lr, float lr, long decay_steps)
+{
+    static const char *const decay_only[] = {"min-lr", NULL};
+    const char *text = flags_given(flags, n, "min-lr");
+    if (text && min_lr > lr) {
+        char want[96];
+        snprintf(want, sizeof want, "a finite number in [0, %g] (at most --lr)", lr);
+        return num_refuse("train", "min-lr", text, want);
+    }
+    if (decay_steps == 0)
+        return flags_refuse_given("train", flags, n, decay_only,
+                                  "with --decay-steps 0 (the rate stays at --lr)");
+    return 0;
+}
+
 static const char summary[] =
     "Trains a gpt on text (or token files) or an mlp on the digits data set.\n"
     "To resume, repeat the command that saved the checkpoint and add --resume PATH:\n"
@@ -66,141 +156,160 @@ int cmd_train(int argc, char **argv)
     long max_stage_memory = 0;
     int balance_list[1024];
     flag flags[] = {
-        {"model", FLAG_STRING, &model, "gpt|mlp", "model family (default gpt)"},
-        {"layers", FLAG_INT, &cfg.model.n_layer, "N", "gpt transformer blocks (default 4)"},
-        {"heads", FLAG_INT, &cfg.model.n_head, "N", "gpt attention heads (default 4)"},
-        {"embd", FLAG_INT, &cfg.model.n_embd, "N", "gpt channels (default 128)"},
-        {"seq", FLAG_INT, &cfg.model.seq_len, "N", "gpt tokens per sample (default 128)"},
-        {"vocab", FLAG_INT, &cfg.model.vocab, "N", "gpt vocabulary; text is bytes (default 256)"},
-        {"widths", FLAG_STRING, &widths, "W0,W1,..", "mlp layer widths (default 64,256,10)"},
-        {"batch", FLAG_INT, &cfg.batch, "B", "samples per optimizer step (default 16)"},
-        {"microbatches", FLAG_INT, &cfg.microbatches, "M",
-         "cut each batch into M micro-batches of B/M; M must divide B (default 1)"},
-        {"steps", FLAG_LONG, &cfg.steps, "N", "total optimizer steps (default 200)"},
-        {"optimizer", FLAG_STRING, &optimizer, "adamw|sgd", "optimizer (default adamw)"},
-        {"lr", FLAG_FLOAT, &cfg.optim.lr, "X", "peak learning rate (default 3e-4)"},
-        {"min-lr", FLAG_FLOAT, &min_lr, "X",
-         "learning rate at the end of the decay (default lr/10)"},
-        {"warmup", FLAG_LONG, &cfg.optim.warmup_steps, "N", "linear warm-up steps (default 0)"},
-        {"decay-steps", FLAG_LONG, &decay_steps, "N",
-         "cosine decay reaches min-lr at this step (default: --steps)"},
-        {"weight-decay", FLAG_FLOAT, &weight_decay, "X",
-         "decoupled weight decay on matrices (default 0.1 adamw, 0 sgd)"},
-        {"beta1", FLAG_FLOAT, &cfg.optim.beta1, "X", "AdamW first moment (default 0.9)"},
-        {"beta2", FLAG_FLOAT, &cfg.optim.beta2, "X", "AdamW second moment (default 0.95)"},
-        {"momentum", FLAG_FLOAT, &cfg.optim.momentum, "X", "SGD momentum (default 0.9)"},
-        {"grad-clip", FLAG_FLOAT, &cfg.optim.grad_clip, "X",
-         "clip the global gradient norm to X; 0 disables (default 1.0)"},
-        {"seed", FLAG_U64, &cfg.seed, "N", "initialisation and data order (default 1)"},
-        {"data", FLAG_LIST, &data, "PATH",
-         "text file or directory, token file (*.bin), or digits.csv.gz; repeatable"},
-        {"data-format", FLAG_STRING, &data_format, "auto|text|tokens|digits",
-         "how to read --data (default auto: mlp digits, *.bin tokens, else text)"},
-        {"val-data", FLAG_STRING, &cfg.val_data, "FILE",
-         "validation token file (default: the last 10% of the data)"},
-        {"eval-every", FLAG_INT, &cfg.eval_every, "K",
-         "validation every K steps and at the end; 0: at the end (default 0)"},
-        {"eval-batches", FLAG_INT, &cfg.eval_batches, "N", "batches per validation (default 8)"},
-        {"save", FLAG_STRING, &cfg.save, "PATH",
-         "write a checkpoint at the end: a folder in Hugging Face's sharded layout, each "
-         "stage writing its own shard (one model.safetensors for one stage), or one file "
-         "when PATH ends in .safetensors"},
-        {"save-every", FLAG_LONG, &cfg.save_every, "N", "also every N steps (default 0: off)"},
-        {"resume", FLAG_STRING, &cfg.resume, "PATH",
-         "continue the run saved in PATH (a file or a folder, saved under any stages, "
-         "replicas, partition or schedule)"},
-        {"max-skipped-steps", FLAG_INT, &cfg.max_skipped_steps, "K",
-         "a step whose gradient is not finite is skipped and reported; K in a row end the "
-         "run with an error (default 3)"},
-        {"fresh-optimizer", FLAG_BOOL, &cfg.resume_fresh_optimizer, NULL,
-         "with --resume: accept a checkpoint of weights alone and start the optimizer's "
-         "moments from zero"},
-        {"metrics", FLAG_STRING, &cfg.metrics, "FILE", "JSONL log, one line per step"},
-        {"stages", FLAG_INT, &cfg.pipeline.stages, "P",
-         "pipeline stages: threads, or MPI ranks under mpirun (default 1)"},
-        {"replicas", FLAG_INT, &cfg.pipeline.replicas, "D",
-         "data-parallel copies of every stage, under mpirun -np P*D; with pipedream, "
-         "PipeDream's round-robin 1F1B-RR (default 1)"},
-        {"schedule", FLAG_STRING, &cfg.pipeline.schedule, "NAME",
-         "gpipe, 1f1b, interleaved, loopedbfs, zbh1, zbv or pipedream (default 1f1b)"},
-        {"schedule-file", FLAG_STRING, &cfg.pipeline.schedule_file, "FILE",
-         "a schedule in the text format (docs/schedules.md); overrides --schedule"},
-        {"virtual", FLAG_INT, &cfg.pipeline.virtual_stages, "V",
-         "chunks per worker for interleaved and loopedbfs (default: the schedule's own)"},
-        {"balance", FLAG_STRING, &balance, "N1,N2,..",
-         "blocks per chunk, summing to the model's block count (default: profile and "
-         "choose)"},
-        {"max-stage-memory", FLAG_LONG, &max_stage_memory, "BYTES",
-         "memory cap per chunk for the automatic partition (default 0: none)"},
-        {"checkpoint-activations", FLAG_BOOL, &cfg.pipeline.checkpoint_activations, NULL,
-         "keep only each chunk's input per micro-batch; recompute before backward"},
-        {"threads", FLAG_INT, &threads, "N",
-         "BLAS threads per worker (default: cores / stages, at least 1)"},
-        {"trace", FLAG_STRING, &cfg.trace, "FILE",
-         "Chrome/Perfetto trace of the last step, one track per worker (under "
-         "mpirun: FILE.rank<N> per rank)"},
+        FLAG("model", FLAG_STRING, &model, "gpt|mlp", "model family (default gpt)"),
+        FLAG_RANGED("layers", FLAG_INT, &cfg.model.n_layer, "N",
+                    "gpt transformer blocks (default 4)", LIMIT_LAYERS),
+        FLAG_RANGED("heads", FLAG_INT, &cfg.model.n_head, "N", "gpt attention heads (default 4)",
+                    LIMIT_HEADS),
+        FLAG_RANGED("embd", FLAG_INT, &cfg.model.n_embd, "N", "gpt channels (default 128)",
+                    LIMIT_EMBD),
+        FLAG_RANGED("seq", FLAG_INT, &cfg.model.seq_len, "N", "gpt tokens per sample (default 128)",
+                    LIMIT_SEQ),
+        FLAG_RANGED("vocab", FLAG_INT, &cfg.model.vocab, "N",
+                    "gpt vocabulary; text is bytes (default 256)", LIMIT_VOCAB),
+        FLAG("widths", FLAG_STRING, &widths, "W0,W1,..",
+             "mlp layer widths, 2 to 16, each in [1, 16777216] (default 64,256,10)"),
+        FLAG_RANGED("batch", FLAG_INT, &cfg.batch, "B", "samples per optimizer step (default 16)",
+                    LIMIT_BATCH),
+        FLAG_RANGED("microbatches", FLAG_INT, &cfg.microbatches, "M",
+                    "cut each batch into M micro-batches of B/M; M must divide B (default 1)",
+                    LIMIT_MICROBATCHES),
+        FLAG_RANGED("steps", FLAG_LONG, &cfg.steps, "N", "total optimizer steps (default 200)",
+                    LIMIT_STEPS),
+        FLAG("optimizer", FLAG_STRING, &optimizer, "adamw|sgd", "optimizer (default adamw)"),
+        FLAG_RANGED("lr", FLAG_FLOAT, &cfg.optim.lr, "X", "peak learning rate (default 3e-4)",
+                    NUM_ABOVE(0, 10)),
+        FLAG_RANGED("min-lr", FLAG_FLOAT, &min_lr, "X",
+                    "learning rate at the end of the decay, at most --lr (default lr/10)",
+                    NUM_RANGE(0, 10)),
+        FLAG_RANGED("warmup", FLAG_LONG, &cfg.optim.warmup_steps, "N",
+                    "linear warm-up steps (default 0)", LIMIT_COUNT0),
+        FLAG_RANGED("decay-steps", FLAG_LONG, &decay_steps, "N",
+                    "cosine decay reaches min-lr at this step; 0: constant lr (default: --steps)",
+                    LIMIT_COUNT0),
+        FLAG_RANGED("weight-decay", FLAG_FLOAT, &weight_decay, "X",
+                    "decoupled weight decay on matrices (default 0.1 adamw, 0 sgd)",
+                    NUM_RANGE(0, 10)),
+        FLAG_RANGED("beta1", FLAG_FLOAT, &cfg.optim.beta1, "X", "AdamW first moment (default 0.9)",
+                    NUM_BELOW(0, 1)),
+        FLAG_RANGED("beta2", FLAG_FLOAT, &cfg.optim.beta2, "X",
+                    "AdamW second moment (default 0.95)", NUM_BELOW(0, 1)),
+        FLAG_RANGED("momentum", FLAG_FLOAT, &cfg.optim.momentum, "X", "SGD momentum (default 0.9)",
+                    NUM_BELOW(0, 1)),
+        FLAG_RANGED("grad-clip", FLAG_FLOAT, &cfg.optim.grad_clip, "X",
+                    "clip the global gradient norm to X; 0 disables (default 1.0)",
+                    NUM_RANGE(0, 1e6)),
+        FLAG("seed", FLAG_U64, &cfg.seed, "N", "initialisation and data order (default 1)"),
+        FLAG("data", FLAG_LIST, &data, "PATH",
+             "text file or directory, token file (*.bin), or digits.csv.gz; repeatable"),
+        FLAG("data-format", FLAG_STRING, &data_format, "auto|text|tokens|digits",
+             "how to read --data (default auto: mlp digits, *.bin tokens, else text)"),
+        FLAG("val-data", FLAG_STRING, &cfg.val_data, "FILE",
+             "validation token file (default: the last 10% of the data)"),
+        FLAG_RANGED("eval-every", FLAG_INT, &cfg.eval_every, "K",
+                    "validation every K steps and at the end; 0: at the end (default 0)",
+                    LIMIT_COUNT0),
+        FLAG_RANGED("eval-batches", FLAG_INT, &cfg.eval_batches, "N",
+                    "gpt batches per validation (default 8)", LIMIT_BATCH),
+        FLAG("save", FLAG_STRING, &cfg.save, "PATH",
+             "write a checkpoint at the end: a folder in Hugging Face's sharded layout, each "
+             "stage writing its own shard (one model.safetensors for one stage), or one file "
+             "when PATH ends in .safetensors"),
+        FLAG_RANGED("save-every", FLAG_LONG, &cfg.save_every, "N",
+                    "with --save: also every N steps (default 0: off)", LIMIT_COUNT0),
+        FLAG("resume", FLAG_STRING, &cfg.resume, "PATH",
+             "continue the run saved in PATH (a file or a folder, saved under any stages, "
+             "replicas, partition or schedule)"),
+        FLAG_RANGED("max-skipped-steps", FLAG_INT, &cfg.max_skipped_steps, "K",
+                    "a step whose gradient is not finite is skipped and reported; K in a row "
+                    "end the run with an error (default 3)",
+                    NUM_RANGE(1, 1000000)),
+        FLAG("fresh-optimizer", FLAG_BOOL, &cfg.resume_fresh_optimizer, NULL,
+             "with --resume: accept a checkpoint of weights alone and start the optimizer's "
+             "moments from zero"),
+        FLAG("metrics", FLAG_STRING, &cfg.metrics, "FILE", "JSONL log, one line per step"),
+        FLAG_RANGED("stages", FLAG_INT, &cfg.pipeline.stages, "P",
+                    "pipeline stages: threads, or MPI ranks under mpirun (default 1)",
+                    LIMIT_STAGES),
+        FLAG_RANGED("replicas", FLAG_INT, &cfg.pipeline.replicas, "D",
+                    "data-parallel copies of every stage, under mpirun -np P*D; with pipedream, "
+                    "PipeDream's round-robin 1F1B-RR (default 1)",
+                    LIMIT_REPLICAS),
+        FLAG("schedule", FLAG_STRING, &cfg.pipeline.schedule, "NAME",
+             "gpipe, 1f1b, interleaved, loopedbfs, zbh1, zbv or pipedream (default 1f1b)"),
+        FLAG("schedule-file", FLAG_STRING, &cfg.pipeline.schedule_file, "FILE",
+             "a schedule in the text format (docs/schedules.md); overrides --schedule"),
+        FLAG_RANGED("virtual", FLAG_INT, &cfg.pipeline.virtual_stages, "V",
+                    "chunks per worker for interleaved and loopedbfs (default: the schedule's own)",
+                    LIMIT_VIRTUAL),
+        FLAG("balance", FLAG_STRING, &balance, "N1,N2,..",
+             "blocks per chunk, each in [1, 16777216], summing to the model's block count "
+             "(default: profile and choose)"),
+        FLAG_RANGED("max-stage-memory", FLAG_LONG, &max_stage_memory, "BYTES",
+                    "memory cap per chunk for the automatic partition (default 0: none)",
+                    NUM_RANGE(0, 1e15)),
+        FLAG("checkpoint-activations", FLAG_BOOL, &cfg.pipeline.checkpoint_activations, NULL,
+             "keep only each chunk's input per micro-batch; recompute before backward"),
+        FLAG_RANGED("threads", FLAG_INT, &threads, "N",
+                    "BLAS threads per worker; 0: cores / stages, at least 1 (default 0)",
+                    NUM_RANGE(0, 1024)),
+        FLAG("trace", FLAG_STRING, &cfg.trace, "FILE",
+             "Chrome/Perfetto trace of the last step, one track per worker (under "
+             "mpirun: FILE.rank<N> per rank)"),
     };
     int n = (int)(sizeof flags / sizeof flags[0]);
     int rc = flags_parse("train", summary, flags, n, argc, argv);
     if (rc)
         return rc == 1 ? 0 : 2;
+    if (check_modes(flags, n, model, optimizer, data_format, &data) ||
+        check_optim(flags, n, min_lr, cfg.optim.lr, decay_steps))
+        return 2;
 
     uint64_t seed = cfg.seed;
     if (!strcmp(model, "mlp")) {
-        int w[PT_MLP_MAX_WIDTHS];
-        int nw = flags_int_list("train", "widths", widths, w, PT_MLP_MAX_WIDTHS);
-        if (nw < 0)
+        int w[PT_MLP_MAX_WIDTHS], nw;
+        if (num_int_list("train", "widths", widths, LIMIT_WIDTH, w, PT_MLP_MAX_WIDTHS, &nw))
             return 2;
         cfg.model = pt_model_config_mlp(nw, w);
-    } else if (strcmp(model, "gpt")) {
-        fprintf(stderr, "pipetrain train: --model '%s': expected gpt or mlp\n", model);
-        return 2;
     }
     cfg.model.seed = seed;
     const char *kinds[] = {"auto", "text", "tokens", "digits"};
     int k = 0;
     while (k < 4 && strcmp(data_format, kinds[k]))
         k++;
-    if (k == 4) {
-        fprintf(stderr,
-                "pipetrain train: --data-format '%s': expected auto, text, tokens or "
-                "digits\n",
-                data_format);
-        return 2;
-    }
     cfg.data_kind = (pt_data_kind)k;
+    int moments = 2;
     if (!strcmp(optimizer, "sgd")) {
         pt_optim_config o = pt_optim_config_default(PT_OPTIM_SGD);
         o.lr = cfg.optim.lr, o.warmup_steps = cfg.optim.warmup_steps;
         o.momentum = cfg.optim.momentum, o.grad_clip = cfg.optim.grad_clip;
         cfg.optim = o;
-    } else if (strcmp(optimizer, "adamw")) {
-        fprintf(stderr, "pipetrain train: --optimizer '%s': expected adamw or sgd\n", optimizer);
-        return 2;
+        moments = 1;
     }
     cfg.optim.min_lr = min_lr >= 0 ? min_lr : cfg.optim.lr / 10;
     cfg.optim.decay_steps = decay_steps >= 0 ? decay_steps : cfg.steps;
     if (weight_decay >= 0)
         cfg.optim.weight_decay = weight_decay;
-    if (data.n == 0) {
-        fprintf(stderr, "pipetrain train: --data is required (see pipetrain train --help)\n");
-        return 2;
-    }
     cfg.data = data.items;
     cfg.n_data = data.n;
-    if (threads < 0 || max_stage_memory < 0) {
-        fprintf(stderr, "pipetrain train: --threads and --max-stage-memory must be >= 0\n");
-        return 2;
-    }
     cfg.pipeline.blas_threads = threads;
     cfg.pipeline.max_stage_memory = (size_t)max_stage_memory;
     if (balance) {
-        int nb = flags_int_list("train", "balance", balance, balance_list, 1024);
-        if (nb < 0)
+        int nb;
+        if (num_int_list("train", "balance", balance, NUM_RANGE(1, 1 << 24), balance_list, 1024,
+                         &nb))
             return 2;
         cfg.pipeline.balance = balance_list;
         cfg.pipeline.n_balance = nb;
     }
+    /* the sizes the flags ask for, before anything is allocated; a batch
+     * that the micro-batches do not divide is pt_train's to refuse */
+    if (model_limits_shape("train", &cfg.model, cfg.batch) ||
+        (cfg.batch % cfg.microbatches == 0 &&
+         model_limits_memory("train", &cfg.model, cfg.batch / cfg.microbatches,
+                             "--batch/--microbatches", moments,
+                             !pt_transport_launched_by_mpirun())))
+        return 2;
 
     /* mpirun hands ranks a pseudo-terminal even when its own output is a
      * file: print log lines there */

@@ -1,60 +1,37 @@
 /* flags.c: see flags.h. */
 #include "cli/flags.h"
 
-#include <errno.h>
-#include <inttypes.h>
-#include <stdlib.h>
 #include <string.h>
 
 void flags_help(FILE *f, const char *command, const char *summary, const flag *flags, int n)
 {
     fprintf(f, "usage: pipetrain %s [FLAGS]\n\n%s\n\nflags:\n", command, summary);
     for (int i = 0; i < n; i++) {
+        const flag *fl = &flags[i];
         char left[64];
-        snprintf(left, sizeof left, "--%s%s%s", flags[i].name, flags[i].meta ? " " : "",
-                 flags[i].meta ? flags[i].meta : "");
-        fprintf(f, "  %-28s %s\n", left, flags[i].help);
+        snprintf(left, sizeof left, "--%s%s%s", fl->name, fl->meta ? " " : "",
+                 fl->meta ? fl->meta : "");
+        int number = fl->kind == FLAG_INT || fl->kind == FLAG_LONG || fl->kind == FLAG_FLOAT;
+        size_t len = strlen(fl->help);
+        int paren = number && len && fl->help[len - 1] == ')';
+        fprintf(f, "  %-28s %.*s", left, (int)(paren ? len - 1 : len), fl->help);
+        if (number) {
+            fprintf(f, paren ? "; range " : " (range ");
+            num_range_print(f, fl->range, fl->kind != FLAG_FLOAT);
+            fprintf(f, ")");
+        }
+        fprintf(f, "\n");
     }
     fprintf(f, "  %-28s %s\n", "--help", "print this list and exit");
 }
 
 static int set_value(const char *command, const flag *fl, const char *text)
 {
-    char *end = NULL;
-    errno = 0;
     switch (fl->kind) {
-    case FLAG_INT: {
-        long x = strtol(text, &end, 10);
-        if (*text && !*end && !errno && x >= -2147483647L && x <= 2147483647L) {
-            *(int *)fl->value = (int)x;
-            return 0;
-        }
-        break;
-    }
-    case FLAG_LONG: {
-        long x = strtol(text, &end, 10);
-        if (*text && !*end && !errno) {
-            *(long *)fl->value = x;
-            return 0;
-        }
-        break;
-    }
-    case FLAG_U64: {
-        unsigned long long x = strtoull(text, &end, 10);
-        if (*text && *text != '-' && !*end && !errno) {
-            *(uint64_t *)fl->value = x;
-            return 0;
-        }
-        break;
-    }
-    case FLAG_FLOAT: {
-        float x = strtof(text, &end);
-        if (*text && !*end && !errno) {
-            *(float *)fl->value = x;
-            return 0;
-        }
-        break;
-    }
+    case FLAG_INT: return num_int(command, fl->name, text, fl->range, fl->value);
+    case FLAG_LONG: return num_long(command, fl->name, text, fl->range, fl->value);
+    case FLAG_U64: return num_u64(command, fl->name, text, fl->value);
+    case FLAG_FLOAT: return num_float(command, fl->name, text, fl->range, fl->value);
     case FLAG_STRING: *(const char **)fl->value = text; return 0;
     case FLAG_BOOL: *(int *)fl->value = 1; return 0;
     case FLAG_LIST: {
@@ -68,15 +45,10 @@ static int set_value(const char *command, const flag *fl, const char *text)
         return 2;
     }
     }
-    fprintf(stderr, "pipetrain %s: --%s: '%s' is not a%s\n", command, fl->name, text,
-            fl->kind == FLAG_FLOAT ? " number"
-            : fl->kind == FLAG_U64 ? " non-negative integer"
-                                   : "n integer");
     return 2;
 }
 
-int flags_parse(const char *command, const char *summary, const flag *flags, int n, int argc,
-                char **argv)
+int flags_parse(const char *command, const char *summary, flag *flags, int n, int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -91,7 +63,7 @@ int flags_parse(const char *command, const char *summary, const flag *flags, int
         }
         const char *name = arg + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        const flag *fl = NULL;
+        flag *fl = NULL;
         for (int k = 0; k < n; k++)
             if (strlen(flags[k].name) == len && !strncmp(flags[k].name, name, len))
                 fl = &flags[k];
@@ -117,29 +89,26 @@ int flags_parse(const char *command, const char *summary, const flag *flags, int
         }
         if (set_value(command, fl, value))
             return 2;
+        fl->text = value;
     }
     return 0;
 }
 
-int flags_int_list(const char *command, const char *flag_name, const char *text, int *out, int max)
+const char *flags_given(const flag *flags, int n, const char *name)
 {
-    int n = 0;
-    const char *p = text;
-    while (*p) {
-        char *end;
-        errno = 0;
-        long x = strtol(p, &end, 10);
-        if (end == p || errno || x < 1 || x > 1 << 24 || (*end && *end != ',') || n == max) {
-            fprintf(stderr,
-                    "pipetrain %s: --%s '%s' must be up to %d positive integers "
-                    "separated by commas\n",
-                    command, flag_name, text, max);
-            return -1;
+    for (int k = 0; k < n; k++)
+        if (!strcmp(flags[k].name, name))
+            return flags[k].text;
+    return NULL;
+}
+
+int flags_refuse_given(const char *command, const flag *flags, int n, const char *const *names,
+                       const char *why)
+{
+    for (; *names; names++)
+        if (flags_given(flags, n, *names)) {
+            fprintf(stderr, "pipetrain %s: --%s does nothing %s\n", command, *names, why);
+            return 2;
         }
-        out[n++] = (int)x;
-        p = *end ? end + 1 : end;
-    }
-    if (n == 0)
-        fprintf(stderr, "pipetrain %s: --%s is empty\n", command, flag_name);
-    return n ? n : -1;
+    return 0;
 }

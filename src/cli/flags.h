@@ -1,11 +1,15 @@
 /* flags.h: the subcommands' flag tables. A command lists its flags once,
- * with their kind, where the value goes, the default shown in --help and a
- * line of help; flags_parse() fills the values and refuses what it cannot
- * read, naming the flag. */
+ * with their kind, where the value goes, the default shown in --help, a
+ * line of help and, for a number, the values it allows; flags_parse() fills
+ * the values through numbers.c's strict readers, refuses what it cannot
+ * read, naming the flag, and marks which flags were given so the command
+ * can refuse those that would do nothing in the mode chosen. */
 #ifndef PT_CLI_FLAGS_H
 #define PT_CLI_FLAGS_H
 
 #include <stdio.h>
+
+#include "cli/numbers.h"
 
 typedef enum {
     FLAG_INT,
@@ -30,17 +34,35 @@ typedef struct {
     void *value;      /* int, long, float, const char *, int (bool), uint64_t, flag_list */
     const char *meta; /* value placeholder in --help ("N", "FILE") */
     const char *help; /* ends with its default, as "(default 16)" */
+    num_range range;  /* FLAG_INT, FLAG_LONG, FLAG_FLOAT: the values allowed */
+    const char *text; /* set by flags_parse: the last value given (bools: "1"), or NULL */
 } flag;
+
+/* Table rows: FLAG for a string, bool, list or seed, FLAG_RANGED for an int,
+ * long or float, with the values it allows. */
+#define FLAG(name, kind, value, meta, help)                  \
+    {                                                        \
+        name, kind, value, meta, help, NUM_RANGE(0, 0), NULL \
+    }
+#define FLAG_RANGED(name, kind, value, meta, help, range) \
+    {                                                     \
+        name, kind, value, meta, help, range, NULL        \
+    }
 
 /* Parses argv[1..argc) (argv[0] is the command's name). Values come as
  * "--name value" or "--name=value"; bools take no value. Returns 0 on
  * success, 1 when --help was printed, 2 after printing a message. */
-int flags_parse(const char *command, const char *summary, const flag *flags, int n, int argc,
+int flags_parse(const char *command, const char *summary, flag *flags, int n, int argc,
                 char **argv);
+/* The help of a number ends with its range: "(default 4; range [1, 1024])". */
 void flags_help(FILE *f, const char *command, const char *summary, const flag *flags, int n);
 
-/* "2,3,3" -> {2,3,3}; returns the count, or -1 after printing a message
- * naming the flag. */
-int flags_int_list(const char *command, const char *flag_name, const char *text, int *out, int max);
+/* The text given for flag `name`, or NULL when it was not given. */
+const char *flags_given(const flag *flags, int n, const char *name);
+
+/* Refuses, with status 2, each of the NULL-terminated names that was given:
+ * "pipetrain CMD: --NAME does nothing WHY". Returns 0 when none was. */
+int flags_refuse_given(const char *command, const flag *flags, int n, const char *const *names,
+                       const char *why);
 
 #endif

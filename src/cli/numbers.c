@@ -1,0 +1,216 @@
+/* numbers.c: see numbers.h. The syntax is checked by hand first (strtol and
+ * strtod alone would take leading spaces, 0x, nan and inf), then the C
+ * library converts the text and the range is checked on the converted
+ * value, float values after their rounding to float. */
+#include "cli/numbers.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *dashes(const char *flag) { return strncmp(flag, "--", 2) ? "--" : ""; }
+
+void num_range_print(FILE *f, num_range r, int integer)
+{
+    if (integer)
+        fprintf(f, "%c%.0f, %.0f%c", r.open & NUM_OPEN_LO ? '(' : '[', r.lo, r.hi,
+                r.open & NUM_OPEN_HI ? ')' : ']');
+    else
+        fprintf(f, "%c%g, %g%c", r.open & NUM_OPEN_LO ? '(' : '[', r.lo, r.hi,
+                r.open & NUM_OPEN_HI ? ')' : ']');
+}
+
+int num_refuse(const char *cmd, const char *flag, const char *text, const char *want)
+{
+    fprintf(stderr, "pipetrain %s: %s%s '%s': expected %s\n", cmd, dashes(flag), flag, text, want);
+    return 2;
+}
+
+static int refuse_range(const char *cmd, const char *flag, const char *text, num_range r,
+                        int integer)
+{
+    fprintf(stderr, "pipetrain %s: %s%s '%s': expected %s in ", cmd, dashes(flag), flag, text,
+            integer ? "an integer" : "a finite number");
+    num_range_print(stderr, r, integer);
+    fprintf(stderr, "\n");
+    return 2;
+}
+
+static const char *digits(const char *p)
+{
+    while (*p >= '0' && *p <= '9')
+        p++;
+    return p;
+}
+
+/* -?[0-9]+ */
+static int is_integer(const char *text)
+{
+    const char *p = text + (*text == '-');
+    const char *end = digits(p);
+    return end > p && !*end;
+}
+
+/* -?([0-9]+(.[0-9]*)?|.[0-9]+)([eE][+-]?[0-9]+)? */
+static int is_real(const char *text)
+{
+    const char *p = text + (*text == '-');
+    const char *end = digits(p);
+    int mantissa = end > p;
+    if (*end == '.') {
+        const char *frac = end + 1;
+        end = digits(frac);
+        mantissa |= end > frac;
+    }
+    if (!mantissa)
+        return 0;
+    if (*end == 'e' || *end == 'E') {
+        const char *exp = end + 1 + (end[1] == '+' || end[1] == '-');
+        end = digits(exp);
+        if (end == exp)
+            return 0;
+    }
+    return !*end;
+}
+
+static int in_range(double x, num_range r)
+{
+    return (r.open & NUM_OPEN_LO ? x > r.lo : x >= r.lo) &&
+           (r.open & NUM_OPEN_HI ? x < r.hi : x <= r.hi);
+}
+
+int num_long(const char *cmd, const char *flag, const char *text, num_range r, long *out)
+{
+    if (!is_integer(text))
+        return refuse_range(cmd, flag, text, r, 1);
+    errno = 0;
+    long x = strtol(text, NULL, 10);
+    if (errno || !in_range((double)x, r))
+        return refuse_range(cmd, flag, text, r, 1);
+    *out = x;
+    return 0;
+}
+
+int num_int(const char *cmd, const char *flag, const char *text, num_range r, int *out)
+{
+    if (r.lo < -2147483647.0)
+        r.lo = -2147483647.0;
+    if (r.hi > 2147483647.0)
+        r.hi = 2147483647.0;
+    long x;
+    int rc = num_long(cmd, flag, text, r, &x);
+    if (!rc)
+        *out = (int)x;
+    return rc;
+}
+
+int num_u64(const char *cmd, const char *flag, const char *text, uint64_t *out)
+{
+    int ok = *text != '-' && is_integer(text);
+    errno = 0;
+    unsigned long long x = ok ? strtoull(text, NULL, 10) : 0;
+    if (!ok || errno) {
+        fprintf(stderr, "pipetrain %s: %s%s '%s': expected an integer in [0, %llu]\n", cmd,
+                dashes(flag), flag, text, (unsigned long long)UINT64_MAX);
+        return 2;
+    }
+    *out = (uint64_t)x;
+    return 0;
+}
+
+int num_double(const char *cmd, const char *flag, const char *text, num_range r, double *out)
+{
+    if (!is_real(text))
+        return refuse_range(cmd, flag, text, r, 0);
+    double x = strtod(text, NULL); /* an underflow gives 0 or a subnormal: the range decides */
+    if (!isfinite(x) || !in_range(x, r))
+        return refuse_range(cmd, flag, text, r, 0);
+    *out = x;
+    return 0;
+}
+
+int num_float(const char *cmd, const char *flag, const char *text, num_range r, float *out)
+{
+    double x;
+    if (num_double(cmd, flag, text, r, &x))
+        return 2;
+    float f = (float)x;
+    if (!isfinite(f) || !in_range(f, r)) /* 1e-50 rounds to 0 */
+        return refuse_range(cmd, flag, text, r, 0);
+    *out = f;
+    return 0;
+}
+
+/* Reads the integers of text, items separated by commas, each of `per`
+ * integers separated by '-'; 0 when each is one in r and there are 1 to
+ * max items. */
+static int read_items(const char *text, num_range r, int per, int *out, int max, int *n)
+{
+    char item[32];
+    const char *p = text;
+    int count = 0;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (len >= sizeof item || count == max * per)
+            return -1;
+        memcpy(item, p, len);
+        item[len] = '\0';
+        char *part = item;
+        for (int k = 0; k < per; k++) {
+            char *dash = k + 1 < per ? strchr(part + (*part == '-'), '-') : NULL;
+            if (k + 1 < per && !dash)
+                return -1;
+            if (dash)
+                *dash = '\0';
+            if (!is_integer(part))
+                return -1;
+            errno = 0;
+            long x = strtol(part, NULL, 10);
+            if (errno || !in_range((double)x, r))
+                return -1;
+            out[count++] = (int)x;
+            part = dash ? dash + 1 : part;
+        }
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    *n = count / per;
+    return 0;
+}
+
+static int refuse_items(const char *cmd, const char *flag, const char *text, num_range r,
+                        const char *what, int max)
+{
+    fprintf(stderr, "pipetrain %s: %s%s '%s': expected 1 to %d %s in ", cmd, dashes(flag), flag,
+            text, max, what);
+    num_range_print(stderr, r, 1);
+    fprintf(stderr, " separated by commas\n");
+    return 2;
+}
+
+int num_int_list(const char *cmd, const char *flag, const char *text, num_range r, int *out,
+                 int max, int *n)
+{
+    if (read_items(text, r, 1, out, max, n))
+        return refuse_items(cmd, flag, text, r, "integers", max);
+    return 0;
+}
+
+int num_int_pairs(const char *cmd, const char *flag, const char *text, num_range r, int *out,
+                  int max, int *n)
+{
+    if (read_items(text, r, 2, out, max, n))
+        return refuse_items(cmd, flag, text, r, "pairs of chunks A-B", max);
+    return 0;
+}
+
+int num_mul(uint64_t a, uint64_t b, uint64_t *out)
+{
+    if (a && b > UINT64_MAX / a)
+        return -1;
+    *out = a * b;
+    return 0;
+}
