@@ -74,10 +74,10 @@ out=$("$PT" schedule --schedule 1f1b --stages 2 --microbatches 3 --tied 0-1 --pr
 [[ $out == *"worker 1: .... F0   B0   ---- F1"*"T0-1 N"* && $out == *"makespan 14 with collectives of 1"* ]] ||
     bad "--program picture: $out"
 
-# a cost of 1e20 against 1 is a timeline too long to draw: refused, no crash
-err=$("$PT" schedule --schedule 1f1b --stages 2 --microbatches 4 --cost-b 1e20 2>&1 >/dev/null)
+# costs 1e18 apart make a timeline too long to draw: refused, no crash
+err=$("$PT" schedule --schedule 1f1b --stages 2 --microbatches 4 --cost-b 1e9 --cost-f 1e-9 2>&1 >/dev/null)
 rc=$?
-[[ $rc -eq 1 && $err == *"too long to draw"* ]] || bad "--cost-b 1e20: exit $rc, '$err'"
+[[ $rc -eq 1 && $err == *"too long to draw"* ]] || bad "--cost-b 1e9 --cost-f 1e-9: exit $rc, '$err'"
 
 # --memory: each worker's predicted bytes for a gpt: 12 layers of 768 cut
 # 4,3,3,4 hold 82 MiB of parameters on worker 0 and more activations on the

@@ -370,31 +370,10 @@ static void print_json(const pt_schedule *s, const pt_schedule_sim *sim, const c
 /* The ASCII drawers give a column the shortest action's time and count the
  * columns in a long: a timeline far too long to draw is refused here, before
  * that count could overflow (costs of 1e-300 and 1 would). */
-static int too_long_to_draw(const pt_schedule_sim *sim)
-{
-    double unit = 0;
-    for (int w = 0; w < sim->workers; w++)
-        for (int i = 0; i < sim->n_actions[w]; i++) {
-            double d = sim->end[w][i] - sim->start[w][i];
-            if (d > 0 && (unit == 0 || d < unit))
-                unit = d;
-        }
-    if (unit > 0 && !(sim->makespan / unit < 1e9)) {
-        fprintf(stderr,
-                "pipetrain schedule: the timeline would have %g columns of its shortest "
-                "action's time; too long to draw (--json, --svg and --trace take any costs)\n",
-                sim->makespan / unit);
-        return 1;
-    }
-    return 0;
-}
-
 static int print_picture(const pt_schedule *s, const pt_schedule_sim *sim,
                          const pt_schedule_costs *c)
 {
     char *ascii;
-    if (too_long_to_draw(sim))
-        return 1;
     if (pt_schedule_draw_ascii(s, sim, &ascii) != PT_OK) {
         fprintf(stderr, "pipetrain schedule: %s\n", pt_last_error());
         return 1;
@@ -491,22 +470,19 @@ static int print_program(const pt_schedule *s, const options *o)
         rc = pt_program_format(p, &text);
     if (rc == PT_OK)
         rc = pt_program_simulate(p, &o->costs, &sim);
-    if (rc == PT_OK && too_long_to_draw(sim)) {
-        rc = PT_EIO; /* said; exit status 1 as for the schedule's picture */
-    } else {
-        if (rc == PT_OK)
-            rc = pt_program_draw_ascii(p, sim, &picture);
-        if (rc == PT_OK)
-            printf("%s\n%smakespan %g with collectives of %g, bubble fraction %.4f\n", text,
-                   picture, sim->makespan, o->costs.collective, sim->bubble_fraction);
-        else
-            fprintf(stderr, "pipetrain schedule: --program: %s\n", pt_last_error());
-    }
+    int status = rc == PT_OK ? 0 : rc == PT_EINVAL ? 2 : 1;
+    if (rc == PT_OK && pt_program_draw_ascii(p, sim, &picture) != PT_OK)
+        status = 1; /* a timeline too long to draw, as for the schedule's picture */
+    if (status == 0)
+        printf("%s\n%smakespan %g with collectives of %g, bubble fraction %.4f\n", text, picture,
+               sim->makespan, o->costs.collective, sim->bubble_fraction);
+    else
+        fprintf(stderr, "pipetrain schedule: --program: %s\n", pt_last_error());
     free(text);
     free(picture);
     pt_schedule_sim_destroy(sim);
     pt_program_destroy(p);
-    return rc == PT_OK ? 0 : rc == PT_EINVAL ? 2 : 1;
+    return status;
 }
 
 int cmd_schedule(int argc, char **argv)
