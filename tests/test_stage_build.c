@@ -8,13 +8,18 @@
  * - a part's held bytes are the sum of its blocks' parameter bytes (rounded
  *   to the arena's alignment), so stages of a cut add up to the whole;
  * - running a block the part does not hold is refused with a message;
- * - the description (no block held) holds no bytes. */
+ * - the description (no block held) holds no bytes;
+ * - shapes the blocks cannot index (a gpt of 100000 tokens: heads x seq x
+ *   seq floats in one tensor) and optimizer settings that are not finite
+ *   are refused with a message, before anything is allocated. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "pipetrain.h"
 
 #include "check.h"
+#include "runtime/optimizer.h"
 
 static int check_model(const pt_model_config *c)
 {
@@ -76,6 +81,33 @@ static int check_model(const pt_model_config *c)
     return 0;
 }
 
+static int check_refusals(void)
+{
+    pt_model_config g = pt_model_config_gpt();
+    g.n_layer = 1, g.n_head = 1, g.n_embd = 8, g.seq_len = 100000;
+    pt_model *m = NULL;
+    CHECK(pt_model_describe(&g, &m) == PT_EINVAL && strstr(pt_last_error(), "100000") && !m,
+          "a gpt of 100000 tokens: %s", pt_last_error());
+    g.seq_len = 8;
+    REQUIRE(pt_model_create(&g, &m) == PT_OK, "model: %s", pt_last_error());
+    pt_activations *a = NULL;
+    CHECK(pt_activations_create(m, 0, 2, 1 << 28, &a) == PT_EINVAL && !a,
+          "a micro-batch of 2^28 samples: %s", pt_last_error());
+    float bad[] = {INFINITY, NAN};
+    for (int i = 0; i < 2; i++) {
+        pt_optim_config oc = pt_optim_config_default(PT_OPTIM_ADAMW);
+        oc.lr = bad[i];
+        pt_optimizer *o = NULL;
+        CHECK(pt_optimizer_create(m, &oc, &o) == PT_EINVAL && !o, "lr %g accepted", oc.lr);
+        oc = pt_optim_config_default(PT_OPTIM_SGD);
+        oc.grad_clip = bad[i];
+        CHECK(pt_optimizer_create(m, &oc, &o) == PT_EINVAL && !o, "grad clip %g accepted",
+              oc.grad_clip);
+    }
+    pt_model_destroy(m);
+    return 0;
+}
+
 int main(void)
 {
     pt_model_config g = pt_model_config_gpt();
@@ -83,7 +115,7 @@ int main(void)
     int widths[] = {8, 16, 12, 4};
     pt_model_config m = pt_model_config_mlp(4, widths);
     m.seed = 9;
-    if (check_model(&g) || check_model(&m) || failures)
+    if (check_model(&g) || check_model(&m) || check_refusals() || failures)
         return 1;
     printf("ok\n");
     return 0;

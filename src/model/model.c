@@ -12,6 +12,7 @@
  * what it copies, so it starts equal to it wherever the two sit. */
 #include "model/model.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,6 +119,30 @@ static int lay_out_params(pt_model *m)
 static int create(const pt_model_config *cfg, const unsigned char *hold, int hold_all,
                   pt_model **out);
 
+/* The blocks index a sample's tensors with int: a gpt whose sample holds
+ * more floats than that (seq x 4 embd, seq x vocab, heads x seq x seq) is
+ * refused before anything is built. */
+static int check_shape(const pt_model_config *c)
+{
+    if (c->kind != PT_MODEL_GPT)
+        return PT_OK;
+    if (c->n_layer < 1 || c->n_head < 1 || c->n_embd < 1 || c->seq_len < 1 || c->vocab < 1)
+        return pt_fail(PT_EINVAL,
+                       "a gpt needs layers, heads, channels, sequence and vocabulary >= 1 "
+                       "(got %d, %d, %d, %d, %d)",
+                       c->n_layer, c->n_head, c->n_embd, c->seq_len, c->vocab);
+    double T = c->seq_len, worst = T * 4.0 * c->n_embd;
+    worst = T * c->vocab > worst ? T * c->vocab : worst;
+    worst = c->n_head * T * T > worst ? c->n_head * T * T : worst;
+    if (worst > (double)INT_MAX)
+        return pt_fail(PT_EINVAL,
+                       "a sample of this gpt holds %.0f floats in one tensor (sequence %d, "
+                       "channels %d, vocabulary %d, heads %d), more than the %d one tensor "
+                       "may index",
+                       worst, c->seq_len, c->n_embd, c->vocab, c->n_head, INT_MAX);
+    return PT_OK;
+}
+
 int pt_model_create(const pt_model_config *cfg, pt_model **out)
 {
     return create(cfg, NULL, 1, out);
@@ -148,6 +173,8 @@ static int create(const pt_model_config *cfg, const unsigned char *hold, int hol
         m->blocks[b].k = m->k;
         m->blocks[b].layer = -1;
     }
+    if (rc == PT_OK)
+        rc = check_shape(cfg);
     if (rc == PT_OK) {
         switch (cfg->kind) {
         case PT_MODEL_GPT: rc = pt_gpt_build(m); break;
@@ -325,6 +352,12 @@ int pt_activations_create(const pt_model *m, int first, int last, int batch, pt_
         return rc;
     if (batch < 1)
         return pt_fail(PT_EINVAL, "micro-batch size must be >= 1 (got %d)", batch);
+    for (int i = first; i <= last; i++)
+        if ((double)batch * m->blocks[i].out_floats > (double)INT_MAX)
+            return pt_fail(PT_EINVAL,
+                           "a micro-batch of %d samples gives block %d an output of %.0f "
+                           "floats, more than one tensor may index",
+                           batch, i, (double)batch * m->blocks[i].out_floats);
     pt_activations *a = calloc(1, sizeof *a);
     int n = last - first + 1;
     if (!a || !(a->out = calloc((size_t)n, sizeof(float *))) ||

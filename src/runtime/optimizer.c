@@ -34,6 +34,12 @@ int pt_optimizer_create(const pt_model *m, const pt_optim_config *cfg, pt_optimi
     if (!(cfg->lr >= 0) || !(cfg->min_lr >= 0) || cfg->warmup_steps < 0 || cfg->decay_steps < 0 ||
         !(cfg->grad_clip >= 0) || !(cfg->weight_decay >= 0))
         return pt_fail(PT_EINVAL, "optimizer settings must not be negative");
+    if (!isfinite(cfg->lr) || !isfinite(cfg->min_lr) || !isfinite(cfg->grad_clip) ||
+        !isfinite(cfg->weight_decay) || !isfinite(cfg->momentum))
+        return pt_fail(PT_EINVAL,
+                       "optimizer settings must be finite (lr %g, min_lr %g, clip %g, "
+                       "weight decay %g, momentum %g)",
+                       cfg->lr, cfg->min_lr, cfg->grad_clip, cfg->weight_decay, cfg->momentum);
     if (cfg->kind == PT_OPTIM_ADAMW &&
         !(cfg->beta1 >= 0 && cfg->beta1 < 1 && cfg->beta2 >= 0 && cfg->beta2 < 1 && cfg->eps > 0))
         return pt_fail(PT_EINVAL, "AdamW needs 0 <= beta1, beta2 < 1 and eps > 0");
