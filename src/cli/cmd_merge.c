@@ -53,5 +53,6 @@ int cmd_merge(int argc, char **argv)
         fprintf(stderr, "pipetrain merge: %s\n", pt_last_error());
         return 1;
     }
+    printf("merged %s into %s\n", set, out);
     return 0;
 }
