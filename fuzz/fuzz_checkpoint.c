@@ -34,32 +34,60 @@ static int small(const pt_model_config *c)
     return c->n_layer <= 4 && c->n_embd <= 32 && c->seq_len <= 16 && c->vocab <= 64;
 }
 
-static void load_into_part(const char *dir, const pt_model_config *cfg)
+static int same_config(const pt_model_config *a, const pt_model_config *b)
 {
-    pt_model *m = NULL;
-    pt_optimizer *opt = NULL;
+    int same = a->kind == b->kind && a->n_layer == b->n_layer && a->n_head == b->n_head &&
+               a->n_embd == b->n_embd && a->seq_len == b->seq_len && a->vocab == b->vocab &&
+               a->n_widths == b->n_widths && a->seed == b->seed;
+    for (int i = 0; same && i < a->n_widths && i < PT_MLP_MAX_WIDTHS; i++)
+        same = a->widths[i] == b->widths[i];
+    return same;
+}
+
+/* The part model and optimizer of the last config, kept from one input to
+ * the next: making a model costs more than reading a checkpoint, and a
+ * load either succeeds or changes nothing. */
+static pt_model *part;
+static pt_optimizer *part_opt;
+static pt_model_config part_cfg;
+
+static int make_part(const pt_model_config *cfg)
+{
+    if (part && same_config(cfg, &part_cfg))
+        return PT_OK;
+    pt_optimizer_destroy(part_opt);
+    pt_model_destroy(part);
+    part = NULL, part_opt = NULL;
     unsigned char hold[64];
     pt_model *desc = NULL;
     if (pt_model_describe(cfg, &desc) != PT_OK)
-        return;
+        return PT_EINVAL;
     int blocks = pt_model_n_blocks(desc);
     pt_model_destroy(desc);
     if (blocks > (int)sizeof hold)
-        return;
+        return PT_EINVAL;
     for (int b = 0; b < blocks; b++)
         hold[b] = b % 2 == 0;
-    if (pt_model_create_part(cfg, hold, &m) != PT_OK)
-        return;
     pt_optim_config oc = pt_optim_config_default(PT_OPTIM_ADAMW);
-    if (pt_optimizer_create(m, &oc, &opt) == PT_OK) {
-        pt_train_state state = {.step = 0};
-        pt_checkpoint_load_options o = {.allow_fresh_optimizer = 1};
-        if (pt_checkpoint_load_with(dir, m, opt, &state, &o) == PT_OK)
-            FUZZ_REQUIRE(state.step >= 0, "loaded step %ld", state.step);
-        pt_optimizer_destroy(opt);
+    if (pt_model_create_part(cfg, hold, &part) != PT_OK ||
+        pt_optimizer_create(part, &oc, &part_opt) != PT_OK) {
+        pt_model_destroy(part);
+        part = NULL;
+        return PT_EINVAL;
     }
-    pt_checkpoint_load(dir, m, NULL, NULL);
-    pt_model_destroy(m);
+    part_cfg = *cfg;
+    return PT_OK;
+}
+
+static void load_into_part(const char *dir, const pt_model_config *cfg)
+{
+    if (make_part(cfg) != PT_OK)
+        return;
+    pt_train_state state = {.step = 0};
+    pt_checkpoint_load_options o = {.allow_fresh_optimizer = 1};
+    if (pt_checkpoint_load_with(dir, part, part_opt, &state, &o) == PT_OK)
+        FUZZ_REQUIRE(state.step >= 0, "loaded step %ld", state.step);
+    pt_checkpoint_load(dir, part, NULL, NULL);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
