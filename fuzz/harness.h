@@ -67,9 +67,8 @@ static inline const char *fuzz_dir(void)
     return fuzz_dir_path;
 }
 
-/* Writes data[0..n) as the file `name` of the private folder and returns
- * its path (a static buffer per call site is the caller's business: the
- * path is written into path[0..cap)). */
+/* Writes data[0..n) as the file `name` of the private folder; its path
+ * goes into path[0..cap), which is returned. */
 static inline const char *fuzz_write(const char *name, const void *data, size_t n, char *path,
                                      size_t cap)
 {
