@@ -5,15 +5,20 @@
 #               AddressSanitizer + UndefinedBehaviorSanitizer, the threaded ones
 #               under ThreadSanitizer, then every test on the release build
 #   make bench  build and run the benchmarks
+#   make fuzz   build the fuzzers with clang (build-fuzz/) and run each for
+#               FUZZ_SECONDS (or FUZZ_RUNS executions); docs/fuzzing.md
 JOBS ?= $(shell nproc)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 20
+FUZZ_RUNS ?=
 # the tests whose workers are threads of one process
 MPIRUN = OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe
 THREADED_TESTS = ^test_(transport_threads|pipeline_matches_sequential|pipeline_memory|pipedream_trains|train_pipelined)$$
 
-.PHONY: all deps run check bench clean
+.PHONY: all deps run check bench fuzz clean
 
 all:
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -47,5 +52,10 @@ bench: deps all
 	@echo "== bench_memory (one process, threads, MPI ranks)"
 	@bash bench/bench_memory.sh $(BUILD)/pipetrain
 
+fuzz:
+	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang -DPT_FUZZ=ON >/dev/null
+	@cmake --build $(FUZZ_BUILD) --target fuzzers -j $(JOBS)
+	@bash fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_RUNS)
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

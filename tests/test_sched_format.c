@@ -2,7 +2,9 @@
  * sizes and placement left out reads as the schedule its worker lines imply;
  * replicas are routed by the worker an action sits on; asynchronous tokens
  * (F0.1@1, BW0.1@1!) survive a round trip; malformed text is refused with
- * PT_EFORMAT and the line at fault. */
+ * PT_EFORMAT and the line at fault, as are a place line naming no worker
+ * and sizes beyond what the file describes; the route does not depend on
+ * the order of the worker lines. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +89,30 @@ int main(void)
     refused("schedule a\"b\n", "letters, digits");
     refused("0: F0.0@\n", "weight version");
     refused("", "empty schedule");
+
+    /* a place line naming a worker that does not exist (it was read past
+     * the workers' arrays) */
+    refused("workers 2\nplace 5 1\n0: F0.0 BW0.0\n1: F1.0 BW1.0\n",
+            "line 2: place puts chunk 0 (replica 0) on worker 5, but there are 2 workers");
+    /* sizes beyond what the file describes, refused before allocating */
+    refused("workers 100000000\n0: F0.0\n", "100000000 workers, 1 chunks x 1 replicas");
+    refused("chunks 100000000\n0: F0.0\n", "need 100000000 forwards, but the file holds 1");
+    refused("0: F100000000.0 BW100000000.0", "need 100000001 forwards, but the file holds 2");
+    refused("workers 60000\nreplicas 60000\nchunks 60000\n0: F0.0\n", "need 60000 forwards");
+
+    /* the route does not depend on the order of the worker lines, so the
+     * printed schedule (workers in order) reads back the same */
+    rc = pt_schedule_parse("replicas 2\nchunks 2\n3: F1.1 BW1.1\n2: F1.1 BW1.1\n", &s);
+    CHECK(rc == PT_OK && s && pt_sched_worker_of(s, 1, 1) == 2, "route by line order");
+    if (rc == PT_OK) {
+        char *text = NULL;
+        CHECK(pt_schedule_format(s, &text) == PT_OK && pt_schedule_parse(text, &g) == PT_OK &&
+                  pt_sched_equal(s, g),
+              "parse -> print -> parse changed:\n%s", text ? text : "");
+        free(text);
+        pt_schedule_destroy(g);
+    }
+    pt_schedule_destroy(s);
 
     pt_schedule *none = NULL;
     CHECK(pt_schedule_load("/nonexistent/file.sched", &none) == PT_EIO && !none, "load");

@@ -113,7 +113,10 @@ int pt_sched_virtual(const pt_schedule *s)
     if (!held)
         return 0;
     for (int i = 0; i < s->n_chunks * s->replicas; i++)
-        held[s->chunk_worker[i]]++;
+        if (s->chunk_worker[i] >= 0 && s->chunk_worker[i] < s->n_workers)
+            held[s->chunk_worker[i]]++;
+        else
+            v = 0; /* placed on no worker: the validator says so */
     for (int w = 0; w < s->n_workers; w++)
         if (held[w] != v)
             v = 0;

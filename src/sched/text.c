@@ -302,6 +302,10 @@ static int parse_worker_line(pt_text *t, char *p, int line)
 int pt_text_read(const char *text, pt_text *t)
 {
     *t = (pt_text){.h = {.name = ""}};
+    size_t len = text ? strlen(text) : 0;
+    if (len > PT_TEXT_MAX_BYTES)
+        return pt_fail(PT_EFORMAT, "a schedule text of %zu bytes is over the %d this reader takes",
+                       len, PT_TEXT_MAX_BYTES);
     char *copy = strdup(text ? text : "");
     int rc = PT_OK, line = 0;
     bool seen_worker = false;
@@ -321,6 +325,7 @@ int pt_text_read(const char *text, pt_text *t)
             continue;
         if (isdigit((unsigned char)*p)) {
             seen_worker = true;
+            t->worker_lines++;
             rc = parse_worker_line(t, p, line);
             continue;
         }
@@ -351,6 +356,28 @@ void pt_text_free(pt_text *t)
     *t = (pt_text){.h = {.name = ""}};
 }
 
+/* The sizes' bounds (pt_text_shape): what the file can describe. */
+static int check_room(const pt_text *t, int W, int C, int M, int R)
+{
+    const pt_text_header *h = &t->h;
+    long long room = (long long)t->n + h->n_place + t->worker_lines;
+    if (room < 1)
+        room = 1;
+    if ((long long)M * C > (t->n > 1 ? t->n : 1))
+        return pt_fail(PT_EFORMAT,
+                       "%d micro-batches x %d chunks (from %s and %s) need %lld forwards, but the "
+                       "file holds %d actions",
+                       M, C, h->micro ? "the microbatches line" : "the highest micro-batch named",
+                       h->chunks ? "the chunks line" : "the highest chunk named", (long long)M * C,
+                       t->n);
+    if (W > room || (long long)C * R > room)
+        return pt_fail(PT_EFORMAT,
+                       "%d workers, %d chunks x %d replicas: more than the file's %d actions, %d "
+                       "place entries and %d worker lines can describe",
+                       W, C, R, t->n, h->n_place, t->worker_lines);
+    return PT_OK;
+}
+
 int pt_text_shape(const pt_text *t, int *workers, int *chunks, int *micro, int *replicas)
 {
     const pt_text_header *h = &t->h;
@@ -368,6 +395,14 @@ int pt_text_shape(const pt_text *t, int *workers, int *chunks, int *micro, int *
         return pt_fail(PT_EFORMAT, "an empty schedule: no worker lines and no sizes");
     if (W % R != 0)
         return pt_fail(PT_EFORMAT, "workers (%d) must be a multiple of replicas (%d)", W, R);
+    if (h->n_place && h->n_place != (long long)C * R)
+        return pt_fail(PT_EFORMAT,
+                       "line %d: place lists %d workers; %d chunks x %d replicas "
+                       "need %lld",
+                       h->place_line, h->n_place, C, R, (long long)C * R);
+    int rc = check_room(t, W, C, M, R);
+    if (rc != PT_OK)
+        return rc;
     for (int i = 0; i < t->n; i++) {
         const pt_text_action *x = &t->acts[i];
         if (x->worker >= W || x->a.chunk >= C || x->a.mb >= M)
@@ -377,11 +412,12 @@ int pt_text_shape(const pt_text *t, int *workers, int *chunks, int *micro, int *
                            x->line, x->worker, pt_prog_action_str(&x->a, (char[48]){0}, 48), W, C,
                            M);
     }
-    if (h->n_place && h->n_place != C * R)
-        return pt_fail(PT_EFORMAT,
-                       "line %d: place lists %d workers; %d chunks x %d replicas "
-                       "need %d",
-                       h->place_line, h->n_place, C, R, C * R);
+    for (int i = 0; i < h->n_place; i++)
+        if (h->place[i] >= W)
+            return pt_fail(PT_EFORMAT,
+                           "line %d: place puts chunk %d (replica %d) on worker %d, but there are "
+                           "%d workers (0..%d)",
+                           h->place_line, i / R, i % R, h->place[i], W, W - 1);
     *workers = W, *chunks = C, *micro = M, *replicas = R;
     return PT_OK;
 }
@@ -391,17 +427,22 @@ void pt_text_placement(const pt_text *t, int chunks, int replicas, int *chunk_wo
     int C = chunks, R = replicas;
     if (t->h.n_place)
         memcpy(chunk_worker, t->h.place, (size_t)C * (size_t)R * sizeof(int));
-    for (int i = t->n - 1; i >= 0; i--) {
-        const pt_text_action *x = &t->acts[i];
-        if (!pt_prog_is_compute(x->a.kind))
-            continue;
-        /* the first action of a (chunk, micro-batch) decides: walk backwards */
-        for (int k = 0; k < R; k++)
-            if (chunk_worker[x->a.chunk * R + k] == x->worker) {
-                route[x->a.mb * C + x->a.chunk] = k;
-                break;
-            }
-    }
+    /* -1 first marks the (micro-batch, chunk) pairs some holder acts on */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < t->n; i++) {
+            const pt_text_action *x = &t->acts[i];
+            if (!pt_prog_is_compute(x->a.kind))
+                continue;
+            int k = 0, *r = &route[x->a.mb * C + x->a.chunk];
+            while (k < R && chunk_worker[x->a.chunk * R + k] != x->worker)
+                k++;
+            if (k == R)
+                continue;
+            if (pass == 0)
+                *r = -1;
+            else if (*r < 0 || x->worker < chunk_worker[x->a.chunk * R + *r])
+                *r = k;
+        }
 }
 
 int pt_schedule_parse(const char *text, pt_schedule **out)
