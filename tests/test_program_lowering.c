@@ -283,6 +283,19 @@ int main(void)
     check_drops("pipedream", 2, 4, 1, 2);
     check_drops("interleaved", 2, 4, 2, 1);
     check_drops("zbv", 2, 3, 2, 1);
+    /* replicas placed across stages: the schedule validates, its program
+     * would wait on itself; lowering refuses it */
+    pt_schedule *odd;
+    pt_program *prog = NULL;
+    CHECK(pt_schedule_parse("replicas 2\nplace 0,1 1,3\n0: F0.0 BW0.0\n"
+                            "1: F0.1 BW0.1 F1.0 BW1.0\n3: F1.1 BW1.1\n",
+                            &odd) == PT_OK &&
+              pt_schedule_validate(odd) == PT_OK,
+          "the odd placement: %s", pt_last_error());
+    CHECK(pt_program_lower(odd, NULL, &prog) != PT_OK && !prog &&
+              strstr(pt_last_error(), "cannot run"),
+          "a program that deadlocks was lowered: %s", pt_last_error());
+    pt_schedule_destroy(odd);
     printf("%d programs checked, %d failures\n", checked, failures);
     return failures ? 1 : 0;
 }

@@ -25,6 +25,7 @@
  * STEP; asynchronous, a TIED (mean of values) per tied pair. A forward-only
  * program keeps the forwards and their activations' transfers alone.
  */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "sched/deps.h"
@@ -186,6 +187,15 @@ int pt_program_lower(const pt_schedule *s, const pt_lower_options *opt, pt_progr
     for (int w = 0; w < s->n_workers && rc == PT_OK; w++)
         rc = lower_worker(s, o, async, w, last, p);
     free(last);
+    /* a schedule can pass its validator and still lower into a program that
+     * cannot run (replicas placed across stages so that a worker's replica
+     * sum waits on itself): what is handed on is proved to run */
+    if (rc == PT_OK && (rc = pt_program_validate(p)) != PT_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", pt_last_error());
+        rc = pt_fail(rc, "schedule %s lowers into a program that cannot run: %s",
+                     s->name[0] ? s->name : "custom", msg);
+    }
     if (rc != PT_OK) {
         pt_program_destroy(p);
         return rc;
