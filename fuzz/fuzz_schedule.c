@@ -39,12 +39,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_REQUIRE(pt_schedule_simulate(s, &costs, &sim) == PT_OK,
                      "a valid schedule does not simulate: %s", pt_last_error());
         pt_schedule_sim_destroy(sim);
-        /* Replicas placed unlike stages x replicas (a worker holding one
-         * chunk as replica 1, another as replica 0) pass the validator but
-         * lower to a program whose REDUCE deadlocks (docs/fuzzing.md, open
-         * findings); the lowering is checked without replicas until then. */
+        /* lowering either refuses (a program that cannot run, e.g. replicas
+         * placed across stages) or hands on a program that validates */
         pt_program *p = NULL;
-        if (s->replicas == 1 && pt_program_lower(s, NULL, &p) == PT_OK)
+        if (pt_program_lower(s, NULL, &p) == PT_OK)
             FUZZ_REQUIRE(pt_program_validate(p) == PT_OK,
                          "the lowered program of a valid schedule is invalid: %s", pt_last_error());
         pt_program_destroy(p);

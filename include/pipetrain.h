@@ -343,7 +343,7 @@ typedef struct {
     int split_sent_backward; /* a fused BW whose input gradient goes to another
                                 worker becomes B, the send, W: the gradient
                                 leaves before the weight gradient is computed
-                                (default 0) */
+                                (synchronous schedules; default 0) */
 } pt_lower_options;
 
 pt_lower_options pt_lower_options_default(void);

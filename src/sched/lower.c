@@ -14,6 +14,8 @@
  *     with split_sent_backward, a fused BW whose gradient leaves the worker
  *     becomes B, SEND_GRAD, W, so the gradient goes out before the weight
  *     gradient is computed (what a runtime wants; the arithmetic is BW's);
+ *     synchronous programs only: an asynchronous backward and its update
+ *     stay one BW, as the schedule validator requires;
  *   - synchronous with replicas: REDUCE(chunk) right after the chunk's last
  *     backward piece (its last W or BW), so the sum overlaps what follows;
  *   - asynchronous: after each backward carrying an update, REDUCE(chunk)
@@ -121,7 +123,7 @@ static int lower_worker(const pt_schedule *s, const pt_lower_options *o, bool as
         int dest = pt_sched_feeds(C, a, &to) ? pt_sched_worker_of(s, to.chunk, to.mb) : w;
         pt_prog_action send =
             transfer(a->kind == PT_ACT_F ? PT_PROG_SEND_ACT : PT_PROG_SEND_GRAD, a, dest);
-        if (a->kind == PT_ACT_BW && dest != w && o->split_sent_backward) {
+        if (a->kind == PT_ACT_BW && dest != w && o->split_sent_backward && !async) {
             /* B, its gradient on its way, then W: the same arithmetic */
             pt_prog_action b = x, wt = x;
             b.kind = PT_PROG_B, b.update = false;
