@@ -15,8 +15,10 @@
  * float exp is finite and normal. */
 static inline float fast_expf(float x)
 {
+    float given = x;
     x = x < -87.0f ? -87.0f : x;
     x = x > 88.0f ? 88.0f : x;
+    x = x == x ? x : 0.0f; /* NaN: no integer of it below; the result is NaN again */
     /* round to nearest by adding and taking away 1.5 * 2^23: no libm call */
     float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = x - n * 0.693359375f + n * 2.12194440e-4f; /* ln2 in two parts */
@@ -27,7 +29,7 @@ static inline float fast_expf(float x)
     int bits = ((int)n + 127) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
+    return given == given ? p * scale : given; /* selects: the loop still vectorises */
 }
 
 /* tanh(u) = 1 - 2 / (e^{2u} + 1): absolute error about 1e-7, which is what
