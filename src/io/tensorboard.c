@@ -3,7 +3,7 @@
  * The protobuf fields written, from tensorflow/core/util/event.proto and
  * tensorflow/core/framework/{summary,tensor,tensor_shape}.proto:
  *   Event      wall_time 1 (double), step 2 (int64), file_version 3 (string),
- *              summary 5 (Summary), session_log 6 (SessionLog)
+ *              summary 5 (Summary), session_log 7 (SessionLog)
  *   SessionLog status 1 (enum, START = 1)
  *   Summary    value 1 (repeated Value)
  *   Value      tag 1 (string), simple_value 2 (float), tensor 8 (TensorProto),
@@ -152,7 +152,7 @@ enum {
     EVENT_STEP = 2,
     EVENT_FILE_VERSION = 3,
     EVENT_SUMMARY = 5,
-    EVENT_SESSION_LOG = 6,
+    EVENT_SESSION_LOG = 7,
     SUMMARY_VALUE = 1,
     VALUE_TAG = 1,
     VALUE_SIMPLE = 2,
