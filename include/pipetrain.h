@@ -567,6 +567,7 @@ typedef struct {
                                     error (default 3) */
     const char *metrics;         /* JSONL log */
     const char *trace;           /* Chrome trace of the last step's actions */
+    const char *tensorboard;     /* folder for TensorBoard event files (NULL: none) */
     pt_pipeline_config pipeline; /* stages, schedule, ...; microbatches and
                                     micro_batch_size come from the fields above */
     void (*on_report)(const pt_train_report *r, void *user);

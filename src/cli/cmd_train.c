@@ -228,6 +228,9 @@ int cmd_train(int argc, char **argv)
              "with --resume: accept a checkpoint of weights alone and start the optimizer's "
              "moments from zero"),
         FLAG("metrics", FLAG_STRING, &cfg.metrics, "FILE", "JSONL log, one line per step"),
+        FLAG("tensorboard", FLAG_STRING, &cfg.tensorboard, "DIR",
+             "TensorBoard event files in DIR (made if missing): the curves of every step and "
+             "the configuration; a resumed run continues them (tensorboard --logdir DIR)"),
         FLAG_RANGED("stages", FLAG_INT, &cfg.pipeline.stages, "P",
                     "pipeline stages: threads, or MPI ranks under mpirun (default 1)",
                     LIMIT_STAGES),

@@ -24,6 +24,7 @@
 
 #include "io/digits.h"
 #include "io/metrics.h"
+#include "io/tensorboard.h"
 #include "io/text_data.h"
 #include "runtime/optimizer.h"
 #include "tensor/error.h"
@@ -57,6 +58,8 @@ typedef struct {
     pt_pipeline *pipe;
     data_source data;
     pt_metrics_log *metrics;
+    pt_tb_writer *board;   /* --tensorboard, on the main process */
+    double *bubbles;       /* per worker, of the last training step (for the board) */
     int mbs;               /* micro-batch size */
     int *tokens, *targets; /* one batch */
     float *inputs;
@@ -224,6 +227,112 @@ static int check_config(const pt_train_config *c)
     return PT_OK;
 }
 
+/* ---- the TensorBoard log (--tensorboard) ------------------------------
+ * Written by the main process: per step the tags of docs/training.md, the
+ * configuration as text at the first step of the run, and a SessionLog
+ * START at the step a resumed run continues from, so TensorBoard drops what
+ * an interrupted run wrote past its checkpoint and no step shows twice. */
+
+enum { BOARD_FLUSH_EVERY = 10 }; /* steps between flushes, for a live view */
+
+/* The run's configuration as a markdown table, the flags' names. */
+static void config_text(const pt_train_config *c, char *buf, size_t n)
+{
+    const pt_model_config *m = &c->model;
+    const pt_optim_config *o = &c->optim;
+    size_t at = 0;
+#define ROW(name, ...)                                                             \
+    do {                                                                           \
+        if (at < n)                                                                \
+            at += (size_t)snprintf(buf + at, n - at, "| " name " | " __VA_ARGS__); \
+        if (at < n)                                                                \
+            at += (size_t)snprintf(buf + at, n - at, " |\n");                      \
+    } while (0)
+    ROW("flag", "value");
+    ROW("---", "---");
+    if (m->kind == PT_MODEL_GPT) {
+        ROW("model", "gpt");
+        ROW("layers", "%d", m->n_layer);
+        ROW("heads", "%d", m->n_head);
+        ROW("embd", "%d", m->n_embd);
+        ROW("seq", "%d", m->seq_len);
+        ROW("vocab", "%d", m->vocab);
+    } else {
+        char w[256] = "";
+        for (int i = 0, k = 0; i < m->n_widths && k < (int)sizeof w; i++)
+            k += snprintf(w + k, sizeof w - (size_t)k, "%s%d", i ? "," : "", m->widths[i]);
+        ROW("model", "mlp");
+        ROW("widths", "%s", w);
+    }
+    ROW("batch", "%d", c->batch);
+    ROW("microbatches", "%d", c->microbatches);
+    ROW("steps", "%ld", c->steps);
+    ROW("optimizer", "%s", o->kind == PT_OPTIM_SGD ? "sgd" : "adamw");
+    ROW("lr", "%g", o->lr);
+    ROW("min-lr", "%g", o->min_lr);
+    ROW("warmup", "%ld", o->warmup_steps);
+    ROW("decay-steps", "%ld", o->decay_steps);
+    ROW("weight-decay", "%g", o->weight_decay);
+    ROW("grad-clip", "%g", o->grad_clip);
+    ROW("seed", "%llu", (unsigned long long)c->seed);
+    ROW("stages", "%d", c->pipeline.stages);
+    ROW("replicas", "%d", c->pipeline.replicas);
+    ROW("schedule", "%s",
+        c->pipeline.schedule_file ? c->pipeline.schedule_file
+                                  : (c->pipeline.schedule ? c->pipeline.schedule : "1f1b"));
+    ROW("checkpoint-activations", "%s", c->pipeline.checkpoint_activations ? "yes" : "no");
+    for (int i = 0; i < c->n_data; i++)
+        ROW("data", "%s", c->data[i]);
+    if (c->resume)
+        ROW("resume", "%s", c->resume);
+#undef ROW
+}
+
+static int board_open(trainer *t)
+{
+    int rc = pt_tb_open(t->cfg->tensorboard, &t->board);
+    if (rc == PT_OK && t->cfg->resume)
+        rc = pt_tb_restart(t->board, t->state.step + 1);
+    char text[8192];
+    config_text(t->cfg, text, sizeof text);
+    if (rc == PT_OK)
+        rc = pt_tb_text(t->board, "config", t->state.step, text);
+    return rc == PT_OK ? pt_tb_flush(t->board) : rc;
+}
+
+/* The scalars of one counted step (its metrics row and report); at the last
+ * step also each worker's memory (the row's extra fields) and bubble. */
+static int board_step(trainer *t, const pt_metrics_row *row, const pt_train_report *r)
+{
+    pt_tb_writer *w = t->board;
+    int64_t step = row->step;
+    double norm;
+    int rc = pt_tb_scalar(w, "train/loss", step, (float)row->loss);
+    rc = rc ? rc : pt_tb_scalar(w, "train/lr", step, (float)row->lr);
+    rc = rc ? rc : pt_tb_scalar(w, "train/tokens_per_s", step, (float)row->tokens_per_s);
+    rc = rc ? rc : pt_tb_scalar(w, "train/step_ms", step, (float)row->step_ms);
+    /* schedules that update per micro-batch (pipedream) take no global norm */
+    pt_pipeline_last_step_skipped(t->pipe, &norm, NULL);
+    if (norm > 0)
+        rc = rc ? rc : pt_tb_scalar(w, "train/grad_norm", step, (float)norm);
+    if (row->has_val_loss)
+        rc = rc ? rc : pt_tb_scalar(w, "val/loss", step, (float)row->val_loss);
+    if (r->has_val && r->val_accuracy >= 0)
+        rc = rc ? rc : pt_tb_scalar(w, "val/accuracy", step, r->val_accuracy);
+    char tag[96];
+    for (int i = 0; i < row->n_extra; i++) {
+        snprintf(tag, sizeof tag, "memory/%s", row->extra[i].key);
+        rc = rc ? rc : pt_tb_scalar(w, tag, step, (float)row->extra[i].value);
+    }
+    for (int k = 0; t->bubbles && r->step == r->steps && k < pt_pipeline_workers(t->pipe); k++) {
+        snprintf(tag, sizeof tag, "bubble/worker%d", k);
+        rc = rc ? rc : pt_tb_scalar(w, tag, step, (float)t->bubbles[k]);
+    }
+    if (rc == PT_OK && (step % BOARD_FLUSH_EVERY == 0 || r->step == r->steps))
+        rc = pt_tb_flush(w);
+    return rc;
+}
+
 static int setup(trainer *t, const pt_train_config *c)
 {
     int rc = check_config(c);
@@ -263,6 +372,8 @@ static int setup(trainer *t, const pt_train_config *c)
         return pt_fail(PT_ENOMEM, "cannot allocate a batch");
     if (c->metrics && pt_pipeline_is_main(t->pipe))
         rc = pt_metrics_open(c->metrics, c->resume ? t->state.step : -1, &t->metrics);
+    if (rc == PT_OK && c->tensorboard && pt_pipeline_is_main(t->pipe))
+        rc = board_open(t);
     return rc;
 }
 
@@ -270,6 +381,8 @@ static void teardown(trainer *t)
 {
     if (t->metrics)
         pt_metrics_close(t->metrics);
+    pt_tb_close(t->board);
+    free(t->bubbles);
     pt_pipeline_destroy(t->pipe);
     free(t->tokens), free(t->targets), free(t->inputs);
     close_data(&t->data);
@@ -285,6 +398,11 @@ static int report_last_step(trainer *t, pt_train_result *result)
     const char *trace = t->cfg->trace;
     if (strcmp(pt_pipeline_transport_name(t->pipe), "mpi")) {
         pt_pipeline_bubble_report(t->pipe, result->bubbles, sizeof result->bubbles);
+        if (t->board && (t->bubbles = malloc(sizeof(double) * pt_pipeline_workers(t->pipe))) &&
+            pt_pipeline_bubbles(t->pipe, t->bubbles, NULL) != PT_OK) {
+            free(t->bubbles);
+            t->bubbles = NULL;
+        }
         return trace ? pt_pipeline_write_trace(t->pipe, trace) : PT_OK;
     }
     if (!trace)
@@ -311,6 +429,11 @@ static int report_skipped(trainer *t, float lr, float loss, double norm, int sta
         row.extra[0].key = "skipped", row.extra[0].value = 1;
         row.extra[1].key = "nonfinite_stage", row.extra[1].value = stage;
         int rc = pt_metrics_write(t->metrics, &row);
+        if (rc != PT_OK)
+            return rc;
+    }
+    if (t->board) {
+        int rc = pt_tb_scalar(t->board, "train/skipped", step, 1.0f);
         if (rc != PT_OK)
             return rc;
     }
@@ -401,6 +524,8 @@ static int run(trainer *t, pt_train_result *result)
         if (r.step == c->steps && (rc = report_memory(t, result, &row)) != PT_OK)
             break;
         if (t->metrics && (rc = pt_metrics_write(t->metrics, &row)) != PT_OK)
+            break;
+        if (t->board && (rc = board_step(t, &row, &r)) != PT_OK)
             break;
         if (c->save && c->save_every && r.step % c->save_every == 0 && r.step < c->steps &&
             (rc = save(t)) != PT_OK)
