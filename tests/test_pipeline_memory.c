@@ -6,6 +6,9 @@
  * - activation checkpointing keeps only each chunk's input, so the peak drops
  *   under both schedules (except on 1f1b's last worker, which never holds
  *   more than the one micro-batch it is working on);
+ * - the trace's counter tracks follow the store: each worker's activation
+ *   bytes peak at its store's peak, and 1f1b worker w holds P - w
+ *   micro-batches at most (without checkpointing);
  * - the memory report: what every worker allocated (parameters, gradients,
  *   moments, stashes, activations, buffers) equals, within 10% and kind by
  *   kind, what pt_schedule_predict_memory() predicts from the description,
@@ -16,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pipetrain.h"
 #include "runtime/optimizer.h"
@@ -25,6 +29,46 @@
 
 #define P   3
 #define MBS 2
+
+/* The trace's counter tracks of the step just run: each worker's activation
+ * bytes peak where its store's peak is, and under 1f1b without
+ * checkpointing worker w holds at most P - w micro-batches, reached. */
+static int check_counters(const pt_pipeline *p, const char *schedule, int ckpt, const size_t *peak)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/pt_counters_%d.json", (int)getpid());
+    REQUIRE(pt_pipeline_write_trace(p, path) == PT_OK, "trace: %s", pt_last_error());
+    FILE *f = fopen(path, "r");
+    REQUIRE(f, "cannot read %s", path);
+    static char text[1 << 20];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    unlink(path);
+    text[n] = '\0';
+    size_t most[P] = {0};
+    int mbs[P] = {0}, samples = 0;
+    for (const char *at = text; (at = strstr(at, "\"ph\": \"C\"")); at++) {
+        const char *name = at;
+        while (name > text && strncmp(name, "\"worker ", 8))
+            name--;
+        int w = atoi(name + 8);
+        const char *b = strstr(at, "\"bytes\": "), *m = strstr(at, "\"micro-batches\": ");
+        REQUIRE(w >= 0 && w < P && b && m, "a malformed counter event");
+        size_t bytes = strtoull(b + 9, NULL, 10);
+        int k = atoi(m + 17);
+        most[w] = bytes > most[w] ? bytes : most[w];
+        mbs[w] = k > mbs[w] ? k : mbs[w];
+        samples++;
+    }
+    REQUIRE(samples > 0, "%s: no counter events in the trace", schedule);
+    for (int w = 0; w < P; w++) {
+        CHECK(most[w] == peak[w], "%s worker %d: the counter peaks at %zu bytes, the store at %zu",
+              schedule, w, most[w], peak[w]);
+        CHECK(strcmp(schedule, "1f1b") || ckpt || mbs[w] == P - w,
+              "1f1b worker %d: %d micro-batches in flight at most, expected %d", w, mbs[w], P - w);
+    }
+    return 0;
+}
 
 /* Peak bytes per worker after one step of `schedule` with M micro-batches. */
 static int peaks(const char *schedule, int M, int ckpt, size_t *peak)
@@ -53,6 +97,8 @@ static int peaks(const char *schedule, int M, int ckpt, size_t *peak)
         printf("train_step: %s\n", pt_last_error());
     for (int w = 0; w < P; w++)
         peak[w] = pt_pipeline_peak_activation_bytes(p, w);
+    if (rc == PT_OK && check_counters(p, schedule, ckpt, peak))
+        rc = PT_EINVAL;
     printf("%-6s M=%-2d checkpoint %d: peak bytes per worker %zu %zu %zu\n", schedule, M, ckpt,
            peak[0], peak[1], peak[2]);
     free(tok);

@@ -68,6 +68,7 @@ void pt_store_free(pt_activation_store *s)
     }
     free(s->acts);
     free(s->boundary);
+    free(s->samples);
     memset(s, 0, sizeof *s);
 }
 
@@ -124,7 +125,7 @@ int pt_store_reserve(pt_activation_store *s, const bool *own, const int *records
     return PT_OK;
 }
 
-static void count(pt_activation_store *s, size_t bytes, int sign)
+static void count(pt_activation_store *s, size_t bytes, int sign, int records)
 {
     if (sign > 0) {
         s->live_bytes += bytes;
@@ -133,6 +134,27 @@ static void count(pt_activation_store *s, size_t bytes, int sign)
     } else {
         s->live_bytes -= bytes;
     }
+    s->live_records += sign * records;
+    if (s->samples && s->n_samples < s->cap_samples)
+        s->samples[s->n_samples++] =
+            (pt_store_sample){pt_pipeline_now(), s->live_bytes, s->live_records};
+}
+
+int pt_store_keep_samples(pt_activation_store *s, int cap)
+{
+    free(s->samples);
+    s->samples = calloc((size_t)(cap > 0 ? cap : 1), sizeof *s->samples);
+    s->cap_samples = s->samples ? cap : 0;
+    s->n_samples = 0;
+    return s->samples ? PT_OK : pt_fail(PT_ENOMEM, "cannot allocate the store's counters");
+}
+
+void pt_store_restart_samples(pt_activation_store *s)
+{
+    s->n_samples = 0;
+    if (s->samples && s->cap_samples > 0) /* where the step starts */
+        s->samples[s->n_samples++] =
+            (pt_store_sample){pt_pipeline_now(), s->live_bytes, s->live_records};
 }
 
 int pt_store_take_acts(pt_activation_store *s, int c, pt_activations **out)
@@ -144,7 +166,7 @@ int pt_store_take_acts(pt_activation_store *s, int c, pt_activations **out)
             return rc;
     }
     *out = ap->free[--ap->n_free];
-    count(s, ap->bytes, +1);
+    count(s, ap->bytes, +1, 1);
     return PT_OK;
 }
 
@@ -154,7 +176,7 @@ void pt_store_give_acts(pt_activation_store *s, int c, pt_activations *a)
         return;
     pt_acts_pool *ap = &s->acts[c];
     ap->free[ap->n_free++] = a; /* never more than n_alloc: the list has room */
-    count(s, ap->bytes, -1);
+    count(s, ap->bytes, -1, 1);
 }
 
 int pt_store_take_buffer(pt_activation_store *s, int b, float **out)
@@ -166,7 +188,7 @@ int pt_store_take_buffer(pt_activation_store *s, int b, float **out)
             return rc;
     }
     *out = fp->free[--fp->n_free];
-    count(s, fp->floats * sizeof(float), +1);
+    count(s, fp->floats * sizeof(float), +1, 0);
     return PT_OK;
 }
 
@@ -176,7 +198,7 @@ void pt_store_give_buffer(pt_activation_store *s, int b, float *buf)
         return;
     pt_float_pool *fp = &s->boundary[b];
     fp->free[fp->n_free++] = buf;
-    count(s, fp->floats * sizeof(float), -1);
+    count(s, fp->floats * sizeof(float), -1, 0);
 }
 
 size_t pt_store_buffer_bytes(const pt_activation_store *s, int b)

@@ -403,6 +403,8 @@ static int make_worker(pt_pipeline *p, int r)
             own[c] = pt_ranks_owns(p->s, c, r);
         rc = pt_store_reserve(&w->store, own, records, pt_plan_worker_buffers(p->s, r, records));
     }
+    if (rc == PT_OK) /* every action takes or gives at most a few things */
+        rc = pt_store_keep_samples(&w->store, 6 * p->train_program->n_actions[r] + 16);
     if (rc == PT_OK)
         rc = pt_reduce_init(&w->reduce, w);
     free(records);

@@ -58,6 +58,15 @@ typedef struct {
     size_t bytes; /* of one record */
 } pt_acts_pool;
 
+/* One point of the store's counters over a step (the trace's counter
+ * tracks): when, the bytes taken and the activation records taken (the
+ * micro-batches in flight on the worker). */
+typedef struct {
+    double t;
+    size_t bytes;
+    int records;
+} pt_store_sample;
+
 typedef struct {
     pt_model *m;
     int batch;
@@ -65,6 +74,9 @@ typedef struct {
     pt_acts_pool *acts;      /* [n_chunks] */
     pt_float_pool *boundary; /* [n_chunks]: [c] holds chunk c's input (c >= 1) */
     size_t live_bytes, peak_bytes;
+    int live_records;
+    pt_store_sample *samples; /* the last step's counters; NULL: not kept */
+    int n_samples, cap_samples;
 } pt_activation_store;
 
 int pt_store_init(pt_activation_store *s, pt_model *m, int n_chunks, const int *chunk_first,
@@ -81,6 +93,10 @@ void pt_store_give_buffer(pt_activation_store *s, int boundary, float *buf);
 size_t pt_store_buffer_bytes(const pt_activation_store *s, int boundary);
 /* Bytes of every record and buffer the store has allocated (taken or free). */
 size_t pt_store_allocated_bytes(const pt_activation_store *s);
+/* Keeps up to `cap` counter samples per step (allocated here, once);
+ * pt_store_restart_samples() begins a step's. */
+int pt_store_keep_samples(pt_activation_store *s, int cap);
+void pt_store_restart_samples(pt_activation_store *s);
 
 /* ---- weight_stash.c ---- */
 

@@ -60,11 +60,29 @@ static size_t write_reduces(const pt_pipeline *p, int r, char *buf, size_t cap)
     return n;
 }
 
+/* Worker r's counter track: activation bytes taken from its store and
+ * micro-batches in flight (activation records held), at every change. */
+static size_t write_counters(const pt_pipeline *p, int r, char *buf, size_t cap)
+{
+    const pt_activation_store *st = &p->workers[r].store;
+    size_t n = 0;
+    for (int i = 0; i < st->n_samples; i++) {
+        const pt_store_sample *x = &st->samples[i];
+        n += (size_t)snprintf(buf + n, cap - n,
+                              ",\n{\"name\": \"worker %d activations\", \"ph\": \"C\", "
+                              "\"pid\": 0, \"ts\": %.3f, \"args\": {\"bytes\": %zu, "
+                              "\"micro-batches\": %d}}",
+                              r, (x->t - p->step_t0) * 1e6, x->bytes, x->records);
+    }
+    return n;
+}
+
 int pt_pipeline_write_trace(const pt_pipeline *p, const char *path)
 {
     size_t cap = 256;
     for (int r = 0; r < p->P; r++)
-        cap += 200 * (size_t)(p->workers[r].n_events + p->n_chunks + 4);
+        cap += 200 * (size_t)(p->workers[r].n_events + p->n_chunks + 4) +
+               160 * (size_t)p->workers[r].store.n_samples;
     char *buf = malloc(cap);
     if (!buf)
         return pt_fail(PT_ENOMEM, "cannot allocate the trace");
@@ -90,6 +108,7 @@ int pt_pipeline_write_trace(const pt_pipeline *p, const char *path)
                                   e->t0 * 1e6, (e->t1 - e->t0) * 1e6, e->chunk, e->mb);
         }
         n += write_reduces(p, r, buf + n, cap - n);
+        n += write_counters(p, r, buf + n, cap - n);
     }
     n += (size_t)snprintf(buf + n, cap - n, "\n]}\n");
     FILE *f = pt_open_output(path, "w");
