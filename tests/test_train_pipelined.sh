@@ -4,7 +4,7 @@
 # rounding), a hand-written schedule file runs, a bad balance is refused
 # naming the block count, the trace is valid JSON with one track per worker,
 # a checkpoint saved at P = 2 resumes at P = 1, and generation across 3 stages
-# samples what one worker samples.
+# samples what one worker samples; --quiet prints only the summary.
 set -euo pipefail
 corpus=/usr/share/games/fortunes
 [ -d "$corpus" ] || { echo "skipped: $corpus is missing (scripts/install-deps.sh installs it)"; exit 77; }
@@ -68,4 +68,9 @@ close "$(losses "$dir/one.jsonl" | cut -d' ' -f3-4)" "$(losses "$dir/resumed.jso
 a=$("$PIPETRAIN" generate --load "$dir/p1.safetensors" --prompt "Who " --tokens 40 --seed 4)
 b=$("$PIPETRAIN" generate --load "$dir/p1.safetensors" --prompt "Who " --tokens 40 --seed 4 --stages 3)
 [ "$a" = "$b" ] || { echo "FAIL: pipelined generation differs: '$a' vs '$b'"; exit 1; }
+
+# --quiet: the summary at the end and nothing while training
+out=$("$PIPETRAIN" train "${common[@]}" --stages 2 --quiet)
+! echo "$out" | grep -q '^step ' && echo "$out" | grep -q '^done:' ||
+    { echo "FAIL: --quiet printed progress or no summary: $out"; exit 1; }
 echo "ok"

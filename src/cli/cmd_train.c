@@ -13,13 +13,15 @@
 #include "pipetrain.h"
 
 typedef struct {
-    int tty;
+    int tty, quiet;
     long log_every;
 } progress;
 
 static void on_report(const pt_train_report *r, void *user)
 {
     progress *p = user;
+    if (p->quiet)
+        return;
     if (p->tty) {
         int width = 30, done = (int)(width * r->step / (r->steps ? r->steps : 1));
         printf("\r[%.*s%*s] step %ld/%ld  loss %.4f  %6.0f tok/s  ETA %4.0fs", done,
@@ -151,7 +153,7 @@ int cmd_train(int argc, char **argv)
     flag_list data = {.n = 0};
     float min_lr = -1.0f, weight_decay = -1.0f;
     long decay_steps = -1;
-    int threads = 0;
+    int threads = 0, quiet = 0;
     const char *balance = NULL;
     long max_stage_memory = 0;
     int balance_list[1024];
@@ -256,6 +258,8 @@ int cmd_train(int argc, char **argv)
         FLAG_RANGED("threads", FLAG_INT, &threads, "N",
                     "BLAS threads per worker; 0: cores / stages, at least 1 (default 0)",
                     NUM_RANGE(0, 1024)),
+        FLAG("quiet", FLAG_BOOL, &quiet, NULL,
+             "no progress while training: only the summary at the end and errors"),
         FLAG("trace", FLAG_STRING, &cfg.trace, "FILE",
              "Chrome/Perfetto trace of the last step, one track per worker (under "
              "mpirun: FILE.rank<N> per rank)"),
@@ -317,6 +321,7 @@ int cmd_train(int argc, char **argv)
     /* mpirun hands ranks a pseudo-terminal even when its own output is a
      * file: print log lines there */
     progress p = {.tty = isatty(fileno(stdout)) && !pt_transport_launched_by_mpirun(),
+                  .quiet = quiet,
                   .log_every = cfg.steps >= 20 ? cfg.steps / 20 : 1};
     cfg.on_report = on_report;
     cfg.user = &p;
