@@ -518,7 +518,9 @@ int pt_pipeline_read_param(const pt_pipeline *p, const char *name, int which, fl
 int pt_pipeline_agree(pt_pipeline *p, int status, void *buf, size_t n);
 /* Runs fn(p, worker, user) for every worker of this process, each on its own
  * thread (threads) or the calling one (MPI), and waits for all; the first
- * failure is returned (and, as any failed job, stops the other workers). */
+ * failure is returned with its message. fn works on its worker's own stage
+ * and exchanges nothing with other workers, so a failure leaves the
+ * pipeline usable; processes learn of each other's with pt_pipeline_agree. */
 int pt_pipeline_run(pt_pipeline *p, int (*fn)(pt_pipeline *p, int worker, void *user), void *user);
 
 /* ---- Training --------------------------------------------------------- */

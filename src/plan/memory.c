@@ -47,19 +47,11 @@ void pt_plan_worker_records(const pt_schedule *s, int worker, bool checkpoint, i
     free(live);
 }
 
-static bool owns(const pt_schedule *s, int c, int w)
-{
-    for (int k = 0; k < s->replicas; k++)
-        if (s->chunk_worker[c * s->replicas + k] == w)
-            return true;
-    return false;
-}
-
 int pt_plan_worker_buffers(const pt_schedule *s, int worker, const int *records)
 {
     int most = 0;
     for (int c = 0; c < s->n_chunks; c++)
-        if (owns(s, c, worker) && records[c] > most)
+        if (pt_sched_holds(s, worker, c, NULL) && records[c] > most)
             most = records[c];
     return most + 2;
 }
@@ -109,7 +101,7 @@ int pt_plan_worker_memory(const pt_memory_plan *mp, int worker, pt_memory_use *o
     int buffers = pt_plan_worker_buffers(s, worker, records);
     bool async = pt_sched_is_async(s);
     for (int c = 0; c < K; c++) {
-        if (!owns(s, c, worker))
+        if (!pt_sched_holds(s, worker, c, NULL))
             continue;
         int first = mp->chunk_first[c], last = mp->chunk_last[c];
         size_t params = pt_model_param_bytes(mp->desc, first, last);

@@ -107,14 +107,6 @@ int pt_ranks_replicate(const pt_schedule *base, int D, int micro, pt_schedule **
     return PT_OK;
 }
 
-bool pt_ranks_owns(const pt_schedule *s, int c, int w)
-{
-    for (int k = 0; k < s->replicas; k++)
-        if (s->chunk_worker[c * s->replicas + k] == w)
-            return true;
-    return false;
-}
-
 /* ---- exact values through a sum ---- */
 
 /* A 64-bit pattern as four 16-bit pieces, each exact in a float. */
@@ -196,14 +188,6 @@ void pt_worker_chunk_span(const pt_worker *w, int c, size_t *off, size_t *floats
     }
 }
 
-static int chunk_of_block(const pt_pipeline *p, int block)
-{
-    for (int c = 0; c < p->n_chunks; c++)
-        if (block >= p->chunk_first[c] && block <= p->chunk_last[c])
-            return c;
-    return -1;
-}
-
 /* Sums n floats over the group, one bucket per call. */
 static int bucketed_sum(pt_worker *w, const int *group, int n_group, float *x, size_t n)
 {
@@ -230,7 +214,8 @@ int pt_coll_tied(pt_worker *w, int ca, int cb, bool mean)
         if (!cp->tied_to)
             continue;
         const pt_param *src = pt_model_find_param(m, cp->tied_to);
-        int cc = chunk_of_block(p, cp->block), cs = chunk_of_block(p, src->block);
+        int cc = pt_pipeline_chunk_of_block(p, cp->block),
+            cs = pt_pipeline_chunk_of_block(p, src->block);
         if (!((cs == ca && cc == cb) || (cs == cb && cc == ca)))
             continue;
         int group[2] = {p->s->chunk_worker[cs * D + k], p->s->chunk_worker[cc * D + k]};
@@ -277,7 +262,7 @@ int pt_coll_norm(pt_worker *w)
 {
     pt_pipeline *p = w->p;
     for (int c = 0; c < p->n_chunks; c++)
-        w->shares[c] = pt_ranks_owns(p->s, c, w->rank)
+        w->shares[c] = pt_sched_holds(p->s, w->rank, c, NULL)
                            ? pt_optimizer_grad_sq(w->stage, p->chunk_first[c], p->chunk_last[c])
                            : 0.0;
     /* every loss is known by now: one exchange carries both */
@@ -375,12 +360,8 @@ int pt_coll_sum_counts(pt_pipeline *p, uint64_t *v, size_t n)
         put_bits(f + 4 * i, v[i], 4);
     /* each count comes from one process, zeros from the others: the sum is it */
     int rc = pt_transport_allreduce_sum_f32(p->mpi_t, p->all_workers, p->P, f, n * 4);
-    for (size_t i = 0; rc == PT_OK && i < n; i++) {
-        uint64_t x = 0;
-        for (int k = 3; k >= 0; k--)
-            x = (x << 16) + (uint64_t)f[4 * i + (size_t)k];
-        v[i] = x;
-    }
+    for (size_t i = 0; rc == PT_OK && i < n; i++)
+        v[i] = get_bits(f + 4 * i, 4);
     free(f);
     return rc == PT_OK ? PT_OK : pt_ranks_abort(p, rc);
 }

@@ -430,7 +430,7 @@ static int run_step(pt_worker *w, const pt_prog_action *a)
     if (a->chunk < 0) {
         int rc = finish_reduce(w);
         for (int c = 0; rc == PT_OK && !w->skip && c < p->n_chunks; c++)
-            if (pt_ranks_owns(p->s, c, w->rank))
+            if (pt_sched_holds(p->s, w->rank, c, NULL))
                 pt_optimizer_step(w->opt, w->stage, p->chunk_first[c], p->chunk_last[c],
                                   p->job_step, p->job_lr, w->clip);
         return rc;

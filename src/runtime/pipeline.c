@@ -92,6 +92,12 @@ static int do_job(pt_worker *w, int job)
     return PT_OK;
 }
 
+/* Does the job exchange with other workers? A RUN job's function works on
+ * its worker's own stage alone (a checkpoint shard), so its failure is
+ * returned and leaves the world as it is; any other job's failure ends the
+ * world, so the workers waiting on the failed one wake. */
+static bool exchanges(int job) { return job != PT_JOB_RUN; }
+
 static void *worker_main(void *arg)
 {
     pt_worker *w = arg;
@@ -109,7 +115,8 @@ static void *worker_main(void *arg)
         int rc = do_job(w, job);
         if (rc != PT_OK) {
             record_error(w, rc);
-            pt_transport_abort(w->t, pt_last_error());
+            if (exchanges(job))
+                pt_transport_abort(w->t, pt_last_error());
             if (job == PT_JOB_TRAIN || job == PT_JOB_EVAL)
                 pt_executor_reset(w);
         }
@@ -150,8 +157,8 @@ static int run_local_job(pt_pipeline *p, int job)
         return pt_fail(PT_ETRANSPORT, "the pipeline's MPI world failed in an earlier call");
     pt_worker *w = &p->workers[p->rank];
     int rc = do_job(w, job);
-    if (rc == PT_OK)
-        return PT_OK;
+    if (rc == PT_OK || !exchanges(job))
+        return rc;
     rc = pt_ranks_abort(p, rc);
     if (job == PT_JOB_TRAIN || job == PT_JOB_EVAL) {
         char msg[512];
@@ -184,7 +191,7 @@ static int run_job(pt_pipeline *p, int job)
     int rc = p->err_rc;
     pthread_mutex_unlock(&p->mu);
     if (rc != PT_OK) {
-        p->world_aborted = true;
+        p->world_aborted = exchanges(job);
         return pt_fail(rc, "%s", p->err_msg);
     }
     return PT_OK;
@@ -268,8 +275,7 @@ static int make_schedule(pt_pipeline *p, const pt_pipeline_config *cfg)
     return PT_OK;
 }
 
-/* The chunk holding block b. */
-static int chunk_of(const pt_pipeline *p, int b)
+int pt_pipeline_chunk_of_block(const pt_pipeline *p, int b)
 {
     for (int c = 0; c < p->n_chunks; c++)
         if (b >= p->chunk_first[c] && b <= p->chunk_last[c])
@@ -290,8 +296,8 @@ static int make_programs(pt_pipeline *p)
         const pt_param *q = pt_model_param(p->desc, i);
         if (!q->tied_to)
             continue;
-        int a = chunk_of(p, pt_model_find_param(p->desc, q->tied_to)->block);
-        int b = chunk_of(p, q->block), seen = 0;
+        int a = pt_pipeline_chunk_of_block(p, pt_model_find_param(p->desc, q->tied_to)->block);
+        int b = pt_pipeline_chunk_of_block(p, q->block), seen = 0;
         for (int t = 0; t < n_tied; t++)
             seen |= tied[2 * t] == a && tied[2 * t + 1] == b;
         if (!seen)
@@ -358,14 +364,14 @@ static int make_stage(pt_pipeline *p, pt_worker *w)
     if (!hold)
         return pt_fail(PT_ENOMEM, "cannot allocate worker %d's block list", w->rank);
     for (int c = 0; c < p->n_chunks; c++)
-        if (pt_ranks_owns(p->s, c, w->rank))
+        if (pt_sched_holds(p->s, w->rank, c, NULL))
             memset(hold + p->chunk_first[c], 1, (size_t)(p->chunk_last[c] - p->chunk_first[c] + 1));
     int rc = pt_model_create_part(pt_model_get_config(p->desc), hold, &w->stage);
     free(hold);
     if (rc == PT_OK && p->has_optim)
         rc = pt_optimizer_create(w->stage, &p->optim, &w->opt);
     for (int c = 0; rc == PT_OK && p->async && c < p->n_chunks; c++)
-        if (pt_ranks_owns(p->s, c, w->rank))
+        if (pt_sched_holds(p->s, w->rank, c, NULL))
             rc = pt_stash_init(&w->stash[c], w->stage, p->chunk_first[c], p->chunk_last[c]);
     return rc;
 }
@@ -400,7 +406,7 @@ static int make_worker(pt_pipeline *p, int r)
         /* the planner's walk of the list: the prediction is what is reserved */
         pt_plan_worker_records(p->s, r, p->checkpoint, records);
         for (int c = 0; c < p->n_chunks; c++)
-            own[c] = pt_ranks_owns(p->s, c, r);
+            own[c] = pt_sched_holds(p->s, r, c, NULL);
         rc = pt_store_reserve(&w->store, own, records, pt_plan_worker_buffers(p->s, r, records));
     }
     if (rc == PT_OK) /* every action takes or gives at most a few things */

@@ -286,8 +286,6 @@ int pt_ranks_endpoint(pt_pipeline_transport want, pt_transport **out);
  * workers and micro/replicas micro-batches: worker w's list, micro-batch j,
  * becomes worker w*D+k's list with micro-batch j*D+k. */
 int pt_ranks_replicate(const pt_schedule *base, int replicas, int micro, pt_schedule **out);
-/* Does worker w run chunk c (any replica)? */
-bool pt_ranks_owns(const pt_schedule *s, int c, int w);
 /* MPI: rank 0's balance for every rank (profiled partitions may differ). */
 int pt_ranks_agree_balance(pt_pipeline *p, int *balance, int n);
 /* Chunk c's gradient summed in place over the chunk's replicas (w is one of
@@ -312,6 +310,8 @@ int pt_coll_share_probs(pt_worker *w, float *probs, size_t floats);
 int pt_coll_sum_counts(pt_pipeline *p, uint64_t *v, size_t n);
 /* MPI: records the error, aborts the world (every rank stops), returns rc. */
 int pt_ranks_abort(pt_pipeline *p, int rc);
+/* pipeline.c: the chunk that holds block b (-1: none). */
+int pt_pipeline_chunk_of_block(const pt_pipeline *p, int b);
 /* Parameter span of chunk c in worker w's stage arena: offset and length in
  * floats (w holds the chunk). */
 void pt_worker_chunk_span(const pt_worker *w, int c, size_t *off, size_t *floats);

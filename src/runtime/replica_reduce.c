@@ -70,7 +70,7 @@ int pt_reduce_init(pt_replica_reduce *r, pt_worker *w)
     size_t scratch = 0;
     for (int c = 0; c < K; c++) {
         pt_reduce_chunk *ch = &r->chunks[c];
-        ch->own = pt_ranks_owns(p->s, c, rank);
+        ch->own = pt_sched_holds(p->s, rank, c, NULL);
         if (!ch->own)
             continue;
         /* the group in ascending rank order: the order of the fold */

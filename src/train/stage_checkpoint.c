@@ -8,10 +8,10 @@
  *      shard, on its own thread, all at once;
  *   3. once every shard is written, the main process publishes the set (the
  *      index last, then the folder swapped in whole).
- * A failure anywhere stops every process at the next beat, and what was
- * published before stays; so does a stage holding a value that is not
- * finite. Loading: every worker reads its own tensors, on
- * its own thread. */
+ * A failure anywhere (a full disk, a stage holding a value that is not
+ * finite) stops every process at the next beat, each naming its own
+ * reason, and what was published before stays. Loading: every worker reads
+ * its own tensors, on its own thread, and the processes agree likewise. */
 #include "train/stage_checkpoint.h"
 
 #include <limits.h>
@@ -22,38 +22,10 @@
 
 #include "tensor/error.h"
 
-/* What one worker's share of a load or save came to. A worker records its
- * failure instead of failing its job, so that a bad file or a full disk is
- * agreed on by every process (pt_pipeline_agree) rather than ending an MPI
- * world whose ranks are all well. */
-typedef struct {
-    int rc;
-    char msg[512];
-} outcome;
-
-static int record(outcome *o, int rc)
-{
-    o->rc = rc;
-    if (rc != PT_OK)
-        snprintf(o->msg, sizeof o->msg, "%s", pt_last_error());
-    return PT_OK;
-}
-
-/* The first local worker's failure, as this thread's error; then every
- * process learns whether any failed. */
-static int agree_on(pt_pipeline *p, int rc, const outcome *all)
-{
-    for (int w = 0; rc == PT_OK && w < pt_pipeline_workers(p); w++)
-        if (all[w].rc != PT_OK)
-            rc = pt_fail(all[w].rc, "%s", all[w].msg);
-    return pt_pipeline_agree(p, rc, NULL, 0);
-}
-
 typedef struct {
     const char *path;
     pt_train_state *states; /* one per worker: each thread writes its own */
     const pt_checkpoint_load_options *o;
-    outcome *outcomes;
 } load_job;
 
 static int load_stage(pt_pipeline *p, int worker, void *user)
@@ -62,9 +34,8 @@ static int load_stage(pt_pipeline *p, int worker, void *user)
     pt_optimizer *opt = j->states ? pt_pipeline_stage_optimizer(p, worker) : NULL;
     pt_train_state *st = j->states ? &j->states[worker] : NULL;
     pt_model *stage = pt_pipeline_stage(p, worker);
-    return record(&j->outcomes[worker], j->o
-                                            ? pt_checkpoint_load_with(j->path, stage, opt, st, j->o)
-                                            : pt_checkpoint_load(j->path, stage, opt, st));
+    return j->o ? pt_checkpoint_load_with(j->path, stage, opt, st, j->o)
+                : pt_checkpoint_load(j->path, stage, opt, st);
 }
 
 int pt_stage_checkpoint_load(pt_pipeline *p, const char *path, pt_train_state *state,
@@ -72,20 +43,15 @@ int pt_stage_checkpoint_load(pt_pipeline *p, const char *path, pt_train_state *s
 {
     load_job j = {.path = path, .o = o};
     int P = pt_pipeline_workers(p);
-    j.outcomes = calloc((size_t)P, sizeof *j.outcomes);
-    if (state && j.outcomes)
-        j.states = calloc((size_t)P, sizeof *j.states);
-    if (!j.outcomes || (state && !j.states)) {
-        free(j.outcomes);
+    if (state && !(j.states = calloc((size_t)P, sizeof *j.states)))
         return pt_fail(PT_ENOMEM, "cannot allocate the run states");
-    }
     for (int w = 0; state && w < P; w++)
         j.states[w] = *state;
-    int rc = agree_on(p, pt_pipeline_run(p, load_stage, &j), j.outcomes);
+    /* a worker that cannot read its tensors stops every process */
+    int rc = pt_pipeline_agree(p, pt_pipeline_run(p, load_stage, &j), NULL, 0);
     if (rc == PT_OK && state)
         *state = j.states[pt_pipeline_rank(p)];
     free(j.states);
-    free(j.outcomes);
     return rc;
 }
 
@@ -97,7 +63,6 @@ typedef struct {
 typedef struct {
     const save_plan *plan;
     const pt_train_state *state;
-    outcome *outcomes;
 } save_job;
 
 /* A checkpoint is never written from values that are not finite: the run
@@ -130,11 +95,11 @@ static int write_shard(pt_pipeline *p, int worker, void *user)
     if (stage < 0 || replica != 0)
         return PT_OK; /* replica 0 speaks for the stage */
     int rc = check_finite(p, worker);
-    if (rc == PT_OK)
-        rc = pt_checkpoint_write_shard(
-            j->plan->staging, stage, pt_pipeline_stages(p), pt_pipeline_stage(p, worker),
-            pt_pipeline_stage_optimizer(p, worker), j->state, j->plan->run_id);
-    return record(&j->outcomes[worker], rc);
+    if (rc != PT_OK)
+        return rc;
+    return pt_checkpoint_write_shard(
+        j->plan->staging, stage, pt_pipeline_stages(p), pt_pipeline_stage(p, worker),
+        pt_pipeline_stage_optimizer(p, worker), j->state, j->plan->run_id);
 }
 
 int pt_stage_checkpoint_save(pt_pipeline *p, const char *path, const pt_train_state *state)
@@ -150,16 +115,13 @@ int pt_stage_checkpoint_save(pt_pipeline *p, const char *path, const pt_train_st
     }
     rc = pt_pipeline_agree(p, rc, plan, sizeof *plan);
     save_job j = {.plan = plan, .state = state};
-    if (rc == PT_OK && !(j.outcomes = calloc((size_t)pt_pipeline_workers(p), sizeof *j.outcomes)))
-        rc = pt_fail(PT_ENOMEM, "cannot allocate a save");
     if (rc == PT_OK)
-        rc = agree_on(p, pt_pipeline_run(p, write_shard, &j), j.outcomes);
+        rc = pt_pipeline_agree(p, pt_pipeline_run(p, write_shard, &j), NULL, 0);
     if (rc == PT_OK && main)
         rc = pt_checkpoint_publish(
             plan->staging, path, pt_pipeline_stages(p), pt_pipeline_description(p),
             pt_pipeline_stage_optimizer(p, pt_pipeline_rank(p)), state, plan->run_id);
     rc = pt_pipeline_agree(p, rc, NULL, 0);
-    free(j.outcomes);
     free(plan);
     return rc;
 }
