@@ -11,7 +11,7 @@
 #ifndef PT_FUZZ_HARNESS_H
 #define PT_FUZZ_HARNESS_H
 
-#include <dirent.h>
+#include <ftw.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,19 +34,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static char fuzz_dir_path[256];
 
+static inline int fuzz_remove_entry(const char *path, const struct stat *sb, int type,
+                                    struct FTW *ftw)
+{
+    (void)sb, (void)type, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* The folder and everything in it (files, and the folders some harnesses
+ * make inside it). */
 static inline void fuzz_dir_remove(void)
 {
-    DIR *d = opendir(fuzz_dir_path);
-    struct dirent *e;
-    char path[4096];
-    while (d && (e = readdir(d)) != NULL)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(path, sizeof path, "%s/%s", fuzz_dir_path, e->d_name);
-            unlink(path);
-        }
-    if (d)
-        closedir(d);
-    rmdir(fuzz_dir_path);
+    nftw(fuzz_dir_path, fuzz_remove_entry, 8, FTW_DEPTH | FTW_PHYS);
 }
 
 /* The process's private folder. */
