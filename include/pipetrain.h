@@ -468,8 +468,11 @@ int pt_pipeline_bubbles(const pt_pipeline *p, double *measured, double *predicte
  * every rank's figures); all workers' figures are then known everywhere. */
 int pt_pipeline_memory(pt_pipeline *p, pt_memory_use *measured, pt_memory_use *predicted,
                        size_t *peak_rss);
-/* The same as a table, in MiB, one row per worker. */
-int pt_pipeline_memory_report(pt_pipeline *p, char *buf, size_t n);
+/* Those figures (arrays of pt_pipeline_workers() entries) as a table into
+ * buf, in MiB, one row per worker. */
+int pt_pipeline_memory_report(const pt_pipeline *p, const pt_memory_use *measured,
+                              const pt_memory_use *predicted, const size_t *peak_rss, char *buf,
+                              size_t n);
 int pt_pipeline_workers(const pt_pipeline *p); /* stages x replicas */
 int pt_pipeline_stages(const pt_pipeline *p);
 int pt_pipeline_replicas(const pt_pipeline *p);

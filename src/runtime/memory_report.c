@@ -87,33 +87,27 @@ int pt_pipeline_memory(pt_pipeline *p, pt_memory_use *measured, pt_memory_use *p
 
 static double mib(size_t b) { return (double)b / (1024.0 * 1024.0); }
 
-int pt_pipeline_memory_report(pt_pipeline *p, char *buf, size_t n)
+int pt_pipeline_memory_report(const pt_pipeline *p, const pt_memory_use *measured,
+                              const pt_memory_use *predicted, const size_t *peak_rss, char *buf,
+                              size_t n)
 {
-    pt_memory_use *m = calloc((size_t)p->P * 2, sizeof *m);
-    size_t *rss = calloc((size_t)p->P, sizeof *rss);
-    int rc = m && rss ? pt_pipeline_memory(p, m, m + p->P, rss)
-                      : pt_fail(PT_ENOMEM, "cannot allocate the memory report");
-    size_t at = 0;
-    if (rc == PT_OK && n > 0) {
-        buf[0] = '\0';
-        at += (size_t)snprintf(buf, n, "%-7s %9s %9s %9s %9s %9s %9s %10s %10s %9s\n", "worker",
-                               "params", "grads", "moments", "stash", "activ", "comm", "total",
-                               "predicted", "peak RSS");
-        for (int r = 0; r < p->P && at < n; r++) {
-            const pt_memory_use *u = &m[r];
-            at += (size_t)snprintf(buf + at, n - at,
-                                   "%-7d %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %10.1f %10.1f %9.1f\n",
-                                   r, mib(u->params), mib(u->grads), mib(u->moments), mib(u->stash),
-                                   mib(u->activations), mib(u->comm), mib(pt_memory_total(u)),
-                                   mib(pt_memory_total(&m[p->P + r])), mib(rss[r]));
-        }
-        if (at < n)
-            snprintf(buf + at, n - at,
-                     "(MiB; total is what the worker allocated, predicted the planner's "
-                     "figure; peak RSS is its process's%s)\n",
-                     p->mpi ? "" : ", shared by every worker on threads");
+    if (!measured || !predicted || !peak_rss || !buf || n == 0)
+        return pt_fail(PT_EINVAL, "the memory report needs the figures and a buffer");
+    size_t at = (size_t)snprintf(buf, n, "%-7s %9s %9s %9s %9s %9s %9s %10s %10s %9s\n", "worker",
+                                 "params", "grads", "moments", "stash", "activ", "comm", "total",
+                                 "predicted", "peak RSS");
+    for (int r = 0; r < p->P && at < n; r++) {
+        const pt_memory_use *u = &measured[r];
+        at += (size_t)snprintf(buf + at, n - at,
+                               "%-7d %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %10.1f %10.1f %9.1f\n", r,
+                               mib(u->params), mib(u->grads), mib(u->moments), mib(u->stash),
+                               mib(u->activations), mib(u->comm), mib(pt_memory_total(u)),
+                               mib(pt_memory_total(&predicted[r])), mib(peak_rss[r]));
     }
-    free(m);
-    free(rss);
-    return rc;
+    if (at < n)
+        snprintf(buf + at, n - at,
+                 "(MiB; total is what the worker allocated, predicted the planner's "
+                 "figure; peak RSS is its process's%s)\n",
+                 p->mpi ? "" : ", shared by every worker on threads");
+    return PT_OK;
 }

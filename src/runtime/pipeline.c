@@ -483,20 +483,9 @@ int pt_pipeline_create(const pt_model_config *model, const pt_optim_config *opti
         return pt_fail(PT_EINVAL, "replicas must be at least 1 (got %d)", cfg->replicas);
     if (cfg->transport < PT_PIPELINE_AUTO || cfg->transport > PT_PIPELINE_MPI)
         return pt_fail(PT_EINVAL, "unknown pipeline transport %d", (int)cfg->transport);
-    pt_optimizer *probe = NULL;
-    int rc = PT_OK;
-    if (optim) { /* the settings are checked before anything is built */
-        pt_model *none;
-        rc = pt_model_describe(model, &none);
-        if (rc == PT_OK)
-            rc = pt_optimizer_create(none, optim, &probe);
-        pt_optimizer_destroy(probe);
-        pt_model_destroy(none);
-        if (rc != PT_OK)
-            return rc;
-    }
     pt_transport *mpi_t;
-    if ((rc = pt_ranks_endpoint(cfg->transport, &mpi_t)) != PT_OK)
+    int rc = pt_ranks_endpoint(cfg->transport, &mpi_t);
+    if (rc != PT_OK)
         return rc;
     int D = cfg->replicas ? cfg->replicas : 1;
     if (mpi_t && (long)cfg->stages * D != pt_transport_size(mpi_t))
@@ -529,6 +518,11 @@ int pt_pipeline_create(const pt_model_config *model, const pt_optim_config *opti
     pthread_cond_init(&p->done_cv, NULL);
 
     rc = pt_model_describe(model, &p->desc);
+    if (rc == PT_OK && optim) { /* the settings, checked on the description (no tensors) */
+        pt_optimizer *probe = NULL;
+        rc = pt_optimizer_create(p->desc, optim, &probe);
+        pt_optimizer_destroy(probe);
+    }
     if (rc == PT_OK)
         rc = make_schedule(p, cfg);
     if (rc == PT_OK) {

@@ -453,13 +453,13 @@ static int report_skipped(trainer *t, float lr, float loss, double norm, int sta
 static int report_memory(trainer *t, pt_train_result *result, pt_metrics_row *row)
 {
     int P = pt_pipeline_workers(t->pipe);
-    int rc = pt_pipeline_memory_report(t->pipe, result->memory, sizeof result->memory);
     pt_memory_use *m = calloc((size_t)P * 2, sizeof *m);
     size_t *rss = calloc((size_t)P, sizeof *rss);
-    if (rc == PT_OK && !(m && rss))
-        rc = pt_fail(PT_ENOMEM, "cannot allocate the memory figures");
+    int rc = m && rss ? pt_pipeline_memory(t->pipe, m, m + P, rss)
+                      : pt_fail(PT_ENOMEM, "cannot allocate the memory figures");
     if (rc == PT_OK)
-        rc = pt_pipeline_memory(t->pipe, m, m + P, rss);
+        rc = pt_pipeline_memory_report(t->pipe, m, m + P, rss, result->memory,
+                                       sizeof result->memory);
     static char keys[PT_METRICS_MAX_EXTRA][40];
     for (int r = 0; rc == PT_OK && r < P && row->n_extra + 3 <= PT_METRICS_MAX_EXTRA; r++) {
         const char *what[3] = {"bytes", "predicted_bytes", "peak_rss_bytes"};
