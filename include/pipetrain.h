@@ -55,6 +55,14 @@ typedef enum { PT_MODEL_GPT = 0, PT_MODEL_MLP = 1 } pt_model_kind;
 
 #define PT_MLP_MAX_WIDTHS 16
 
+/* The MLP's activation, as GPT2Config's activation_function names it. */
+typedef enum {
+    PT_ACT_GELU_NEW = 0, /* "gelu_new": GELU's tanh form, GPT-2's */
+    PT_ACT_GELU,         /* "gelu": exact, 0.5 x (1 + erf(x / sqrt 2)) */
+    PT_ACT_RELU,         /* "relu" */
+    PT_ACT_SILU          /* "silu" (also "swish"): x sigmoid(x) */
+} pt_activation;
+
 typedef struct {
     pt_model_kind kind;
     /* gpt: GPT-2's architecture */
@@ -63,6 +71,15 @@ typedef struct {
     int n_embd;  /* channels; a multiple of n_head (default 128) */
     int seq_len; /* T, tokens per sample (default 128) */
     int vocab;   /* V (default 256: bytes) */
+    /* gpt: the GPT2Config fields that change the arithmetic, under Hugging
+     * Face's names; pt_model_config_gpt() gives GPT-2's values */
+    int n_inner;                         /* MLP width (0: 4 n_embd) */
+    int n_positions;                     /* rows of wpe (0: seq_len); >= seq_len */
+    pt_activation activation;            /* activation_function (gelu_new) */
+    float layer_norm_epsilon;            /* (1e-5) */
+    int scale_attn_weights;              /* scores / sqrt(head size) (1) */
+    int scale_attn_by_inverse_layer_idx; /* layer l's scores also / (l + 1) (0) */
+    int tie_word_embeddings;             /* lm_head.weight is wte (1); 0: its own */
     /* mlp: widths[0] inputs, widths[n_widths-1] classes, ReLU between */
     int n_widths;
     int widths[PT_MLP_MAX_WIDTHS];

@@ -36,6 +36,9 @@ pt_model_config pt_model_config_gpt(void)
                              .n_embd = 128,
                              .seq_len = 128,
                              .vocab = 256,
+                             .layer_norm_epsilon = 1e-5f,
+                             .scale_attn_weights = 1,
+                             .tie_word_embeddings = 1,
                              .seed = 1};
 }
 
