@@ -584,6 +584,9 @@ typedef struct {
                                     model config, saved under any layout */
     int resume_fresh_optimizer;  /* resume from weights alone, with fresh optimizer moments
                                     (otherwise a checkpoint without them is refused) */
+    const char *init_from;       /* weights to start from (a checkpoint or a Hugging Face
+                                    model: folder or file) with a fresh optimizer, at step 0;
+                                    model must be its config (its context may be shorter) */
     int max_skipped_steps;       /* a step whose gradient is not finite changes nothing and
                                     is reported; this many in a row end the run with an
                                     error (default 3) */

@@ -166,7 +166,7 @@ run refused --beta2 "${train[@]}" --optimizer sgd --beta2 0.9
 run refused --schedule "${train[@]}" --stages 2 --schedule gpipe \
     --schedule-file "$PT_TEST_DATA/pipeline/v_shape_2x3.txt"
 run refused --max-stage-memory "${train[@]}" --stages 2 --balance 1,2 --max-stage-memory 100
-run refused --heads generate --load "$dir/g.safetensors" --tokens 2 --heads 2
+run refused --heads generate --load "$dir/g.safetensors" --tokens 2 --heads 4
 run refused --stages generate --load "$dir/g.safetensors" --stages 0
 run refused --min-lr "${train[@]}" --decay-steps 0 --min-lr 1e-5
 run refused --seed generate --load "$dir/g.safetensors" --tokens 2 --temperature 0 --seed 3

@@ -59,8 +59,8 @@ set -e
 echo "refused: $out"
 
 "$PIPETRAIN" train "${common[@]}" --stages 2 --steps 2 --decay-steps 4 \
-    --save "$dir/p2.safetensors" >/dev/null
-"$PIPETRAIN" train "${common[@]}" --resume "$dir/p2.safetensors" --save "$dir/p1.safetensors" \
+    --save "$dir/p2" >/dev/null
+"$PIPETRAIN" train "${common[@]}" --resume "$dir/p2" --save "$dir/p1.safetensors" \
     --metrics "$dir/resumed.jsonl" >/dev/null
 close "$(losses "$dir/one.jsonl" | cut -d' ' -f3-4)" "$(losses "$dir/resumed.jsonl")" ||
     { echo "FAIL: resuming a P = 2 checkpoint at P = 1 drifted"; exit 1; }

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/model_limits.h"
+#include "cli/model_source.h"
 #include "train/stage_checkpoint.h"
 #include "pipetrain.h"
 
@@ -28,7 +29,9 @@ int cmd_generate(int argc, char **argv)
     float temperature = 0.8f;
     uint64_t seed = 1;
     flag flags[] = {
-        FLAG("load", FLAG_STRING, &load, "FILE", "gpt checkpoint (safetensors; required)"),
+        FLAG("load", FLAG_STRING, &load, "PATH",
+             "gpt checkpoint or Hugging Face GPT-2: a folder (config.json and safetensors) or "
+             "a .safetensors file (required)"),
         FLAG("prompt", FLAG_STRING, &prompt, "TEXT", "text to continue (default a newline)"),
         FLAG_RANGED("tokens", FLAG_INT, &tokens, "N", "tokens to sample (default 200)",
                     NUM_RANGE(1, 1 << 24)),
@@ -40,8 +43,8 @@ int cmd_generate(int argc, char **argv)
                     "run each forward across P pipeline stages, one thread each (default 1)",
                     LIMIT_STAGES),
         FLAG_RANGED("heads", FLAG_INT, &heads, "N",
-                    "attention heads, only for a checkpoint that does not record them "
-                    "(default: from the file)",
+                    "attention heads, only for a file that does not record them (no "
+                    "config.json beside it; default: from the checkpoint)",
                     LIMIT_HEADS),
     };
     int rc = flags_parse("generate", "Samples text from a trained gpt checkpoint.", flags,
@@ -61,32 +64,13 @@ int cmd_generate(int argc, char **argv)
         fprintf(stderr, "pipetrain generate: --prompt is empty: give at least one byte\n");
         return 2;
     }
-    pt_model_config cfg;
+    pt_model_config cfg = pt_model_config_gpt();
     pt_pipeline *pipe = NULL;
-    /* heads 0: a file that does not record them leaves n_head 0 */
-    rc = pt_checkpoint_read_config(load, heads, &cfg);
-    if (rc != PT_OK) {
-        fprintf(stderr, "pipetrain generate: %s\n", pt_last_error());
-        return rc == PT_EINVAL ? 2 : 1;
-    }
-    if (cfg.kind != PT_MODEL_GPT) {
-        fprintf(stderr, "pipetrain generate: %s holds an mlp; only a gpt generates text\n", load);
-        return 2;
-    }
-    if (!heads && cfg.n_head < 1) {
-        fprintf(stderr,
-                "pipetrain generate: %s does not record its attention heads: give "
-                "--heads N\n",
-                load);
-        return 2;
-    }
-    if (heads && pt_checkpoint_read_config(load, 0, &cfg) == PT_OK && cfg.n_head > 0) {
-        fprintf(stderr, "pipetrain generate: --heads does nothing: %s records %d heads\n", load,
-                cfg.n_head);
-        return 2;
-    }
-    if (heads)
-        cfg.n_head = heads;
+    cfg.n_head = heads;
+    rc =
+        model_from_checkpoint("generate", load, flags, (int)(sizeof flags / sizeof flags[0]), &cfg);
+    if (rc)
+        return rc;
     pt_pipeline_config pc = pt_pipeline_config_default();
     pc.stages = stages;
     pc.transport = PT_PIPELINE_THREADS;

@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/model_limits.h"
+#include "cli/model_source.h"
 #include "comm/transport.h"
 #include "pipetrain.h"
 
@@ -214,14 +215,18 @@ int cmd_train(int argc, char **argv)
         FLAG_RANGED("eval-batches", FLAG_INT, &cfg.eval_batches, "N",
                     "gpt batches per validation (default 8)", LIMIT_BATCH),
         FLAG("save", FLAG_STRING, &cfg.save, "PATH",
-             "write a checkpoint at the end: a folder in Hugging Face's sharded layout, each "
-             "stage writing its own shard (one model.safetensors for one stage), or one file "
-             "when PATH ends in .safetensors"),
+             "write a checkpoint at the end: a folder (the whole run's state, which --resume "
+             "continues exactly, and a model folder transformers loads; each stage writes its "
+             "own shard) or, when PATH ends in .safetensors, one file of the weights alone"),
         FLAG_RANGED("save-every", FLAG_LONG, &cfg.save_every, "N",
                     "with --save: also every N steps (default 0: off)", LIMIT_COUNT0),
         FLAG("resume", FLAG_STRING, &cfg.resume, "PATH",
              "continue the run saved in PATH (a file or a folder, saved under any stages, "
              "replicas, partition or schedule)"),
+        FLAG("init-from", FLAG_STRING, &cfg.init_from, "PATH",
+             "start from these weights with a fresh optimizer, at step 0: a checkpoint or a "
+             "Hugging Face GPT-2 (a folder with config.json, or a .safetensors file); the "
+             "model is its config, so model flags may only repeat it (--seq may be shorter)"),
         FLAG_RANGED("max-skipped-steps", FLAG_INT, &cfg.max_skipped_steps, "K",
                     "a step whose gradient is not finite is skipped and reported; K in a row "
                     "end the run with an error (default 3)",
@@ -280,6 +285,16 @@ int cmd_train(int argc, char **argv)
         cfg.model = pt_model_config_mlp(nw, w);
     }
     cfg.model.seed = seed;
+    if (cfg.init_from && cfg.resume) {
+        fprintf(stderr, "pipetrain train: --init-from and --resume both given: a run starts "
+                        "from weights or continues a run, not both\n");
+        return 2;
+    }
+    if (cfg.init_from) {
+        if ((rc = model_from_checkpoint("train", cfg.init_from, flags, n, &cfg.model)) != 0)
+            return rc;
+        model_note_dropout("train", cfg.init_from);
+    }
     const char *kinds[] = {"auto", "text", "tokens", "digits"};
     int k = 0;
     while (k < 4 && strcmp(data_format, kinds[k]))

@@ -2,13 +2,17 @@
  * pieces of the format every checkpoint file shares (checkpoint_format.h):
  * names, metadata, the model config as key/value text. Loading is in
  * checkpoint_load.c, sets in checkpoint_set.c. */
-#include "io/checkpoint_format.h"
+#include "io/checkpoint_folder.h"
+
+#include <math.h>
 
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "io/hf_config.h"
 
 /* ---- Names ------------------------------------------------------------- */
 
@@ -70,16 +74,36 @@ void pt_ckpt_meta_add(pt_ckpt_meta *l, const char *key, const char *fmt, ...)
     l->n++;
 }
 
+/* The shortest decimal that reads back as x (buf of 32). */
+static const char *float_text(float x, char *buf)
+{
+    for (int digits = 1; digits <= 9; digits++) {
+        snprintf(buf, 32, "%.*g", digits, (double)x);
+        if (strtof(buf, NULL) == x)
+            break;
+    }
+    return buf;
+}
+
 void pt_ckpt_config_meta(pt_ckpt_meta *l, const pt_model_config *c)
 {
-    pt_ckpt_meta_add(l, "format", "pipetrain");
+    char eps[32];
+    pt_ckpt_meta_add(l, "format", "pt");
     if (c->kind == PT_MODEL_GPT) {
         pt_ckpt_meta_add(l, "model", "gpt");
         pt_ckpt_meta_add(l, "n_layer", "%d", c->n_layer);
         pt_ckpt_meta_add(l, "n_head", "%d", c->n_head);
         pt_ckpt_meta_add(l, "n_embd", "%d", c->n_embd);
-        pt_ckpt_meta_add(l, "n_positions", "%d", c->seq_len);
+        pt_ckpt_meta_add(l, "n_positions", "%d", pt_gpt_positions(c));
         pt_ckpt_meta_add(l, "vocab_size", "%d", c->vocab);
+        pt_ckpt_meta_add(l, "seq_len", "%d", c->seq_len);
+        pt_ckpt_meta_add(l, "n_inner", "%d", pt_gpt_inner(c));
+        pt_ckpt_meta_add(l, "activation_function", "%s", pt_hf_activation_name(c->activation));
+        pt_ckpt_meta_add(l, "layer_norm_epsilon", "%s", float_text(c->layer_norm_epsilon, eps));
+        pt_ckpt_meta_add(l, "scale_attn_weights", "%d", !!c->scale_attn_weights);
+        pt_ckpt_meta_add(l, "scale_attn_by_inverse_layer_idx", "%d",
+                         !!c->scale_attn_by_inverse_layer_idx);
+        pt_ckpt_meta_add(l, "tie_word_embeddings", "%d", !!c->tie_word_embeddings);
     } else {
         char widths[160] = "";
         for (int i = 0; i < c->n_widths; i++)
@@ -140,6 +164,44 @@ static int parse_widths(const char *w, const char *path, pt_model_config *cfg)
     return PT_OK;
 }
 
+/* The fields a record written before they existed lacks: GPT-2's values,
+ * and a context of n_positions. */
+static int parse_gpt_variant(pt_ckpt_lookup get, const void *ctx, const char *path,
+                             pt_model_config *cfg)
+{
+    char buf[64];
+    cfg->n_positions = cfg->seq_len;
+    if (lookup_int(get, ctx, "seq_len", &cfg->seq_len) < 0 ||
+        lookup_int(get, ctx, "n_inner", &cfg->n_inner) < 0)
+        return pt_fail(PT_EFORMAT, "%s: 'seq_len' or 'n_inner' is not a positive integer", path);
+    const char *act = get(ctx, "activation_function", buf, sizeof buf);
+    if (act && pt_hf_activation_parse(act) < 0)
+        return pt_fail(PT_EFORMAT, "%s: activation_function '%s' is not one pipetrain computes",
+                       path, act);
+    if (act)
+        cfg->activation = (pt_activation)pt_hf_activation_parse(act);
+    const char *eps = get(ctx, "layer_norm_epsilon", buf, sizeof buf);
+    char *end = NULL;
+    if (eps && (cfg->layer_norm_epsilon = strtof(eps, &end),
+                *end || !(cfg->layer_norm_epsilon > 0) || !isfinite(cfg->layer_norm_epsilon)))
+        return pt_fail(PT_EFORMAT, "%s: layer_norm_epsilon '%s' is not a positive number", path,
+                       eps);
+    const struct {
+        const char *key;
+        int *field;
+    } flags[] = {{"scale_attn_weights", &cfg->scale_attn_weights},
+                 {"scale_attn_by_inverse_layer_idx", &cfg->scale_attn_by_inverse_layer_idx},
+                 {"tie_word_embeddings", &cfg->tie_word_embeddings}};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        const char *v = get(ctx, flags[i].key, buf, sizeof buf);
+        if (v && strcmp(v, "0") && strcmp(v, "1"))
+            return pt_fail(PT_EFORMAT, "%s: '%s' is '%s', expected 0 or 1", path, flags[i].key, v);
+        if (v)
+            *flags[i].field = *v == '1';
+    }
+    return PT_OK;
+}
+
 int pt_ckpt_config_parse(pt_ckpt_lookup get, const void *ctx, const char *path,
                          pt_model_config *cfg)
 {
@@ -164,6 +226,9 @@ int pt_ckpt_config_parse(pt_ckpt_lookup get, const void *ctx, const char *path,
             if (lookup_int(get, ctx, f[i].key, f[i].field) != 1)
                 return pt_fail(PT_EFORMAT, "%s: '%s' is missing or not a positive integer", path,
                                f[i].key);
+        int rc = parse_gpt_variant(get, ctx, path, cfg);
+        if (rc != PT_OK)
+            return rc;
     } else {
         return pt_fail(PT_EFORMAT, "%s: 'model' is '%s', expected gpt or mlp", path,
                        model ? model : "(missing)");
@@ -171,6 +236,18 @@ int pt_ckpt_config_parse(pt_ckpt_lookup get, const void *ctx, const char *path,
     if (seed)
         cfg->seed = strtoull(seed, NULL, 10);
     return PT_OK;
+}
+
+/* A gpt's config as the checkpoint files record it, for messages. */
+static void gpt_text(const pt_model_config *c, char *buf, size_t n)
+{
+    snprintf(buf, n,
+             "layers %d heads %d embd %d positions %d vocab %d n_inner %d %s epsilon %g%s%s%s",
+             c->n_layer, c->n_head, c->n_embd, pt_gpt_positions(c), c->vocab, pt_gpt_inner(c),
+             pt_hf_activation_name(c->activation), (double)c->layer_norm_epsilon,
+             c->scale_attn_weights ? "" : " unscaled attention",
+             c->scale_attn_by_inverse_layer_idx ? " attention / layer index" : "",
+             c->tie_word_embeddings ? "" : " untied lm_head");
 }
 
 int pt_ckpt_same_config(const pt_model_config *a, const pt_model_config *b, const char *path)
@@ -181,12 +258,17 @@ int pt_ckpt_same_config(const pt_model_config *a, const pt_model_config *b, cons
                        b->kind == PT_MODEL_GPT ? " gpt" : "n mlp");
     if (a->kind == PT_MODEL_GPT &&
         (a->n_layer != b->n_layer || a->n_head != b->n_head || a->n_embd != b->n_embd ||
-         a->seq_len != b->seq_len || a->vocab != b->vocab))
-        return pt_fail(PT_EFORMAT,
-                       "%s holds gpt layers %d heads %d embd %d seq %d vocab %d; the model is "
-                       "layers %d heads %d embd %d seq %d vocab %d",
-                       path, a->n_layer, a->n_head, a->n_embd, a->seq_len, a->vocab, b->n_layer,
-                       b->n_head, b->n_embd, b->seq_len, b->vocab);
+         pt_gpt_positions(a) != pt_gpt_positions(b) || a->vocab != b->vocab ||
+         pt_gpt_inner(a) != pt_gpt_inner(b) || a->activation != b->activation ||
+         a->layer_norm_epsilon != b->layer_norm_epsilon ||
+         !a->scale_attn_weights != !b->scale_attn_weights ||
+         !a->scale_attn_by_inverse_layer_idx != !b->scale_attn_by_inverse_layer_idx ||
+         !a->tie_word_embeddings != !b->tie_word_embeddings)) {
+        char ta[256], tb[256];
+        gpt_text(a, ta, sizeof ta);
+        gpt_text(b, tb, sizeof tb);
+        return pt_fail(PT_EFORMAT, "%s holds a gpt of %s; the model is %s", path, ta, tb);
+    }
     if (a->kind == PT_MODEL_MLP &&
         (a->n_widths != b->n_widths ||
          memcmp(a->widths, b->widths, sizeof(int) * (size_t)a->n_widths)))
@@ -212,48 +294,18 @@ int pt_ckpt_parse_rng(const char *hex, pt_rng *rng)
 int pt_checkpoint_save(const char *path, const pt_model *m, pt_optimizer *opt,
                        const pt_train_state *state)
 {
-    size_t len = strlen(path);
-    if (len < 12 || strcmp(path + len - 12, ".safetensors")) {
-        /* a folder: a set of one shard */
-        char staging[4096], run_id[PT_RUN_ID_MAX];
-        int rc = pt_checkpoint_new_run_id(run_id, sizeof run_id);
-        if (rc == PT_OK)
-            rc = pt_checkpoint_begin(path, staging, sizeof staging);
-        if (rc == PT_OK)
-            rc = pt_checkpoint_write_shard(staging, 0, 1, m, opt, state, run_id);
-        if (rc == PT_OK)
-            rc = pt_checkpoint_publish(staging, path, 1, m, opt, state, run_id);
-        return rc;
-    }
-    int n = pt_model_n_params(m);
-    pt_st_tensor *t = calloc((size_t)n * 3, sizeof *t);
-    char(*names)[PT_NAME_MAX] = calloc((size_t)n * 2, sizeof *names);
-    if (!t || !names) {
-        free(t), free(names);
-        return pt_fail(PT_ENOMEM, "cannot allocate the checkpoint's tensor list");
-    }
-    int nt = 0, nn = 0;
-    pt_optim_kind kind = opt ? pt_optimizer_config(opt)->kind : PT_OPTIM_ADAMW;
-    for (int which = -1; which < (opt ? 2 : 0); which++) {
-        const char *moment = which < 0 ? "" : pt_ckpt_moment(kind, which);
-        for (int i = 0; moment && i < n; i++) {
-            const pt_param *p = pt_model_param(m, i);
-            if (p->tied_to)
-                continue;
-            t[nt] = (pt_st_tensor){.name = p->name, .dtype = PT_DT_F32, .ndim = p->ndim};
-            t[nt].data = which < 0 ? p->data : pt_optimizer_state(opt, m, i, which);
-            if (which >= 0) {
-                snprintf(names[nn], sizeof names[0], "optimizer.%s.%s", moment, p->name);
-                t[nt].name = names[nn++];
-            }
-            memcpy(t[nt].shape, p->shape, sizeof(int) * (size_t)p->ndim);
-            nt++;
-        }
-    }
-    pt_ckpt_meta l = {.n = 0};
-    pt_ckpt_file_meta(&l, pt_model_get_config(m), opt ? pt_ckpt_optim_name(kind) : NULL, state);
-    int rc = pt_safetensors_write(path, t, nt, l.meta, l.n);
-    free(t);
-    free(names);
+    if (pt_checkpoint_is_file(path) && opt)
+        return pt_fail(PT_EINVAL,
+                       "%s: a .safetensors file holds the weights alone; the optimizer state "
+                       "needs a checkpoint folder",
+                       path);
+    char staging[4096], run_id[PT_RUN_ID_MAX];
+    int rc = pt_checkpoint_new_run_id(run_id, sizeof run_id);
+    if (rc == PT_OK)
+        rc = pt_checkpoint_begin(path, staging, sizeof staging);
+    if (rc == PT_OK)
+        rc = pt_checkpoint_write_shard(staging, 0, 1, m, opt, state, run_id);
+    if (rc == PT_OK)
+        rc = pt_checkpoint_publish(staging, path, 1, m, opt, state, run_id);
     return rc;
 }

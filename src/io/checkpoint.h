@@ -2,32 +2,24 @@
  * as a checkpoint set (a folder in Hugging Face's sharded layout) that every
  * pipeline stage writes its own share of, in parallel.
  *
- * One file (today's format, pt_checkpoint_save): every parameter under its
- * Hugging Face GPT-2 name (the tied lm_head.weight is left out, as
- * transformers does, and restored from transformer.wte.weight), then the
- * optimizer's moments as optimizer.exp_avg.<name> and
- * optimizer.exp_avg_sq.<name> (AdamW) or optimizer.momentum.<name> (SGD).
- * __metadata__: "format": "pipetrain", the model config (model, n_layer,
- * n_head, n_embd, n_positions, vocab_size or widths, seed), the optimizer
- * kind, the step, and the data sampler's state (data_rng: four 64-bit words
- * in hex; data_drawn: samples drawn). Written atomically (temporary file,
- * fsync, rename).
- *
- * A set (folder): model.safetensors, or model-0000k-of-0000N.safetensors and
- * model.safetensors.index.json, holding the weights alone under the same
- * names; optimizer.safetensors, or optimizer-0000k-of-0000N.safetensors and
- * optimizer.safetensors.index.json, holding exp_avg.<name>,
- * exp_avg_sq.<name> or momentum.<name>; trainer_state.json (run id, step,
- * data position, optimizer kind, model config); for a gpt, config.json in
- * transformers' GPT-2 form. Each shard's __metadata__ holds "format": "pt",
- * "run_id" and "step". docs/data-and-checkpoints.md describes it all.
- * A save into a set: one worker calls begin, every stage calls write_shard
+ * A set (folder) is the whole state, and what transformers loads as a
+ * model folder: model.safetensors, or model-0000k-of-0000N.safetensors and
+ * model.safetensors.index.json, holding the weights alone under Hugging
+ * Face's GPT-2 names (the tied lm_head.weight left out); optimizer.safetensors, or
+ * optimizer-0000k-of-0000N.safetensors and optimizer.safetensors.index.json, holding
+ * exp_avg.<name>, exp_avg_sq.<name> or momentum.<name>; trainer_state.json (run id, step, data
+ * position, optimizer kind, model config); for a gpt, config.json in transformers' GPT-2 form. Each
+ * shard's __metadata__ holds "format": "pt", "run_id" and "step". docs/data-and-checkpoints.md
+ * describes it all. A save into a set: one worker calls begin, every stage calls write_shard
  * (threads or processes, at once), then one worker calls publish, which
  * swaps the finished folder in whole: a kill at any moment leaves the
  * previous set under the name, loadable.
  *
- * Loading takes either form, and files written by other programs under
- * Hugging Face's names. It reads only the tensors the model holds (a
+ * Loading takes either form, and files and folders written by other
+ * programs under Hugging Face's names (with or without GPT2LMHeadModel's
+ * "transformer." prefix; F16 and BF16 weights widened), taking the config
+ * from pipetrain's record, else config.json (in the folder, or beside the
+ * file), else the tensor shapes. It reads only the tensors the model holds (a
  * pipeline stage's part), one at a time by offset, and checks every dtype,
  * shape, run id and the config before touching the model, so a refused
  * checkpoint changes nothing.
@@ -45,9 +37,16 @@ typedef struct {
     uint64_t data_drawn; /* samples drawn (digits sampler) */
 } pt_train_state;
 
-/* Saves a whole model (every block held). A path ending in ".safetensors"
- * is one file; any other path is a set of one shard (a folder). opt and
- * state may be NULL: a weights-only checkpoint. */
+/* 1 when path names a single file (ends in ".safetensors"), 0 for a set.
+ * One file holds the weights alone, each parameter under its Hugging Face
+ * name (the tied lm_head.weight left out), with __metadata__ "format": "pt",
+ * the model config and the step: an export for inference and other
+ * programs, which a run can start from but not resume exactly. */
+int pt_checkpoint_is_file(const char *path);
+
+/* Saves a whole model (every block held): a set of one shard (a folder), or
+ * for a path ending in ".safetensors" one file of the weights (opt must
+ * then be NULL). opt and state may be NULL: a set of weights alone. */
 int pt_checkpoint_save(const char *path, const pt_model *m, pt_optimizer *opt,
                        const pt_train_state *state);
 
@@ -81,15 +80,15 @@ int pt_checkpoint_write_shard(const char *staging, int shard, int n_shards, cons
  * only), and that every shard carries run_id and the step; writes
  * trainer_state.json, config.json and the indexes, the weights index last;
  * then puts the set under dest at once (the old set, if any, is swapped out
- * and removed). A dest ending in ".safetensors" gets the set merged into one
- * file instead (byte-identical to pt_checkpoint_save of the whole model),
- * written atomically. The staging folder is gone afterwards. */
+ * and removed). A dest ending in ".safetensors" gets the set's weights
+ * merged into one file instead (the stages then write no moments: opt
+ * NULL), written atomically. The staging folder is gone afterwards. */
 int pt_checkpoint_publish(const char *staging, const char *dest, int n_shards, const pt_model *desc,
                           const pt_optimizer *opt, const pt_train_state *state, const char *run_id);
 
-/* Merges a set (folder) into one file of the single-file format, the same
- * bytes pt_checkpoint_save writes for the whole model; one tensor in memory
- * at a time. */
+/* Writes a set's (or another file's) weights as one file, the same bytes
+ * pt_checkpoint_save writes for the whole model; one tensor in memory at a
+ * time. Half-precision weights are widened to F32. */
 int pt_checkpoint_merge(const char *set_dir, const char *out_file);
 
 /* ---- Loading either form ---------------------------------------------- */
@@ -99,6 +98,10 @@ int pt_checkpoint_merge(const char *set_dir, const char *out_file);
  * the tensor shapes; n_head then comes from config.json, the file's
  * metadata or, failing those, default_heads. */
 int pt_checkpoint_read_config(const char *path, int default_heads, pt_model_config *cfg);
+
+/* The largest dropout rate a checkpoint's config.json asks for (0 when it
+ * has none, or no config.json); *field (may be NULL) names it. */
+double pt_checkpoint_dropout(const char *path, const char **field);
 
 typedef struct {
     /* Resuming (opt and state given) from weights alone (no optimizer

@@ -27,7 +27,7 @@
 
 static atomic_uint staging_counter;
 
-int pt_ckpt_dest_is_file(const char *dest)
+int pt_checkpoint_is_file(const char *dest)
 {
     size_t n = strlen(dest);
     return n >= 12 && !strcmp(dest + n - 12, ".safetensors");
@@ -75,7 +75,7 @@ int pt_ckpt_check_dest(const char *dest)
     struct stat sb;
     if (lstat(dest, &sb) != 0)
         return errno == ENOENT ? PT_OK : pt_fail(PT_EIO, "%s: %s", dest, strerror(errno));
-    if (pt_ckpt_dest_is_file(dest))
+    if (pt_checkpoint_is_file(dest))
         return S_ISREG(sb.st_mode) ? PT_OK
                                    : pt_fail(PT_EINVAL,
                                              "%s exists and is not a file: a checkpoint will not "

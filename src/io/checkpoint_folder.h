@@ -7,8 +7,6 @@
 
 #include "io/checkpoint_format.h"
 
-/* 1 when dest names a single file (ends in ".safetensors"), 0 for a set. */
-int pt_ckpt_dest_is_file(const char *dest);
 /* PT_OK when a save may put its result under dest: dest does not exist, or
  * is a regular file (a file dest), or a folder that is empty or holds only
  * a set's files (a set dest). Anything else is refused, naming it. */

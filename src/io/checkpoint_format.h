@@ -17,6 +17,9 @@
 #define PT_SET_STATE   "trainer_state.json"
 #define PT_SET_CONFIG  "config.json"
 #define PT_NAME_MAX    256
+/* GPT2LMHeadModel's names start with it; GPT2Model's (the "gpt2" files on
+ * the Hugging Face hub) do not, and are read as the same tensors. */
+#define PT_GPT_PREFIX "transformer."
 
 /* "model.safetensors" for one shard, else "model-0000k-of-0000N.safetensors"
  * (k 1-based); stem is PT_SET_WEIGHTS or PT_SET_MOMENTS. */
@@ -37,17 +40,18 @@ int pt_ckpt_check_run_id(const char *run_id);
 
 /* ---- Metadata as key/value text --------------------------------------- */
 
-#define PT_CKPT_MAX_META 20
+#define PT_CKPT_MAX_META 28
 
 typedef struct {
-    char key[PT_CKPT_MAX_META][24];
+    char key[PT_CKPT_MAX_META][40];
     char value[PT_CKPT_MAX_META][160];
     pt_st_meta meta[PT_CKPT_MAX_META];
     int n;
 } pt_ckpt_meta;
 
 void pt_ckpt_meta_add(pt_ckpt_meta *l, const char *key, const char *fmt, ...) PT_PRINTF(3, 4);
-/* "format": "pipetrain", then the config (model, n_layer ... or widths, seed). */
+/* "format": "pt" (what transformers asks of a weights file), then the
+ * config (model, n_layer ... or widths, seed). */
 void pt_ckpt_config_meta(pt_ckpt_meta *l, const pt_model_config *c);
 /* The single file's whole __metadata__: the config, then "optimizer" when
  * optimizer is not NULL, then step, data_rng, data_drawn when state is not. */

@@ -5,6 +5,7 @@
  * refused checkpoint leaves the model and optimizer as they were, and
  * nothing is ever held in memory twice. */
 #include "io/checkpoint_source.h"
+#include "io/hf_config.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,17 +35,20 @@ static int locate(pt_ckpt_source *s, const pt_model *m, int i, int which, pt_opt
                        moment ? " (optimizer state needed to resume)" : "");
     const pt_st_info *in = out->info;
     const char *file = pt_safetensors_path(out->st);
-    if (in->dtype != PT_DT_F32)
-        return pt_fail(PT_EFORMAT, "%s: tensor '%s' is %s, expected F32", file, in->name,
-                       pt_dtype_name(in->dtype));
+    /* weights may be half precision (widened as they are read); moments
+     * are what this run's optimizer kept, F32 */
+    if (in->dtype != PT_DT_F32 && (moment || (in->dtype != PT_DT_F16 && in->dtype != PT_DT_BF16)))
+        return pt_fail(PT_EFORMAT, "%s: tensor '%s' is %s, expected F32%s", file, in->name,
+                       pt_dtype_name(in->dtype), moment ? "" : ", F16 or BF16");
     int same = in->ndim == p->ndim;
     for (int d = 0; same && d < p->ndim; d++)
         same = in->shape[d] == p->shape[d];
-    if (!same)
-        return pt_fail(PT_EFORMAT,
-                       "%s: tensor '%s' has another shape than the model's "
-                       "(%d dims, first %d; expected %d dims, first %d)",
-                       file, in->name, in->ndim, in->ndim ? in->shape[0] : 0, p->ndim, p->shape[0]);
+    if (!same) {
+        char has[64], want[64];
+        return pt_fail(PT_EFORMAT, "%s: tensor '%s' has shape %s; the model's '%s' is %s", file,
+                       in->name, pt_safetensors_shape_text(has, sizeof has, in->ndim, in->shape),
+                       p->name, pt_safetensors_shape_text(want, sizeof want, p->ndim, p->shape));
+    }
     return PT_OK;
 }
 
@@ -106,7 +110,7 @@ static int load(pt_ckpt_source *s, pt_model *m, pt_optimizer *opt, pt_train_stat
                 dst = pt_optimizer_state(opt, m, i, which);
             const located *a = &at[3 * i + which + 1];
             if (dst && a->info)
-                rc = pt_safetensors_read_raw(a->st, a->info, dst);
+                rc = pt_safetensors_read_f32(a->st, a->info, dst);
             else if (dst && fresh)
                 memset(dst, 0, p->numel * sizeof(float));
         }
@@ -145,36 +149,43 @@ int pt_checkpoint_read_config(const char *path, int default_heads, pt_model_conf
     return rc;
 }
 
+double pt_checkpoint_dropout(const char *path, const char **field)
+{
+    pt_ckpt_source *s;
+    pt_model_config cfg;
+    double p = 0;
+    const char *name = NULL;
+    if (pt_ckpt_source_open(path, &s) != PT_OK)
+        return 0;
+    if (pt_ckpt_source_config(s, 1, &cfg) == PT_OK && pt_ckpt_source_hf_config(s))
+        p = pt_hf_config_dropout(pt_ckpt_source_hf_config(s), &name);
+    pt_ckpt_source_close(s);
+    if (field)
+        *field = name;
+    return p;
+}
+
 /* ---- Merging ----------------------------------------------------------- */
 
 static int merge_fill(void *user, int i, void *dst)
 {
     const located *a = (const located *)user + i;
-    return pt_safetensors_read_raw(a->st, a->info, dst);
+    return pt_safetensors_read_f32(a->st, a->info, dst);
 }
 
-/* The tensors of the single-file format, in pt_checkpoint_save's order:
- * parameters in model order (tied copies left out), then each moment. */
-static int merge_list(pt_ckpt_source *s, const pt_model *d, const char *optimizer,
-                      pt_optim_kind kind, pt_st_tensor *t, located *at, char (*names)[PT_NAME_MAX],
-                      int *nt)
+/* The tensors of the single file: the parameters in model order, tied
+ * copies left out. */
+static int merge_list(pt_ckpt_source *s, const pt_model *d, pt_st_tensor *t, located *at, int *nt)
 {
     int rc = PT_OK;
     *nt = 0;
-    for (int which = -1; rc == PT_OK && which < (optimizer ? 2 : 0); which++) {
-        const char *moment = which < 0 ? NULL : pt_ckpt_moment(kind, which);
-        for (int i = 0; rc == PT_OK && (which < 0 || moment) && i < pt_model_n_params(d); i++) {
-            const pt_param *p = pt_model_param(d, i);
-            if (p->tied_to)
-                continue;
-            t[*nt] = (pt_st_tensor){.name = p->name, .dtype = PT_DT_F32, .ndim = p->ndim};
-            memcpy(t[*nt].shape, p->shape, sizeof p->shape);
-            if (moment) {
-                snprintf(names[*nt], PT_NAME_MAX, "optimizer.%s.%s", moment, p->name);
-                t[*nt].name = names[*nt];
-            }
-            rc = locate(s, d, i, which, kind, &at[(*nt)++]);
-        }
+    for (int i = 0; rc == PT_OK && i < pt_model_n_params(d); i++) {
+        const pt_param *p = pt_model_param(d, i);
+        if (p->tied_to)
+            continue;
+        t[*nt] = (pt_st_tensor){.name = p->name, .dtype = PT_DT_F32, .ndim = p->ndim};
+        memcpy(t[*nt].shape, p->shape, sizeof p->shape);
+        rc = locate(s, d, i, -1, PT_OPTIM_ADAMW, &at[(*nt)++]);
     }
     return rc;
 }
@@ -198,24 +209,19 @@ int pt_checkpoint_merge(const char *set_dir, const char *out_file)
         rc = has_state;
     if (rc == PT_OK)
         rc = pt_ckpt_source_check_names(s, d);
-    const char *optimizer = pt_ckpt_source_optimizer(s);
-    pt_optim_kind kind = optimizer && !strcmp(optimizer, "sgd") ? PT_OPTIM_SGD : PT_OPTIM_ADAMW;
-    if (rc == PT_OK && optimizer && strcmp(optimizer, pt_ckpt_optim_name(kind)))
-        rc = pt_fail(PT_EFORMAT, "%s: unknown optimizer '%s'", set_dir, optimizer);
-    int n = d ? pt_model_n_params(d) * 3 : 0, nt = 0;
+    int n = d ? pt_model_n_params(d) : 0, nt = 0;
     pt_st_tensor *t = calloc((size_t)n + 1, sizeof *t);
     located *at = calloc((size_t)n + 1, sizeof *at);
-    char(*names)[PT_NAME_MAX] = calloc((size_t)n + 1, sizeof *names);
-    if (rc == PT_OK && (!t || !at || !names))
+    if (rc == PT_OK && (!t || !at))
         rc = pt_fail(PT_ENOMEM, "out of memory");
     if (rc == PT_OK)
-        rc = merge_list(s, d, optimizer, kind, t, at, names, &nt);
+        rc = merge_list(s, d, t, at, &nt);
     if (rc == PT_OK) {
         pt_ckpt_meta l = {.n = 0};
-        pt_ckpt_file_meta(&l, &cfg, optimizer, has_state == PT_OK ? &state : NULL);
+        pt_ckpt_file_meta(&l, &cfg, NULL, has_state == PT_OK ? &state : NULL);
         rc = pt_safetensors_write_each(out_file, t, nt, l.meta, l.n, merge_fill, at);
     }
-    free(t), free(at), free(names);
+    free(t), free(at);
     pt_model_destroy(d);
     pt_ckpt_source_close(s);
     return rc;

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "io/atomic_file.h"
+#include "io/hf_config.h"
 #include "io/json.h"
 
 int pt_checkpoint_new_run_id(char *buf, size_t n)
@@ -267,9 +268,7 @@ static int write_trainer_state(const char *staging, int n_shards, const pt_model
     return write_json(staging, PT_SET_STATE, text, len);
 }
 
-/* transformers' GPT-2 config, true to what pipetrain computes: GELU's tanh
- * form ("gelu_new"), LayerNorm epsilon 1e-5, no dropout, tied embeddings,
- * biases everywhere, attention scaled by 1/sqrt(head size). */
+/* transformers' GPT-2 config, true to what pipetrain computes. */
 static int write_hf_config(const char *staging, const pt_model_config *c)
 {
     char *text = NULL;
@@ -277,19 +276,9 @@ static int write_hf_config(const char *staging, const pt_model_config *c)
     FILE *f = open_memstream(&text, &len);
     if (!f)
         return pt_fail(PT_ENOMEM, "out of memory");
-    fprintf(
-        f,
-        "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
-        "  \"vocab_size\": %d,\n  \"n_positions\": %d,\n  \"n_ctx\": %d,\n  \"n_embd\": %d,\n"
-        "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_inner\": null,\n"
-        "  \"activation_function\": \"gelu_new\",\n  \"layer_norm_epsilon\": 1e-05,\n"
-        "  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n  \"attn_pdrop\": 0.0,\n"
-        "  \"initializer_range\": 0.02,\n  \"scale_attn_weights\": true,\n"
-        "  \"tie_word_embeddings\": true,\n  \"bos_token_id\": null,\n"
-        "  \"eos_token_id\": null,\n  \"torch_dtype\": \"float32\",\n  \"use_cache\": true\n}\n",
-        c->vocab, c->seq_len, c->seq_len, c->n_embd, c->n_layer, c->n_head);
-    if (fclose(f) != 0)
-        return free(text), pt_fail(PT_ENOMEM, "out of memory");
+    int rc = pt_hf_config_write(f, c);
+    if (fclose(f) != 0 || rc != PT_OK)
+        return free(text), rc != PT_OK ? rc : pt_fail(PT_ENOMEM, "out of memory");
     return write_json(staging, PT_SET_CONFIG, text, len);
 }
 
@@ -370,7 +359,7 @@ int pt_checkpoint_publish(const char *staging, const char *dest, int n_shards, c
         rc = finish_staging(staging, n_shards, desc, opt, state, run_id);
     if (rc != PT_OK)
         return rc;
-    if (!pt_ckpt_dest_is_file(dest))
+    if (!pt_checkpoint_is_file(dest))
         return pt_ckpt_swap_in(staging, dest);
     rc = pt_checkpoint_merge(staging, dest);
     if (rc == PT_OK)

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "io/hf_config.h"
 #include "io/json.h"
 
 typedef struct {
@@ -92,16 +93,6 @@ static const char *json_text(const pt_json *v, char *buf, size_t n)
 static const char *json_lookup(const void *ctx, const char *key, char *buf, size_t n)
 {
     return json_text(pt_json_get(ctx, key), buf, n);
-}
-
-/* transformers' GPT-2 config.json: the same keys as pipetrain's record. */
-static const char *hf_config_lookup(const void *ctx, const char *key, char *buf, size_t n)
-{
-    if (!strcmp(key, "model")) {
-        const char *type = json_text(pt_json_get(ctx, "model_type"), buf, n);
-        return type && !strcmp(type, "gpt2") ? "gpt" : type;
-    }
-    return strcmp(key, "seed") ? json_lookup(ctx, key, buf, n) : NULL;
 }
 
 static const char *meta_lookup(const void *ctx, const char *key, char *buf, size_t n)
@@ -316,6 +307,8 @@ int pt_ckpt_source_find(pt_ckpt_source *s, const char *name, int which, pt_optim
             snprintf(tensor, sizeof tensor, "optimizer.%s.%s", moment, name);
         *st = s->file;
         *info = pt_safetensors_find(s->file, moment ? tensor : name);
+        if (!*info && !moment && !strncmp(name, PT_GPT_PREFIX, strlen(PT_GPT_PREFIX)))
+            *info = pt_safetensors_find(s->file, name + strlen(PT_GPT_PREFIX));
         return PT_OK;
     }
     set_part *sp = &s->part[which < 0 ? 0 : 1];
@@ -327,6 +320,8 @@ int pt_ckpt_source_find(pt_ckpt_source *s, const char *name, int which, pt_optim
     int f = 0;
     if (sp->index) {
         const pt_json *v = pt_json_get(sp->map, tname);
+        if (!v && !moment && !strncmp(name, PT_GPT_PREFIX, strlen(PT_GPT_PREFIX)))
+            v = pt_json_get(sp->map, tname += strlen(PT_GPT_PREFIX));
         if (!v)
             return PT_OK;
         while (f < sp->n_files && strcmp(sp->names[f], v->string))
@@ -337,6 +332,8 @@ int pt_ckpt_source_find(pt_ckpt_source *s, const char *name, int which, pt_optim
         return rc;
     *st = sp->files[f];
     *info = pt_safetensors_find(sp->files[f], tname);
+    if (!*info && !sp->index && !moment && !strncmp(name, PT_GPT_PREFIX, strlen(PT_GPT_PREFIX)))
+        *info = pt_safetensors_find(sp->files[f], tname += strlen(PT_GPT_PREFIX));
     if (!*info && sp->index)
         return pt_fail(PT_EFORMAT, "%s/%s.safetensors.index.json puts '%s' in %s, which lacks it",
                        s->path, sp->stem, tname, sp->names[f]);
@@ -369,7 +366,11 @@ static int config_from_shapes(pt_ckpt_source *s, int default_heads, pt_model_con
         (rc = dims_of(s, "transformer.wpe.weight", pe)) != PT_OK)
         return rc;
     *cfg = pt_model_config_gpt();
-    cfg->vocab = te[0], cfg->n_embd = te[1], cfg->seq_len = pe[0];
+    cfg->vocab = te[0], cfg->n_embd = te[1], cfg->seq_len = cfg->n_positions = pe[0];
+    int fc[2];
+    if ((rc = dims_of(s, "transformer.h.0.mlp.c_fc.weight", fc)) != PT_OK)
+        return rc;
+    cfg->n_inner = fc[1];
     char name[96];
     for (cfg->n_layer = 0;; cfg->n_layer++) {
         const pt_safetensors *st;
@@ -387,22 +388,37 @@ static int config_from_shapes(pt_ckpt_source *s, int default_heads, pt_model_con
     return PT_OK;
 }
 
+/* config.json beside a single file (in its folder), when there is one. */
+static int config_beside(pt_ckpt_source *s, char *where, size_t n)
+{
+    const char *slash = strrchr(s->path, '/');
+    if (slash)
+        snprintf(where, n, "%.*s/" PT_SET_CONFIG, (int)(slash - s->path), s->path);
+    else
+        snprintf(where, n, PT_SET_CONFIG);
+    return read_json(where, &s->config);
+}
+
 int pt_ckpt_source_config(pt_ckpt_source *s, int default_heads, pt_model_config *cfg)
 {
     char where[4096];
-    if (s->file) {
-        const char *format = pt_safetensors_meta(s->file, "format");
-        if (format && !strcmp(format, "pipetrain"))
-            return pt_ckpt_config_parse(meta_lookup, s->file, s->path, cfg);
-    } else if (s->state && pt_json_get(s->state, "model")) {
+    int rc = 1;
+    if (s->file && pt_safetensors_meta(s->file, "model"))
+        return pt_ckpt_config_parse(meta_lookup, s->file, s->path, cfg);
+    if (s->state && pt_json_get(s->state, "model")) {
         snprintf(where, sizeof where, "%s/" PT_SET_STATE, s->path);
         return pt_ckpt_config_parse(json_lookup, pt_json_get(s->state, "model"), where, cfg);
-    } else if (s->config) {
-        snprintf(where, sizeof where, "%s/" PT_SET_CONFIG, s->path);
-        return pt_ckpt_config_parse(hf_config_lookup, s->config, where, cfg);
     }
-    return config_from_shapes(s, default_heads, cfg);
+    if (s->file && !s->config)
+        rc = config_beside(s, where, sizeof where);
+    else if (s->config)
+        rc = PT_OK, snprintf(where, sizeof where, "%s/" PT_SET_CONFIG, s->path);
+    if (rc == PT_OK)
+        return pt_hf_config_read(s->config, where, cfg);
+    return rc == 1 ? config_from_shapes(s, default_heads, cfg) : rc;
 }
+
+const pt_json *pt_ckpt_source_hf_config(const pt_ckpt_source *s) { return s->config; }
 
 const char *pt_ckpt_source_optimizer(const pt_ckpt_source *s)
 {
@@ -461,7 +477,10 @@ static int check_name(const pt_ckpt_source *s, const pt_model *m, const char *na
         param = strchr(name, '.');
         param = param ? param + 1 : name;
     }
-    if (pt_model_find_param(m, param) || pt_ckpt_ignorable(param))
+    char prefixed[PT_NAME_MAX];
+    snprintf(prefixed, sizeof prefixed, PT_GPT_PREFIX "%s", param);
+    if (pt_model_find_param(m, param) || pt_ckpt_ignorable(param) ||
+        (!moment && pt_model_find_param(m, prefixed)))
         return PT_OK;
     return pt_fail(PT_EFORMAT, "%s: tensor '%s' is not a%s parameter of this model", s->path, name,
                    moment ? " moment of a" : "");

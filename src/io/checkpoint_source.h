@@ -12,6 +12,7 @@
 #define PT_IO_CHECKPOINT_SOURCE_H
 
 #include "io/checkpoint_format.h"
+#include "io/json.h"
 
 typedef struct pt_ckpt_source pt_ckpt_source;
 
@@ -33,6 +34,9 @@ int pt_ckpt_source_config(pt_ckpt_source *s, int default_heads, pt_model_config 
 const char *pt_ckpt_source_optimizer(const pt_ckpt_source *s);
 /* PT_OK with the training state; 1 when the checkpoint records none; an
  * error when the record is malformed. */
+/* config.json as parsed (of the folder, or beside the file), once
+ * pt_ckpt_source_config has looked for it; NULL when there is none. */
+const pt_json *pt_ckpt_source_hf_config(const pt_ckpt_source *s);
 int pt_ckpt_source_state(const pt_ckpt_source *s, pt_train_state *state);
 /* PT_EFORMAT naming the first tensor the checkpoint holds that is not a
  * parameter of m (nor a moment of one, nor a mask buffer). */

@@ -117,6 +117,12 @@ int pt_safetensors_read(const pt_safetensors *st, const char *name, pt_dtype dty
 /* Copies a tensor's bytes as they are, whatever its dtype and shape; dst
  * holds info->end - info->begin bytes. */
 int pt_safetensors_read_raw(const pt_safetensors *st, const pt_st_info *info, void *dst);
+/* A F32, F16 or BF16 tensor as floats (widened exactly); dst holds one
+ * float per element. Another dtype is PT_EINVAL naming it. */
+int pt_safetensors_read_f32(const pt_safetensors *st, const pt_st_info *info, float *dst);
+
+/* "[d0, d1, ...]" into buf. */
+const char *pt_safetensors_shape_text(char *buf, size_t cap, int ndim, const int *shape);
 
 /* Metadata: the value of key, or NULL if absent. */
 const char *pt_safetensors_meta(const pt_safetensors *st, const char *key);

@@ -371,6 +371,13 @@ const pt_st_info *pt_safetensors_find(const pt_safetensors *st, const char *name
     return NULL;
 }
 
+static float uint_as_float(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
 int pt_safetensors_read_raw(const pt_safetensors *st, const pt_st_info *info, void *dst)
 {
     uint64_t n = info->end - info->begin;
@@ -382,13 +389,46 @@ int pt_safetensors_read_raw(const pt_safetensors *st, const pt_st_info *info, vo
     return PT_OK;
 }
 
-static void format_shape(char *buf, size_t cap, int ndim, const int *shape)
+/* IEEE half to float, exactly (every half is a float). */
+static float half_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023;
+    if (exp == 31)
+        return uint_as_float(sign | 0x7f800000u | (man << 13));
+    if (exp == 0) { /* zero or subnormal: man x 2^-24 */
+        float x = (float)man * 0x1p-24f;
+        return sign ? -x : x;
+    }
+    return uint_as_float(sign | ((exp + 112) << 23) | (man << 13));
+}
+
+int pt_safetensors_read_f32(const pt_safetensors *st, const pt_st_info *info, float *dst)
+{
+    if (info->dtype != PT_DT_F32 && info->dtype != PT_DT_F16 && info->dtype != PT_DT_BF16)
+        return pt_fail(PT_EINVAL, "%s: tensor '%s' is %s, expected F32, F16 or BF16", st->path,
+                       info->name, pt_dtype_name(info->dtype));
+    int rc = pt_safetensors_read_raw(st, info, dst);
+    if (rc != PT_OK || info->dtype == PT_DT_F32)
+        return rc;
+    /* widen in place, from the last element down: element i's two bytes
+     * sit at 2i, below the four of its float at 4i */
+    size_t n = (size_t)(info->end - info->begin) / 2;
+    const unsigned char *b = (const unsigned char *)dst;
+    for (size_t i = n; i-- > 0;) {
+        uint16_t h = (uint16_t)(b[2 * i] | b[2 * i + 1] << 8);
+        dst[i] = info->dtype == PT_DT_BF16 ? uint_as_float((uint32_t)h << 16) : half_to_float(h);
+    }
+    return PT_OK;
+}
+
+const char *pt_safetensors_shape_text(char *buf, size_t cap, int ndim, const int *shape)
 {
     size_t k = (size_t)snprintf(buf, cap, "[");
     for (int d = 0; d < ndim && k < cap; d++)
         k += (size_t)snprintf(buf + k, cap - k, d ? ", %d" : "%d", shape[d]);
     if (k < cap)
         snprintf(buf + k, cap - k, "]");
+    return buf;
 }
 
 int pt_safetensors_read(const pt_safetensors *st, const char *name, pt_dtype dtype, int ndim,
@@ -405,12 +445,12 @@ int pt_safetensors_read(const pt_safetensors *st, const char *name, pt_dtype dty
         same = t->shape[d] == shape[d];
     if (!same) {
         char have[128], want[128];
-        format_shape(have, sizeof have, t->ndim, t->shape);
-        format_shape(want, sizeof want,
-                     ndim < 0                ? 0
-                     : ndim > PT_ST_MAX_DIMS ? PT_ST_MAX_DIMS
-                                             : ndim,
-                     shape);
+        pt_safetensors_shape_text(have, sizeof have, t->ndim, t->shape);
+        pt_safetensors_shape_text(want, sizeof want,
+                                  ndim < 0                ? 0
+                                  : ndim > PT_ST_MAX_DIMS ? PT_ST_MAX_DIMS
+                                                          : ndim,
+                                  shape);
         return pt_fail(PT_EINVAL, "%s: tensor '%s' has shape %s, expected %s", st->path, name, have,
                        want);
     }

@@ -63,6 +63,7 @@ typedef struct {
 typedef struct {
     const save_plan *plan;
     const pt_train_state *state;
+    int file; /* one file: the weights alone */
 } save_job;
 
 /* A checkpoint is never written from values that are not finite: the run
@@ -99,7 +100,7 @@ static int write_shard(pt_pipeline *p, int worker, void *user)
         return rc;
     return pt_checkpoint_write_shard(
         j->plan->staging, stage, pt_pipeline_stages(p), pt_pipeline_stage(p, worker),
-        pt_pipeline_stage_optimizer(p, worker), j->state, j->plan->run_id);
+        j->file ? NULL : pt_pipeline_stage_optimizer(p, worker), j->state, j->plan->run_id);
 }
 
 int pt_stage_checkpoint_save(pt_pipeline *p, const char *path, const pt_train_state *state)
@@ -114,13 +115,14 @@ int pt_stage_checkpoint_save(pt_pipeline *p, const char *path, const pt_train_st
             rc = pt_checkpoint_new_run_id(plan->run_id, sizeof plan->run_id);
     }
     rc = pt_pipeline_agree(p, rc, plan, sizeof *plan);
-    save_job j = {.plan = plan, .state = state};
+    save_job j = {.plan = plan, .state = state, .file = pt_checkpoint_is_file(path)};
     if (rc == PT_OK)
         rc = pt_pipeline_agree(p, pt_pipeline_run(p, write_shard, &j), NULL, 0);
     if (rc == PT_OK && main)
         rc = pt_checkpoint_publish(
             plan->staging, path, pt_pipeline_stages(p), pt_pipeline_description(p),
-            pt_pipeline_stage_optimizer(p, pt_pipeline_rank(p)), state, plan->run_id);
+            j.file ? NULL : pt_pipeline_stage_optimizer(p, pt_pipeline_rank(p)), state,
+            plan->run_id);
     rc = pt_pipeline_agree(p, rc, NULL, 0);
     free(plan);
     return rc;

@@ -224,6 +224,9 @@ static int check_config(const pt_train_config *c)
                                   "eval-batches >= 1");
     if (c->max_skipped_steps < 1)
         return pt_fail(PT_EINVAL, "max-skipped-steps must be >= 1 (got %d)", c->max_skipped_steps);
+    if (c->init_from && c->resume)
+        return pt_fail(PT_EINVAL, "init_from and resume both given: a run either starts from "
+                                  "weights or continues a run");
     return PT_OK;
 }
 
@@ -285,6 +288,8 @@ static void config_text(const pt_train_config *c, char *buf, size_t n)
         ROW("data", "%s", c->data[i]);
     if (c->resume)
         ROW("resume", "%s", c->resume);
+    if (c->init_from)
+        ROW("init-from", "%s", c->init_from);
 #undef ROW
 }
 
@@ -347,6 +352,8 @@ static int setup(trainer *t, const pt_train_config *c)
     pc.microbatches = c->microbatches;
     pc.micro_batch_size = t->mbs;
     if ((rc = pt_pipeline_create(&mc, &c->optim, &pc, &t->pipe)) != PT_OK)
+        return rc;
+    if (c->init_from && (rc = pt_stage_checkpoint_load(t->pipe, c->init_from, NULL, NULL)) != PT_OK)
         return rc;
     if (c->resume) {
         pt_checkpoint_load_options lo = {.allow_fresh_optimizer = c->resume_fresh_optimizer};

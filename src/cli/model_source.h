@@ -1,0 +1,25 @@
+/* model_source.h: the model a command starts from a checkpoint (train
+ * --init-from, generate, eval): the checkpoint's own config, with the model
+ * flags the user gave checked against it. A flag that contradicts the
+ * checkpoint is refused, never silently preferred; --seq may shorten the
+ * context below the checkpoint's n_positions; --heads supplies the head
+ * count to a file that does not record it (no config.json beside it). */
+#ifndef PT_CLI_MODEL_SOURCE_H
+#define PT_CLI_MODEL_SOURCE_H
+
+#include "cli/flags.h"
+#include "pipetrain.h"
+
+/* Reads path's config into *cfg, which holds the flags' values on entry
+ * (the flags "layers", "heads", "embd", "seq", "vocab" and "widths" of the
+ * table, when present and given, are compared). Returns 0, or prints
+ * "pipetrain CMD: ..." and returns the exit status: 1 when the checkpoint
+ * cannot be read, 2 when a flag contradicts it. */
+int model_from_checkpoint(const char *cmd, const char *path, const flag *flags, int n,
+                          pt_model_config *cfg);
+
+/* A note on stderr when path's config.json asks for dropout, which pipetrain
+ * does not apply. */
+void model_note_dropout(const char *cmd, const char *path);
+
+#endif
