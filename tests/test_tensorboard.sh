@@ -21,19 +21,19 @@ common=(--layers 2 --heads 2 --embd 32 --seq 32 --batch 8 --microbatches 2 --sta
         --lr 1e-3 --warmup 2 --seed 5 --data "$corpus" --eval-every 3
         --tensorboard "$dir/tb" --metrics "$dir/m.jsonl")
 
-"$PIPETRAIN" train "${common[@]}" --steps 6 --save "$dir/ck6.safetensors" >/dev/null
+"$PIPETRAIN" train "${common[@]}" --steps 6 --save "$dir/ck6" >/dev/null
 n=$(ls "$dir/tb" | grep -c '^events\.out\.tfevents\.[0-9]*\..*\.[0-9]*\.pipetrain$') || true
 [ "$n" -eq 1 ] || { echo "FAIL: $n event files in $dir/tb: $(ls "$dir/tb")"; exit 1; }
 "$py" "$check" "$dir/tb" "$dir/m.jsonl"
 
 # resumed at its end: the same curves go on from step 7
-"$PIPETRAIN" train "${common[@]}" --steps 9 --resume "$dir/ck6.safetensors" \
-    --save "$dir/ck9.safetensors" >/dev/null
+"$PIPETRAIN" train "${common[@]}" --steps 9 --resume "$dir/ck6" \
+    --save "$dir/ck9" >/dev/null
 "$py" "$check" "$dir/tb" "$dir/m.jsonl"
 
 # resumed from step 6 again after the run reached 9: steps 7..9 are shown
 # once, as the new run wrote them (the log is trimmed the same way)
-"$PIPETRAIN" train "${common[@]}" --steps 11 --resume "$dir/ck6.safetensors" >/dev/null
+"$PIPETRAIN" train "${common[@]}" --steps 11 --resume "$dir/ck6" >/dev/null
 n=$(ls "$dir/tb" | wc -l)
 [ "$n" -eq 3 ] || { echo "FAIL: $n files in $dir/tb, expected 3"; exit 1; }
 "$py" "$check" "$dir/tb" "$dir/m.jsonl"

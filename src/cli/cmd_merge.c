@@ -1,7 +1,7 @@
-/* cmd_merge.c: `pipetrain merge SET_DIR OUT.safetensors`: writes a
- * checkpoint set (the folder a pipeline's stages saved, or one in Hugging
- * Face's sharded layout) as one file of pipetrain's single-file format, the
- * bytes `train --save OUT.safetensors` would have written. */
+/* cmd_merge.c: `pipetrain merge SET_DIR OUT.safetensors`: writes the
+ * weights of a checkpoint set (the folder a pipeline's stages saved, or a
+ * Hugging Face model folder, sharded or not) as one file, the bytes
+ * `train --save OUT.safetensors` would have written. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -13,12 +13,14 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: pipetrain merge SET_DIR OUT.safetensors\n\n"
-               "Merges a checkpoint set (a folder: model.safetensors or model-*-of-*.safetensors\n"
-               "with model.safetensors.index.json, optimizer files, trainer_state.json) into one\n"
-               "safetensors file: the weights, the optimizer moments and the training state, in\n"
-               "the single-file format `pipetrain train --save FILE.safetensors` writes, byte for\n"
-               "byte. Tensors are copied one at a time. OUT is written atomically: an existing\n"
-               "file under that name is replaced only once the new one is complete.\n\n"
+               "Writes the weights of a checkpoint set (a folder: model.safetensors or\n"
+               "model-*-of-*.safetensors with model.safetensors.index.json, as pipetrain's\n"
+               "stages or Hugging Face's save_pretrained write it) into one safetensors file of\n"
+               "the weights alone (F32, Hugging Face's names, metadata format \"pt\" and the\n"
+               "model config): the file `pipetrain train --save FILE.safetensors` writes, byte\n"
+               "for byte. The optimizer state stays in the folder. Tensors are copied one at a\n"
+               "time. OUT is written atomically: an existing file under that name is replaced\n"
+               "only once the new one is complete.\n\n"
                "Exit status: 0 merged; 1 the set was refused (a missing shard, files of two\n"
                "saves mixed, a malformed file; the message names it) or OUT could not be\n"
                "written; 2 a usage error (not two arguments, SET_DIR not a folder, OUT not\n"
