@@ -14,13 +14,7 @@ corpus=/usr/share/games/fortunes
 newtext=/usr/share/common-licenses
 [ -d "$corpus" ] && [ -d "$newtext" ] ||
     { echo "skipped: $corpus or $newtext is missing (scripts/install-deps.sh)"; exit 77; }
-build=$(cd "$(dirname "$PIPETRAIN")" && pwd)
-py=$(bash "$PT_SOURCE_DIR/scripts/install-test-python.sh" "$build/test-python") ||
-    { echo "skipped: PyPI's transformers, safetensors and numpy cannot be installed here"; exit 77; }
-hf="$py $PT_SOURCE_DIR/tests/hf_gpt2.py"
-export TRANSFORMERS_VERBOSITY=error
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+. "$PT_SOURCE_DIR/tests/hf_env.sh"
 model=(--layers 2 --heads 4 --embd 64 --seq 64)
 "$PIPETRAIN" train "${model[@]}" --batch 8 --steps 60 --lr 3e-3 --data "$corpus" \
     --save "$dir/pre" --quiet >/dev/null

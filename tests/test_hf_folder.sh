@@ -12,13 +12,7 @@
 # that contradict config.json are refused. Skipped (77) when the Python
 # packages cannot be installed (scripts/install-test-python.sh).
 set -euo pipefail
-build=$(cd "$(dirname "$PIPETRAIN")" && pwd)
-py=$(bash "$PT_SOURCE_DIR/scripts/install-test-python.sh" "$build/test-python") ||
-    { echo "skipped: PyPI's transformers, safetensors and numpy cannot be installed here"; exit 77; }
-hf="$py $PT_SOURCE_DIR/tests/hf_gpt2.py"
-export TRANSFORMERS_VERBOSITY=error
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+. "$PT_SOURCE_DIR/tests/hf_env.sh"
 $hf tokens "$dir/tokens.bin" 4000 64
 B=4 T=16 K=3
 fail=0
