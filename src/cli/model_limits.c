@@ -49,8 +49,10 @@ int model_limits_shape(const char *cmd, const pt_model_config *cfg, int batch)
         }
         return 0;
     }
-    uint64_t T = (uint64_t)cfg->seq_len, V = (uint64_t)cfg->vocab, C4 = 4 * (uint64_t)cfg->n_embd;
-    uint64_t width = V > C4 ? V : C4;
+    /* the MLP's width: n_inner, or 4 x --embd when it is 0 */
+    uint64_t T = (uint64_t)cfg->seq_len, V = (uint64_t)cfg->vocab;
+    uint64_t inner = cfg->n_inner > 0 ? (uint64_t)cfg->n_inner : 4 * (uint64_t)cfg->n_embd;
+    uint64_t width = V > inner ? V : inner;
     if (num_mul((uint64_t)batch, T, &x) || x > INT_INDEX) {
         fprintf(stderr,
                 "pipetrain %s: --seq %d: a batch of %d samples (--batch) x %d tokens is %llu "
@@ -61,7 +63,8 @@ int model_limits_shape(const char *cmd, const pt_model_config *cfg, int batch)
     if (num_mul(T, width, &x) || x > INT_INDEX) {
         fprintf(stderr,
                 "pipetrain %s: --seq %d: a sample of %d tokens x %llu floats each (the larger of "
-                "--vocab and 4 x --embd) is %llu floats; the blocks index at most %llu\n",
+                "--vocab and the MLP width, n_inner or 4 x --embd) is %llu floats; the blocks "
+                "index at most %llu\n",
                 cmd, cfg->seq_len, cfg->seq_len, (unsigned long long)width, (unsigned long long)x,
                 INT_INDEX);
         return 2;

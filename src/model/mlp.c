@@ -24,7 +24,7 @@ int pt_mlp_build(pt_model *m)
         snprintf(prefix, sizeof prefix, "fc.%d", i);
         pt_linear_init(&m->blocks[m->n_blocks++], &s, prefix);
         pt_block_shape r = {.in = c->widths[i + 1]};
-        pt_relu_init(&m->blocks[m->n_blocks++], &r);
+        pt_activation_init(&m->blocks[m->n_blocks++], &r, PT_ACT_RELU);
     }
     pt_block_shape s = {.in = c->widths[last], .out = c->widths[last + 1]};
     snprintf(prefix, sizeof prefix, "fc.%d", last);

@@ -123,7 +123,7 @@ static int create(const pt_model_config *cfg, const unsigned char *hold, int hol
                   pt_model **out);
 
 /* The blocks index a sample's tensors with int: a gpt whose sample holds
- * more floats than that (seq x 4 embd, seq x vocab, heads x seq x seq) is
+ * more floats than that (seq x MLP width, seq x vocab, heads x seq x seq) is
  * refused before anything is built. */
 static int check_shape(const pt_model_config *c)
 {
@@ -134,15 +134,16 @@ static int check_shape(const pt_model_config *c)
                        "a gpt needs layers, heads, channels, sequence and vocabulary >= 1 "
                        "(got %d, %d, %d, %d, %d)",
                        c->n_layer, c->n_head, c->n_embd, c->seq_len, c->vocab);
-    double T = c->seq_len, worst = T * 4.0 * c->n_embd;
+    double T = c->seq_len, inner = c->n_inner > 0 ? c->n_inner : 4.0 * c->n_embd;
+    double worst = T * inner;
     worst = T * c->vocab > worst ? T * c->vocab : worst;
     worst = c->n_head * T * T > worst ? c->n_head * T * T : worst;
     if (worst > (double)INT_MAX)
         return pt_fail(PT_EINVAL,
                        "a sample of this gpt holds %.0f floats in one tensor (sequence %d, "
-                       "channels %d, vocabulary %d, heads %d), more than the %d one tensor "
+                       "MLP width %.0f, vocabulary %d, heads %d), more than the %d one tensor "
                        "may index",
-                       worst, c->seq_len, c->n_embd, c->vocab, c->n_head, INT_MAX);
+                       worst, c->seq_len, inner, c->vocab, c->n_head, INT_MAX);
     return PT_OK;
 }
 

@@ -1,7 +1,27 @@
-/* activation.c: the elementwise blocks, GELU (GPT-2's tanh form) and ReLU:
- * in (B,n) -> out (B,n), no parameters. Each needs only its input for the
- * backward, which the caller keeps; the work is in the kernel seam. */
+/* activation.c: the MLP activations GPT2Config names (gelu_new, gelu, relu,
+ * silu): which kernels of the seam compute each (pt_activation_pick, read by
+ * the transformer block and by the elementwise block below), and the
+ * elementwise block itself, in (B,n) -> out (B,n) with no parameters (the
+ * mlp's ReLU). Each needs only its input for the backward, which the caller
+ * keeps. */
 #include "nn/block.h"
+
+pt_activation_kernels pt_activation_pick(const pt_kernels *k, pt_activation act)
+{
+    switch (act) {
+    case PT_ACT_GELU_NEW: return (pt_activation_kernels){k->gelu_forward, k->gelu_backward, 8, 12};
+    case PT_ACT_GELU:
+        return (pt_activation_kernels){k->gelu_erf_forward, k->gelu_erf_backward, 10, 14};
+    case PT_ACT_RELU: return (pt_activation_kernels){k->relu_forward, k->relu_backward, 1, 1};
+    case PT_ACT_SILU: return (pt_activation_kernels){k->silu_forward, k->silu_backward, 5, 8};
+    }
+    return (pt_activation_kernels){0};
+}
+
+static pt_activation_kernels kernels_of(const pt_block *b)
+{
+    return pt_activation_pick(b->k, b->shape.act);
+}
 
 static size_t no_saved(const pt_block *b, int B)
 {
@@ -14,81 +34,56 @@ static size_t width(const pt_block *b, const pt_microbatch *mb)
     return (size_t)mb->batch * (size_t)b->in_floats;
 }
 
+// in (B,n) -> out (B,n)
+static void activation_forward(pt_block *b, const pt_microbatch *mb, const float *in, float *out,
+                               float *saved, double *loss_sum, int *loss_rows)
+{
+    (void)saved, (void)loss_sum, (void)loss_rows;
+    kernels_of(b).forward(out, in, width(b, mb));
+}
+
+// dout (B,n) -> din (B,n)
+static void activation_backward_input(pt_block *b, const pt_microbatch *mb, const float *in,
+                                      float *out, float *saved, const float *dout, float *din,
+                                      float loss_scale)
+{
+    (void)out, (void)saved, (void)loss_scale;
+    if (din)
+        kernels_of(b).backward(din, in, dout, width(b, mb));
+}
+
 static void nothing_to_weigh(pt_block *b, const pt_microbatch *mb, const float *in,
                              const float *out, const float *saved, const float *dout)
 {
     (void)b, (void)mb, (void)in, (void)out, (void)saved, (void)dout;
 }
 
-// in (B,n) -> out (B,n)
-static void gelu_forward(pt_block *b, const pt_microbatch *mb, const float *in, float *out,
-                         float *saved, double *loss_sum, int *loss_rows)
+static pt_block_cost activation_cost(const pt_block *b)
 {
-    (void)saved, (void)loss_sum, (void)loss_rows;
-    b->k->gelu_forward(out, in, width(b, mb));
+    pt_activation_kernels a = kernels_of(b);
+    return (pt_block_cost){.forward_flops = a.forward_flops * b->in_floats,
+                           .backward_input_flops = a.backward_flops * b->in_floats};
 }
 
-// dout (B,n) -> din (B,n)
-static void gelu_backward_input(pt_block *b, const pt_microbatch *mb, const float *in, float *out,
-                                float *saved, const float *dout, float *din, float loss_scale)
-{
-    (void)out, (void)saved, (void)loss_scale;
-    if (din)
-        b->k->gelu_backward(din, in, dout, width(b, mb));
-}
+/* One table per activation: a block's kind is its activation's name. */
+#define ACTIVATION_OPS(kind_name)                                                         \
+    {                                                                                     \
+        .kind = kind_name, .saved_floats = no_saved, .forward = activation_forward,       \
+        .backward_input = activation_backward_input, .backward_weight = nothing_to_weigh, \
+        .cost = activation_cost                                                           \
+    }
 
-static pt_block_cost gelu_cost(const pt_block *b)
-{
-    return (pt_block_cost){.forward_flops = 8.0 * b->in_floats,
-                           .backward_input_flops = 12.0 * b->in_floats};
-}
-
-// in (B,n) -> out (B,n)
-static void relu_forward(pt_block *b, const pt_microbatch *mb, const float *in, float *out,
-                         float *saved, double *loss_sum, int *loss_rows)
-{
-    (void)saved, (void)loss_sum, (void)loss_rows;
-    b->k->relu_forward(out, in, width(b, mb));
-}
-
-// dout (B,n) -> din (B,n)
-static void relu_backward_input(pt_block *b, const pt_microbatch *mb, const float *in, float *out,
-                                float *saved, const float *dout, float *din, float loss_scale)
-{
-    (void)out, (void)saved, (void)loss_scale;
-    if (din)
-        b->k->relu_backward(din, in, dout, width(b, mb));
-}
-
-static pt_block_cost relu_cost(const pt_block *b)
-{
-    return (pt_block_cost){.forward_flops = b->in_floats, .backward_input_flops = b->in_floats};
-}
-
-static const pt_block_ops gelu_ops = {
-    .kind = "gelu",
-    .saved_floats = no_saved,
-    .forward = gelu_forward,
-    .backward_input = gelu_backward_input,
-    .backward_weight = nothing_to_weigh,
-    .cost = gelu_cost,
+static const pt_block_ops activation_ops[] = {
+    [PT_ACT_GELU_NEW] = ACTIVATION_OPS("gelu_new"),
+    [PT_ACT_GELU] = ACTIVATION_OPS("gelu"),
+    [PT_ACT_RELU] = ACTIVATION_OPS("relu"),
+    [PT_ACT_SILU] = ACTIVATION_OPS("silu"),
 };
 
-static const pt_block_ops relu_ops = {
-    .kind = "relu",
-    .saved_floats = no_saved,
-    .forward = relu_forward,
-    .backward_input = relu_backward_input,
-    .backward_weight = nothing_to_weigh,
-    .cost = relu_cost,
-};
-
-static void elementwise_init(pt_block *b, const pt_block_shape *s, const pt_block_ops *ops)
+void pt_activation_init(pt_block *b, const pt_block_shape *s, pt_activation act)
 {
-    b->ops = ops;
+    b->ops = &activation_ops[act];
     b->shape = *s;
+    b->shape.act = act;
     b->in_floats = b->out_floats = s->in;
 }
-
-void pt_gelu_init(pt_block *b, const pt_block_shape *s) { elementwise_init(b, s, &gelu_ops); }
-void pt_relu_init(pt_block *b, const pt_block_shape *s) { elementwise_init(b, s, &relu_ops); }

@@ -21,12 +21,17 @@
 
 static int band(int T, int r0) { return T - r0 < ATT_ROWS ? T - r0 : ATT_ROWS; }
 
+float pt_attention_scale(const pt_block_shape *s, int layer)
+{
+    float scale = s->attn_unscaled ? 1.0f : 1.0f / sqrtf((float)(s->C / s->H));
+    return s->attn_by_layer ? scale / (float)(layer < 0 ? 1 : layer + 1) : scale;
+}
+
 // qkv (B,T,3C) -> y (B,T,C); att (B,H,T,T)
 void pt_attention_forward(const pt_kernels *k, float *y, float *att, const float *qkv, int B, int T,
-                          int C, int H)
+                          int C, int H, float scale)
 {
     int hs = C / H, C3 = 3 * C;
-    float scale = 1.0f / sqrtf((float)hs);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             const float *q = qkv + (size_t)b * T * C3 + h * hs;
@@ -45,10 +50,10 @@ void pt_attention_forward(const pt_kernels *k, float *y, float *att, const float
 
 // dy (B,T,C) -> dqkv (B,T,3C)
 void pt_attention_backward(const pt_kernels *k, float *dqkv, float *att, float *scratch,
-                           const float *dy, const float *qkv, int B, int T, int C, int H)
+                           const float *dy, const float *qkv, int B, int T, int C, int H,
+                           float scale)
 {
     int hs = C / H, C3 = 3 * C;
-    float scale = 1.0f / sqrtf((float)hs);
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             const float *q = qkv + (size_t)b * T * C3 + h * hs;
@@ -110,7 +115,8 @@ static void attention_forward(pt_block *b, const pt_microbatch *mb, const float 
     int B = mb->batch, T = b->shape.T, C = b->shape.C, N = B * T;
     attention_layout l = layout(b, B);
     pt_linear_forward(k, saved + l.qkv, in, b->p[0], b->p[1], N, C, 3 * C);
-    pt_attention_forward(k, saved + l.y, saved + l.att, saved + l.qkv, B, T, C, b->shape.H);
+    pt_attention_forward(k, saved + l.y, saved + l.att, saved + l.qkv, B, T, C, b->shape.H,
+                         pt_attention_scale(&b->shape, b->layer));
     pt_linear_forward(k, out, saved + l.y, b->p[2], b->p[3], N, C, C);
 }
 
@@ -125,7 +131,8 @@ static void attention_backward_input(pt_block *b, const pt_microbatch *mb, const
     attention_layout l = layout(b, B);
     pt_linear_backward_input(k, saved + l.dy, dout, b->p[2], N, C, C, 0);
     pt_attention_backward(k, saved + l.dqkv, saved + l.att, saved + l.scratch, saved + l.dy,
-                          saved + l.qkv, B, T, C, b->shape.H);
+                          saved + l.qkv, B, T, C, b->shape.H,
+                          pt_attention_scale(&b->shape, b->layer));
     if (din)
         pt_linear_backward_input(k, din, saved + l.dqkv, b->p[0], N, C, 3 * C, 0);
 }
@@ -163,6 +170,7 @@ void pt_attention_init(pt_block *b, const pt_block_shape *s, const char *prefix)
 {
     char name[96];
     b->ops = &attention_ops;
+    b->layer = -1;
     b->shape = *s;
     b->in_floats = b->out_floats = s->T * s->C;
     snprintf(name, sizeof name, "%s.c_attn", prefix);

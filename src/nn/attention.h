@@ -5,15 +5,21 @@
 #ifndef PT_NN_ATTENTION_H
 #define PT_NN_ATTENTION_H
 
-#include "tensor/kernels.h"
+#include "nn/block.h"
+
+/* What the scores q k^T of layer `layer` are multiplied by before the
+ * softmax, as GPT2Attention scales them: 1 / sqrt(head size) unless
+ * attn_unscaled, and also 1 / (layer + 1) under attn_by_layer. */
+float pt_attention_scale(const pt_block_shape *s, int layer);
 
 // qkv (B,T,3C) -> y (B,T,C); att (B,H,T,T) keeps the probabilities
 void pt_attention_forward(const pt_kernels *k, float *y, float *att, const float *qkv, int B, int T,
-                          int C, int H);
+                          int C, int H, float scale);
 // dy (B,T,C) -> dqkv (B,T,3C). att is overwritten (it becomes the score
-// gradient); scratch holds T*T floats.
+// gradient); scratch holds T*T floats. scale: the forward's.
 void pt_attention_backward(const pt_kernels *k, float *dqkv, float *att, float *scratch,
-                           const float *dy, const float *qkv, int B, int T, int C, int H);
+                           const float *dy, const float *qkv, int B, int T, int C, int H,
+                           float scale);
 /* FLOPs per sample: the products run over the full (T,T) square */
 double pt_attention_forward_flops(int T, int C);
 double pt_attention_backward_flops(int T, int C);

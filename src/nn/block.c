@@ -20,6 +20,15 @@ int pt_block_declare(pt_block *b, const char *name, int ndim, const int *shape, 
     return i;
 }
 
+pt_block_shape pt_block_shape_gpt(const pt_block_shape *s)
+{
+    pt_block_shape r = *s;
+    r.n_inner = r.n_inner ? r.n_inner : 4 * r.C;
+    r.n_positions = r.n_positions ? r.n_positions : r.T;
+    r.ln_eps = r.ln_eps != 0.0f ? r.ln_eps : 1e-5f;
+    return r;
+}
+
 size_t pt_param_decl_numel(const pt_param_decl *d)
 {
     size_t n = 1;

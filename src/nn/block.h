@@ -32,7 +32,20 @@ typedef struct {
     int T, C, H, V; /* sequence, channels, heads, vocabulary (gpt) */
     int in, out;    /* widths (linear, mlp) */
     int n_layer;    /* for GPT-2's scaled init of residual projections */
+    /* gpt: GPT2Config's arithmetic, as pt_model_config names it. Each zero
+     * is GPT-2's own choice, so a shape of T, C, H, V alone is GPT-2; the
+     * gpt blocks resolve the zeros (pt_block_shape_gpt) when built. */
+    int n_inner;       /* MLP width (0: 4C) */
+    int n_positions;   /* rows of wpe (0: T) */
+    pt_activation act; /* the MLP's activation (0: gelu_new) */
+    float ln_eps;      /* every LayerNorm's epsilon (0: 1e-5) */
+    int attn_unscaled; /* scores not divided by sqrt(head size) */
+    int attn_by_layer; /* layer l's scores also divided by l + 1 */
+    int head_untied;   /* lm_head.weight is its own parameter, not wte's copy */
 } pt_block_shape;
+
+/* s with its zeros resolved to GPT-2's values. */
+pt_block_shape pt_block_shape_gpt(const pt_block_shape *s);
 
 typedef enum { PT_INIT_ZEROS, PT_INIT_ONES, PT_INIT_NORMAL } pt_init_kind;
 
@@ -79,6 +92,16 @@ struct pt_block {
     float *g[PT_BLOCK_MAX_PARAMS]; /* their gradients */
 };
 
+/* An activation's two kernels from the seam, and its cost per element. */
+typedef struct {
+    void (*forward)(float *out, const float *inp, size_t n);
+    void (*backward)(float *dinp, const float *inp, const float *dout, size_t n);
+    double forward_flops, backward_flops;
+} pt_activation_kernels;
+
+/* NULL kernels for a value that is no activation. */
+pt_activation_kernels pt_activation_pick(const pt_kernels *k, pt_activation act);
+
 /* Declares a parameter; returns its index in b->p / b->g. */
 int pt_block_declare(pt_block *b, const char *name, int ndim, const int *shape, pt_init_kind init,
                      float std);
@@ -94,8 +117,8 @@ size_t pt_block_param_bytes(const pt_block *b);
 void pt_embedding_init(pt_block *b, const pt_block_shape *s);
 void pt_layernorm_init(pt_block *b, const pt_block_shape *s, const char *prefix);
 void pt_linear_init(pt_block *b, const pt_block_shape *s, const char *prefix);
-void pt_gelu_init(pt_block *b, const pt_block_shape *s);
-void pt_relu_init(pt_block *b, const pt_block_shape *s);
+/* An elementwise activation (in (n) -> out (n)), kind its GPT2Config name. */
+void pt_activation_init(pt_block *b, const pt_block_shape *s, pt_activation act);
 void pt_attention_init(pt_block *b, const pt_block_shape *s, const char *prefix);
 void pt_transformer_init(pt_block *b, const pt_block_shape *s, int layer);
 void pt_lm_head_init(pt_block *b, const pt_block_shape *s);

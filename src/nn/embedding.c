@@ -1,8 +1,9 @@
 /* embedding.c: GPT-2's input block: token embedding plus position embedding.
  *   tokens (B,T) -> out (B,T,C) = wte[token] + wpe[t]
- * Parameters transformer.wte.weight (V,C) and transformer.wpe.weight (T,C).
- * It has no input gradient; backward_weight scatters dout into both tables.
- * The LM head keeps a tied copy of wte (lm_head.c). */
+ * Parameters transformer.wte.weight (V,C) and transformer.wpe.weight
+ * (n_positions,C), of which a sample uses rows 0..T-1. It has no input
+ * gradient; backward_weight scatters dout into both tables. With tied
+ * embeddings the LM head keeps a copy of wte (lm_head.c). */
 #include <string.h>
 
 #include "nn/block.h"
@@ -71,10 +72,10 @@ static const pt_block_ops embedding_ops = {
 void pt_embedding_init(pt_block *b, const pt_block_shape *s)
 {
     b->ops = &embedding_ops;
-    b->shape = *s;
+    b->shape = pt_block_shape_gpt(s);
     b->in_floats = 0;
     b->out_floats = s->T * s->C;
-    int te[2] = {s->V, s->C}, pe[2] = {s->T, s->C};
+    int te[2] = {s->V, s->C}, pe[2] = {b->shape.n_positions, s->C};
     pt_block_declare(b, "transformer.wte.weight", 2, te, PT_INIT_NORMAL, 0.02f);
     pt_block_declare(b, "transformer.wpe.weight", 2, pe, PT_INIT_NORMAL, 0.02f);
 }

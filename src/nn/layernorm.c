@@ -1,5 +1,6 @@
 /* layernorm.c: the LayerNorm block: in (B,T,C) -> out (B,T,C), normalising
- * each row of C, parameters <prefix>.weight (C) and <prefix>.bias (C).
+ * each row of C with the shape's epsilon, parameters <prefix>.weight (C) and
+ * <prefix>.bias (C).
  * Saved: each row's mean and reciprocal deviation, and for backward_weight
  * the gradient of the normalised output, which is dout itself. */
 #include "nn/block.h"
@@ -14,7 +15,8 @@ static void layernorm_forward(pt_block *b, const pt_microbatch *mb, const float 
 {
     (void)loss_sum, (void)loss_rows;
     int N = rows(b, mb);
-    b->k->layernorm_forward(out, saved, saved + N, in, b->p[0], b->p[1], N, b->shape.C);
+    b->k->layernorm_forward(out, saved, saved + N, in, b->p[0], b->p[1], N, b->shape.C,
+                            b->shape.ln_eps);
 }
 
 // dout (B,T,C) -> din (B,T,C)
@@ -58,7 +60,7 @@ static const pt_block_ops layernorm_ops = {
 void pt_layernorm_init(pt_block *b, const pt_block_shape *s, const char *prefix)
 {
     b->ops = &layernorm_ops;
-    b->shape = *s;
+    b->shape = pt_block_shape_gpt(s);
     b->in_floats = b->out_floats = s->T * s->C;
     pt_block_declare_layernorm(b, prefix, s->C);
 }

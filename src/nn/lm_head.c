@@ -1,11 +1,13 @@
-/* lm_head.c: GPT-2's output block: final LayerNorm, the LM head tied to the
- * token embedding, and softmax cross-entropy.
- *   in (B,T,C) -ln_f-> (B,T,C) -x wte^T-> logits (B,T,V) -> out = probabilities
+/* lm_head.c: GPT-2's output block: final LayerNorm, the LM head, and
+ * softmax cross-entropy.
+ *   in (B,T,C) -ln_f-> (B,T,C) -x lm_head^T-> logits (B,T,V) -> out = probabilities
  * and the mean of -log p[target] over the micro-batch's tokens.
- * Parameters transformer.ln_f.{weight,bias} and lm_head.weight (V,C), a copy
- * of transformer.wte.weight (tied_to says so): the two ends of the model may
+ * Parameters transformer.ln_f.{weight,bias} and lm_head.weight (V,C). With
+ * tied embeddings (GPT-2's) lm_head.weight is a copy of
+ * transformer.wte.weight (tied_to says so): the two ends of the model may
  * sit on different workers, and the model sums the two gradients before the
- * optimizer step so the copies stay equal.
+ * optimizer step so the copies stay equal. Untied (head_untied), it is a
+ * parameter of its own, initialised from its own stream.
  * backward_input turns `out` into the logits' gradient in place, which is
  * what backward_weight multiplies. */
 #include <string.h>
@@ -47,7 +49,8 @@ static void head_forward(pt_block *b, const pt_microbatch *mb, const float *in, 
     const pt_kernels *k = b->k;
     int N = mb->batch * b->shape.T, C = b->shape.C, V = b->shape.V;
     head_layout l = layout(b, mb->batch);
-    k->layernorm_forward(s + l.ln, s + l.mean, s + l.rstd, in, b->p[LNF_W], b->p[LNF_B], N, C);
+    k->layernorm_forward(s + l.ln, s + l.mean, s + l.rstd, in, b->p[LNF_W], b->p[LNF_B], N, C,
+                         b->shape.ln_eps);
     k->matmul(0, 1, N, V, C, 1.0f, s + l.ln, C, b->p[HEAD], C, 0.0f, out, V);
     double sum = k->crossentropy_forward(out, mb->targets, N, V);
     if (loss_sum)
@@ -105,11 +108,12 @@ static const pt_block_ops head_ops = {
 void pt_lm_head_init(pt_block *b, const pt_block_shape *s)
 {
     b->ops = &head_ops;
-    b->shape = *s;
+    b->shape = pt_block_shape_gpt(s);
     b->in_floats = s->T * s->C;
     b->out_floats = s->T * s->V;
     pt_block_declare_layernorm(b, "transformer.ln_f", s->C);
     int hs[2] = {s->V, s->C};
     int i = pt_block_declare(b, "lm_head.weight", 2, hs, PT_INIT_NORMAL, 0.02f);
-    strcpy(b->decl[i].tied_to, "transformer.wte.weight");
+    if (!s->head_untied)
+        strcpy(b->decl[i].tied_to, "transformer.wte.weight");
 }

@@ -24,9 +24,10 @@ typedef struct pt_kernels {
     void (*matmul)(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                    int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
-    /* out (N,C) = normalise(inp) * w + b; mean, rstd (N) kept for backward */
+    /* out (N,C) = normalise(inp) * w + b, with rstd = 1 / sqrt(var + eps);
+     * mean, rstd (N) kept for backward */
     void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *inp,
-                              const float *w, const float *b, int N, int C);
+                              const float *w, const float *b, int N, int C, float eps);
     /* dinp (N,C) adds the input gradient */
     void (*layernorm_backward_input)(float *dinp, const float *dout, const float *inp,
                                      const float *w, const float *mean, const float *rstd, int N,
@@ -35,11 +36,20 @@ typedef struct pt_kernels {
     void (*layernorm_backward_weight)(float *dw, float *db, const float *dout, const float *inp,
                                       const float *mean, const float *rstd, int N, int C);
 
-    /* GPT-2's tanh GELU, elementwise over n */
+    /* The activations, elementwise over n, under GPT2Config's names:
+     * gelu_new (GPT-2's tanh form) 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)));
+     * gelu (exact)                 0.5 x (1 + erf(x / sqrt 2));
+     * relu                         max(x, 0), gradient 0 at 0;
+     * silu                         x sigmoid(x).
+     * Each backward overwrites dinp with dout times the derivative at inp. */
     void (*gelu_forward)(float *out, const float *inp, size_t n);
     void (*gelu_backward)(float *dinp, const float *inp, const float *dout, size_t n);
+    void (*gelu_erf_forward)(float *out, const float *inp, size_t n);
+    void (*gelu_erf_backward)(float *dinp, const float *inp, const float *dout, size_t n);
     void (*relu_forward)(float *out, const float *inp, size_t n);
     void (*relu_backward)(float *dinp, const float *inp, const float *dout, size_t n);
+    void (*silu_forward)(float *out, const float *inp, size_t n);
+    void (*silu_backward)(float *dinp, const float *inp, const float *dout, size_t n);
 
     /* out (N,C) += bias (C) on every row */
     void (*bias_add)(float *out, const float *bias, int N, int C);

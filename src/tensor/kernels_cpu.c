@@ -1,8 +1,8 @@
 /* kernels_cpu.c: the fp32 CPU backend of the kernel seam (kernels.h).
  *
  * Products go to OpenBLAS's cblas_sgemm; everything memory-bound (layernorm,
- * GELU, softmax, residuals, the loss) is one pass over its rows, so the time
- * of a step is dominated by the products. */
+ * the activations, softmax, residuals, the loss) is one pass over its rows,
+ * so the time of a step is dominated by the products. */
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
@@ -36,6 +36,20 @@ static inline float fast_expf(float x)
  * GELU's 0.5 x (1 + tanh) needs. */
 static inline float fast_tanhf(float u) { return 1.0f - 2.0f / (fast_expf(2.0f * u) + 1.0f); }
 
+/* erf(x) by Abramowitz and Stegun 7.1.26 (absolute error below 1.5e-7) on
+ * |x|, the sign put back after: no libm call, so the loops over it
+ * vectorise and give the same bits everywhere. */
+static inline float fast_erff(float x)
+{
+    float a = fabsf(x), t = 1.0f / (1.0f + 0.3275911f * a);
+    float p =
+        t * (0.254829592f +
+             t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+    return copysignf(1.0f - p * fast_expf(-a * a), x);
+}
+
+static inline float fast_sigmoidf(float x) { return 1.0f / (1.0f + fast_expf(-x)); }
+
 static void cpu_matmul(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                        int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
@@ -44,9 +58,8 @@ static void cpu_matmul(int trans_a, int trans_b, int M, int N, int K, float alph
 }
 
 static void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
-                                  const float *w, const float *b, int N, int C)
+                                  const float *w, const float *b, int N, int C, float eps)
 {
-    const float eps = 1e-5f;
     for (int i = 0; i < N; i++) {
         const float *x = inp + (size_t)i * C;
         float *o = out + (size_t)i * C;
@@ -125,6 +138,43 @@ static void cpu_gelu_backward(float *dinp, const float *inp, const float *dout, 
         float sech2 = 1.0f - t * t;
         float du = GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
         dinp[i] = dout[i] * (0.5f * (1.0f + t) + 0.5f * x * sech2 * du);
+    }
+}
+
+#define SQRT_HALF    0.7071067811865476f /* 1 / sqrt 2 */
+#define INV_SQRT_2PI 0.3989422804014327f /* the normal density's 1 / sqrt(2 pi) */
+
+static void cpu_gelu_erf_forward(float *out, const float *inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        out[i] = 0.5f * x * (1.0f + fast_erff(x * SQRT_HALF));
+    }
+}
+
+/* d/dx x Phi(x) = Phi(x) + x phi(x) */
+static void cpu_gelu_erf_backward(float *dinp, const float *inp, const float *dout, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float cdf = 0.5f * (1.0f + fast_erff(x * SQRT_HALF));
+        float pdf = INV_SQRT_2PI * fast_expf(-0.5f * x * x);
+        dinp[i] = dout[i] * (cdf + x * pdf);
+    }
+}
+
+static void cpu_silu_forward(float *out, const float *inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = inp[i] * fast_sigmoidf(inp[i]);
+}
+
+/* d/dx x s(x) = s (1 + x (1 - s)) */
+static void cpu_silu_backward(float *dinp, const float *inp, const float *dout, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i], sg = fast_sigmoidf(x);
+        dinp[i] = dout[i] * sg * (1.0f + x * (1.0f - sg));
     }
 }
 
@@ -248,8 +298,12 @@ static const pt_kernels cpu_kernels = {
     .layernorm_backward_weight = cpu_layernorm_backward_weight,
     .gelu_forward = cpu_gelu_forward,
     .gelu_backward = cpu_gelu_backward,
+    .gelu_erf_forward = cpu_gelu_erf_forward,
+    .gelu_erf_backward = cpu_gelu_erf_backward,
     .relu_forward = cpu_relu_forward,
     .relu_backward = cpu_relu_backward,
+    .silu_forward = cpu_silu_forward,
+    .silu_backward = cpu_silu_backward,
     .bias_add = cpu_bias_add,
     .bias_backward = cpu_bias_backward,
     .add = cpu_add,
