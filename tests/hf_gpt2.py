@@ -17,6 +17,10 @@ usage:
       the mean loss over K fixed batches of B x T tokens of the llm.c token
       file TOKENS (row b of batch k starts at token (k B + b) T), in float64
       from DIR's config.json and weights.
+  hf_gpt2.py reference CONFIG.json MODEL.safetensors
+      prints "loss X" for the batch CONFIG.json holds ("tokens" and
+      "targets", lists of rows; a negative target is not counted) beside
+      GPT2Config's fields, with MODEL's weights.
   hf_gpt2.py check-saved DIR
       a folder pipetrain wrote: GPT2Config.from_pretrained loads it with the
       sizes of its weights, and every weights file opens in safe_open with
@@ -217,7 +221,9 @@ def forward_loss(cfg, w, tokens, targets):
     logits = x @ head.T
     logits = logits - logits.max(-1, keepdims=True)
     logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
-    return -np.take_along_axis(logp, targets[..., None], -1).mean()
+    counted = targets >= 0  # a negative target is not counted
+    picked = np.take_along_axis(logp, np.where(counted, targets, 0)[..., None], -1)[..., 0]
+    return -picked[counted].mean()
 
 
 def read_tokens(path):
@@ -238,6 +244,16 @@ def loss(folder, tokens_path, B, T, K):
         batch = np.stack(rows)
         total += forward_loss(cfg, w, batch[:, :-1], batch[:, 1:])
     print(f"{total / K:.12g}")
+
+
+def reference(config_path, model_path):
+    """The loss of the batch a JSON file holds ("tokens", "targets") beside
+    GPT2Config's fields, for weights in one safetensors file."""
+    with open(config_path) as f:
+        cfg = json.load(f)
+    w = read_weights(model_path)
+    tokens, targets = np.array(cfg["tokens"], dtype=np.int64), np.array(cfg["targets"], dtype=np.int64)
+    print(f"loss {forward_loss(cfg, w, tokens, targets):.17g}")
 
 
 def check_saved(folder):
@@ -289,6 +305,8 @@ def main(argv):
         write(argv[2], argv[3], "--sharded" in opts, dtype, "--gpt2model" in opts)
     elif cmd == "loss":
         loss(argv[2], argv[3], int(argv[4]), int(argv[5]), int(argv[6]))
+    elif cmd == "reference":
+        reference(argv[2], argv[3])
     elif cmd == "check-saved":
         check_saved(argv[2])
     elif cmd == "same-weights":

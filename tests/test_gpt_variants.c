@@ -7,7 +7,7 @@
  *   every parameter moved off its initial value computes its mean loss on a
  *   fixed batch; its weights (a checkpoint: one safetensors file under
  *   Hugging Face's names) and the config (Hugging Face's names) go to
- *   tests/gpt2_reference.py, an independent numpy forward in float64, whose
+ *   tests/hf_gpt2.py, an independent numpy forward in float64, whose
  *   loss must agree to 1e-6 relative. The variants that change no shape
  *   must also move the loss away from GPT-2's on the same weights by more
  *   than that (so the comparison would see a field ignored); n_positions
@@ -187,7 +187,7 @@ static int find_python(char *py, size_t n)
 static int reference_loss(const char *py, const char *config, const char *weights, double *loss)
 {
     char cmd[4096], line[256];
-    snprintf(cmd, sizeof cmd, "'%s' '%s/tests/gpt2_reference.py' '%s' '%s'", py,
+    snprintf(cmd, sizeof cmd, "'%s' '%s/tests/hf_gpt2.py' reference '%s' '%s'", py,
              getenv("PT_SOURCE_DIR"), config, weights);
     FILE *f = popen(cmd, "r");
     REQUIRE(f, "cannot run %s", cmd);

@@ -2,7 +2,7 @@
 # test_hf_folder: GPT-2 folders written by Hugging Face's own libraries
 # (transformers' GPT2Config.save_pretrained, safetensors' save_file:
 # tests/hf_gpt2.py) load in pipetrain, and pipetrain's loss on fixed batches
-# equals an independent float64 forward (numpy) to 1e-5 relative, for every
+# equals an independent float64 forward (numpy) to 1e-6 relative, for every
 # GPT2Config field that changes the arithmetic: n_inner, each activation,
 # layer_norm_epsilon, scale_attn_weights, scale_attn_by_inverse_layer_idx,
 # tie_word_embeddings, n_positions longer than the context; also sharded
@@ -17,9 +17,9 @@ $hf tokens "$dir/tokens.bin" 4000 64
 B=4 T=16 K=3
 fail=0
 
-# close A B: |A - B| <= 1e-5 |B|
+# close A B: |A - B| <= 1e-6 |B| (gelu and gelu_new differ by 6e-6 here)
 close() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = b < 0 ? -b : b;
-                                          exit !(d <= 1e-5 * m) }'; }
+                                          exit !(d <= 1e-6 * m) }'; }
 
 compare() { # name, folder
     local ours theirs

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "io/checkpoint.h"
+#include "io/hf_config.h"
 
 static int contradicts(const char *cmd, const flag *flags, int n, const char *name, int flag_value,
                        int file_value, const char *field, const char *path)
@@ -57,7 +58,7 @@ int model_from_checkpoint(const char *cmd, const char *path, const flag *flags, 
         contradicts(cmd, flags, n, "embd", cfg->n_embd, file.n_embd, "n_embd", path) ||
         contradicts(cmd, flags, n, "vocab", cfg->vocab, file.vocab, "vocab_size", path))
         return 2;
-    int positions = file.n_positions ? file.n_positions : file.seq_len;
+    int positions = pt_gpt_positions(&file);
     if (flags_given(flags, n, "seq")) {
         if (cfg->seq_len > positions) {
             fprintf(stderr,
