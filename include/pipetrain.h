@@ -470,8 +470,24 @@ int pt_pipeline_eval(pt_pipeline *p, const pt_microbatch *batch, float *mean_los
 /* Forward of one micro-batch (any batch size) across the stages; copies the
  * last block's output (probabilities, batch x its width) into probs. */
 int pt_pipeline_forward_probs(pt_pipeline *p, const pt_microbatch *mb, float *probs);
-/* Chrome/Perfetto trace-event JSON of the last step, one track per worker. */
+/* Chrome/Perfetto trace-event JSON of the last step: a pt_trace of it alone,
+ * labelled step + 1 for the `step` train_step was given. */
 int pt_pipeline_write_trace(const pt_pipeline *p, const char *path);
+/* A trace of one or more steps on one time axis, in Chrome/Perfetto
+ * trace-event JSON: a track of the steps; per worker a track of its actions
+ * (each with its chunk, micro-batch and step), with replicas a track of its
+ * chunks' gradient sums, and counters of its activation bytes, micro-batches
+ * in flight and transport bytes in flight (sent, not yet handed over). Add
+ * a step right after pt_pipeline_train_step: a later eval or train step
+ * replaces what the pipeline recorded. docs/watching.md shows one. */
+typedef struct pt_trace pt_trace;
+int pt_trace_create(pt_trace **out);
+void pt_trace_destroy(pt_trace *t);
+/* The pipeline's last step, labelled `step` (the trainer counts from 1, as
+ * its metrics log does); the first step added is time 0. */
+int pt_trace_add_step(pt_trace *t, const pt_pipeline *p, long step);
+/* Writes every step added so far; PT_EINVAL when there is none. */
+int pt_trace_write(const pt_trace *t, const char *path);
 /* Per worker: measured bubble of the last step next to the simulator's
  * prediction for the measured per-chunk F/B/W times. */
 int pt_pipeline_bubble_report(const pt_pipeline *p, char *buf, size_t n);
