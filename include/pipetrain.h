@@ -596,18 +596,22 @@ typedef struct {
                              or, for a path ending in .safetensors, one file; written at
                              the end and every save_every steps */
     long save_every;
-    const char *resume;          /* checkpoint (file or set) to continue from; of the same
-                                    model config, saved under any layout */
-    int resume_fresh_optimizer;  /* resume from weights alone, with fresh optimizer moments
-                                    (otherwise a checkpoint without them is refused) */
-    int max_skipped_steps;       /* a step whose gradient is not finite changes nothing and
-                                    is reported; this many in a row end the run with an
-                                    error (default 3) */
-    const char *metrics;         /* JSONL log */
-    const char *trace;           /* Chrome trace of the last step's actions */
-    const char *tensorboard;     /* folder for TensorBoard event files (NULL: none) */
-    pt_pipeline_config pipeline; /* stages, schedule, ...; microbatches and
-                                    micro_batch_size come from the fields above */
+    const char *resume;           /* checkpoint (file or set) to continue from; of the same
+                                     model config, saved under any layout */
+    int resume_fresh_optimizer;   /* resume from weights alone, with fresh optimizer moments
+                                     (otherwise a checkpoint without them is refused) */
+    int max_skipped_steps;        /* a step whose gradient is not finite changes nothing and
+                                     is reported; this many in a row end the run with an
+                                     error (default 3) */
+    const char *metrics;          /* JSONL log */
+    const char *trace;            /* Chrome/Perfetto trace (pt_trace) of the last step, or
+                                     of trace_first..trace_last */
+    long trace_first, trace_last; /* the steps traced, inclusive, counted from 1 as the
+                                     reports and the metrics log count them (step k is
+                                     the k-th counted step); 0 and 0: the last step */
+    const char *tensorboard;      /* folder for TensorBoard event files (NULL: none) */
+    pt_pipeline_config pipeline;  /* stages, schedule, ...; microbatches and
+                                     micro_batch_size come from the fields above */
     void (*on_report)(const pt_train_report *r, void *user);
     void *user;
 } pt_train_config;

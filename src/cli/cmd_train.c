@@ -64,6 +64,7 @@ static int check_modes(const flag *flags, int n, const char *model, const char *
     static const char *const not_with_file[] = {"schedule", "virtual", NULL};
     static const char *const not_with_balance[] = {"max-stage-memory", NULL};
     static const char *const tokens_only[] = {"val-data", NULL};
+    static const char *const trace_only[] = {"trace-steps", NULL};
     int gpt = !strcmp(model, "gpt");
     if (!gpt && strcmp(model, "mlp")) {
         fprintf(stderr, "pipetrain train: --model '%s': expected gpt or mlp\n", model);
@@ -105,6 +106,9 @@ static int check_modes(const flag *flags, int n, const char *model, const char *
         return 2;
     if (!flags_given(flags, n, "save") &&
         flags_refuse_given("train", flags, n, save_only, "without --save"))
+        return 2;
+    if (!flags_given(flags, n, "trace") &&
+        flags_refuse_given("train", flags, n, trace_only, "without --trace"))
         return 2;
     if (flags_given(flags, n, "schedule-file") &&
         flags_refuse_given("train", flags, n, not_with_file,
@@ -154,7 +158,7 @@ int cmd_train(int argc, char **argv)
     float min_lr = -1.0f, weight_decay = -1.0f;
     long decay_steps = -1;
     int threads = 0, quiet = 0;
-    const char *balance = NULL;
+    const char *balance = NULL, *trace_steps = NULL;
     long max_stage_memory = 0;
     int balance_list[1024];
     flag flags[] = {
@@ -261,8 +265,12 @@ int cmd_train(int argc, char **argv)
         FLAG("quiet", FLAG_BOOL, &quiet, NULL,
              "no progress while training: only the summary at the end and errors"),
         FLAG("trace", FLAG_STRING, &cfg.trace, "FILE",
-             "Chrome/Perfetto trace of the last step, one track per worker (under "
-             "mpirun: FILE.rank<N> per rank)"),
+             "Chrome/Perfetto trace of the last step (or of --trace-steps): a track per "
+             "worker, its activation bytes, micro-batches and transport bytes in flight "
+             "(under mpirun: FILE.rank<N> per rank)"),
+        FLAG("trace-steps", FLAG_STRING, &trace_steps, "A:B",
+             "with --trace: steps A to B on one time axis, counted from 1 as the progress "
+             "line and --metrics count them (N alone: step N; default: the last step)"),
     };
     int n = (int)(sizeof flags / sizeof flags[0]);
     int rc = flags_parse("train", summary, flags, n, argc, argv);
@@ -270,6 +278,10 @@ int cmd_train(int argc, char **argv)
         return rc == 1 ? 0 : 2;
     if (check_modes(flags, n, model, optimizer, data_format, &data) ||
         check_optim(flags, n, min_lr, cfg.optim.lr, decay_steps))
+        return 2;
+    if (trace_steps &&
+        num_long_span("train", "trace-steps", trace_steps, NUM_RANGE(1, (double)cfg.steps),
+                      &cfg.trace_first, &cfg.trace_last))
         return 2;
 
     uint64_t seed = cfg.seed;

@@ -17,6 +17,7 @@
  * worker loads from a checkpoint only the tensors its stage holds, so a run
  * may resume at another stage count. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +59,9 @@ typedef struct {
     pt_pipeline *pipe;
     data_source data;
     pt_metrics_log *metrics;
-    pt_tb_writer *board;   /* --tensorboard, on the main process */
+    pt_tb_writer *board; /* --tensorboard, on the main process */
+    pt_trace *trace;     /* --trace: the steps traced so far */
+    long trace_first, trace_last;
     double *bubbles;       /* per worker, of the last training step (for the board) */
     int mbs;               /* micro-batch size */
     int *tokens, *targets; /* one batch */
@@ -224,6 +227,13 @@ static int check_config(const pt_train_config *c)
                                   "eval-batches >= 1");
     if (c->max_skipped_steps < 1)
         return pt_fail(PT_EINVAL, "max-skipped-steps must be >= 1 (got %d)", c->max_skipped_steps);
+    if ((c->trace_first || c->trace_last) &&
+        (!c->trace || c->trace_first < 1 || c->trace_last < c->trace_first ||
+         c->trace_last > c->steps))
+        return pt_fail(PT_EINVAL,
+                       "trace steps %ld:%ld: expected a trace file and 1 <= first <= last <= "
+                       "steps (%ld)",
+                       c->trace_first, c->trace_last, c->steps);
     return PT_OK;
 }
 
@@ -370,6 +380,16 @@ static int setup(trainer *t, const pt_train_config *c)
     t->inputs = t->data.gpt ? NULL : malloc(sizeof(float) * n * mc.widths[0]);
     if (!t->tokens || !t->targets || (!t->data.gpt && !t->inputs))
         return pt_fail(PT_ENOMEM, "cannot allocate a batch");
+    t->trace_first = c->trace_first ? c->trace_first : c->steps;
+    t->trace_last = c->trace_last ? c->trace_last : c->steps;
+    if (c->trace && c->trace_first && t->trace_first <= t->state.step)
+        return pt_fail(PT_EINVAL,
+                       "trace steps %ld:%ld: the run resumes after step %ld, so it trains steps "
+                       "%ld to %ld only",
+                       t->trace_first, t->trace_last, (long)t->state.step, (long)t->state.step + 1,
+                       c->steps);
+    if (c->trace && (rc = pt_trace_create(&t->trace)) != PT_OK)
+        return rc;
     if (c->metrics && pt_pipeline_is_main(t->pipe))
         rc = pt_metrics_open(c->metrics, c->resume ? t->state.step : -1, &t->metrics);
     if (rc == PT_OK && c->tensorboard && pt_pipeline_is_main(t->pipe))
@@ -382,34 +402,49 @@ static void teardown(trainer *t)
     if (t->metrics)
         pt_metrics_close(t->metrics);
     pt_tb_close(t->board);
+    pt_trace_destroy(t->trace);
     free(t->bubbles);
     pt_pipeline_destroy(t->pipe);
     free(t->tokens), free(t->targets), free(t->inputs);
     close_data(&t->data);
 }
 
-/* The trace and the bubbles of the last training step, taken before the
- * final validation replaces them with a forward-only pass. A rank of an MPI
- * pipeline knows only its own worker: each writes its own track to
- * FILE.rank<N> (load them together), and the per-worker bubble table, which
- * needs every worker's times, is left out. */
-static int report_last_step(trainer *t, pt_train_result *result)
+/* The bubbles of the last training step, taken before the final validation
+ * replaces its times with a forward-only pass. A rank of an MPI pipeline
+ * knows only its own worker: the per-worker bubble table, which needs every
+ * worker's times, is left out. */
+static void report_last_step(trainer *t, pt_train_result *result)
 {
-    const char *trace = t->cfg->trace;
-    if (strcmp(pt_pipeline_transport_name(t->pipe), "mpi")) {
-        pt_pipeline_bubble_report(t->pipe, result->bubbles, sizeof result->bubbles);
-        if (t->board && (t->bubbles = malloc(sizeof(double) * pt_pipeline_workers(t->pipe))) &&
-            pt_pipeline_bubbles(t->pipe, t->bubbles, NULL) != PT_OK) {
-            free(t->bubbles);
-            t->bubbles = NULL;
-        }
-        return trace ? pt_pipeline_write_trace(t->pipe, trace) : PT_OK;
+    if (!strcmp(pt_pipeline_transport_name(t->pipe), "mpi"))
+        return;
+    pt_pipeline_bubble_report(t->pipe, result->bubbles, sizeof result->bubbles);
+    if (t->board && (t->bubbles = malloc(sizeof(double) * pt_pipeline_workers(t->pipe))) &&
+        pt_pipeline_bubbles(t->pipe, t->bubbles, NULL) != PT_OK) {
+        free(t->bubbles);
+        t->bubbles = NULL;
     }
-    if (!trace)
+}
+
+/* --trace: each step of trace_first..trace_last joins the trace right after
+ * it ran (a validation would replace what the pipeline recorded), a skipped
+ * attempt too (it ran, and its retry has the same number); the file is
+ * written once the last of them counts. A rank of an MPI pipeline knows
+ * only its own worker: each writes its tracks to FILE.rank<N> (load them
+ * together). */
+static int trace_step(trainer *t, long step, bool counted)
+{
+    if (!t->trace || step < t->trace_first || step > t->trace_last)
         return PT_OK;
-    char path[4096];
-    snprintf(path, sizeof path, "%s.rank%d", trace, pt_pipeline_rank(t->pipe));
-    return pt_pipeline_write_trace(t->pipe, path);
+    int rc = pt_trace_add_step(t->trace, t->pipe, step);
+    if (rc != PT_OK || !counted || step != t->trace_last)
+        return rc;
+    const char *path = t->cfg->trace;
+    char ranked[4096];
+    if (!strcmp(pt_pipeline_transport_name(t->pipe), "mpi")) {
+        snprintf(ranked, sizeof ranked, "%s.rank%d", path, pt_pipeline_rank(t->pipe));
+        path = ranked;
+    }
+    return pt_trace_write(t->trace, path);
 }
 
 /* A step whose gradient was not finite: said on stderr and in the metrics
@@ -493,7 +528,10 @@ static int run(trainer *t, pt_train_result *result)
             break;
         double norm;
         int stage;
-        if (pt_pipeline_last_step_skipped(t->pipe, &norm, &stage)) {
+        bool skipped_now = pt_pipeline_last_step_skipped(t->pipe, &norm, &stage);
+        if ((rc = trace_step(t, t->state.step + 1, !skipped_now)) != PT_OK)
+            break;
+        if (skipped_now) {
             /* no worker changed anything: the step is not counted */
             if ((rc = report_skipped(t, r.lr, r.loss, norm, stage, ++skipped)) != PT_OK)
                 break;
@@ -501,8 +539,8 @@ static int run(trainer *t, pt_train_result *result)
         }
         skipped = 0;
         t->state.step++;
-        if (t->state.step == c->steps && (rc = report_last_step(t, result)) != PT_OK)
-            break;
+        if (t->state.step == c->steps)
+            report_last_step(t, result);
         r.step = t->state.step;
         r.step_ms = (now() - t0) * 1e3;
         r.tokens_per_s = samples / (r.step_ms / 1e3);
