@@ -573,8 +573,9 @@ typedef struct {
     long step, steps; /* steps done, of the run's total */
     float loss, lr;
     double tokens_per_s; /* samples/s for mlp */
-    double step_ms, eta_s;
-    int has_val; /* val_loss (and for mlp val_accuracy) measured this step */
+    double step_ms;
+    double elapsed_s, eta_s; /* since the run began; left at the pace so far */
+    int has_val;             /* val_loss (and for mlp val_accuracy) measured this step */
     float val_loss, val_accuracy;
 } pt_train_report;
 
