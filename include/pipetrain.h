@@ -470,8 +470,24 @@ int pt_pipeline_eval(pt_pipeline *p, const pt_microbatch *batch, float *mean_los
 /* Forward of one micro-batch (any batch size) across the stages; copies the
  * last block's output (probabilities, batch x its width) into probs. */
 int pt_pipeline_forward_probs(pt_pipeline *p, const pt_microbatch *mb, float *probs);
-/* Chrome/Perfetto trace-event JSON of the last step, one track per worker. */
+/* Chrome/Perfetto trace-event JSON of the last step: a pt_trace of it alone,
+ * labelled step + 1 for the `step` train_step was given. */
 int pt_pipeline_write_trace(const pt_pipeline *p, const char *path);
+/* A trace of one or more steps on one time axis, in Chrome/Perfetto
+ * trace-event JSON: a track of the steps; per worker a track of its actions
+ * (each with its chunk, micro-batch and step), with replicas a track of its
+ * chunks' gradient sums, and counters of its activation bytes, micro-batches
+ * in flight and transport bytes in flight (sent, not yet handed over). Add
+ * a step right after pt_pipeline_train_step: a later eval or train step
+ * replaces what the pipeline recorded. docs/watching.md shows one. */
+typedef struct pt_trace pt_trace;
+int pt_trace_create(pt_trace **out);
+void pt_trace_destroy(pt_trace *t);
+/* The pipeline's last step, labelled `step` (the trainer counts from 1, as
+ * its metrics log does); the first step added is time 0. */
+int pt_trace_add_step(pt_trace *t, const pt_pipeline *p, long step);
+/* Writes every step added so far; PT_EINVAL when there is none. */
+int pt_trace_write(const pt_trace *t, const char *path);
 /* Per worker: measured bubble of the last step next to the simulator's
  * prediction for the measured per-chunk F/B/W times. */
 int pt_pipeline_bubble_report(const pt_pipeline *p, char *buf, size_t n);
@@ -557,8 +573,9 @@ typedef struct {
     long step, steps; /* steps done, of the run's total */
     float loss, lr;
     double tokens_per_s; /* samples/s for mlp */
-    double step_ms, eta_s;
-    int has_val; /* val_loss (and for mlp val_accuracy) measured this step */
+    double step_ms;
+    double elapsed_s, eta_s; /* since the run began; left at the pace so far */
+    int has_val;             /* val_loss (and for mlp val_accuracy) measured this step */
     float val_loss, val_accuracy;
 } pt_train_report;
 
@@ -580,21 +597,25 @@ typedef struct {
                              or, for a path ending in .safetensors, one file; written at
                              the end and every save_every steps */
     long save_every;
-    const char *resume;          /* checkpoint (file or set) to continue from; of the same
-                                    model config, saved under any layout */
-    int resume_fresh_optimizer;  /* resume from weights alone, with fresh optimizer moments
-                                    (otherwise a checkpoint without them is refused) */
-    const char *init_from;       /* weights to start from (a checkpoint or a Hugging Face
-                                    model: folder or file) with a fresh optimizer, at step 0;
-                                    model must be its config (its context may be shorter) */
-    int max_skipped_steps;       /* a step whose gradient is not finite changes nothing and
-                                    is reported; this many in a row end the run with an
-                                    error (default 3) */
-    const char *metrics;         /* JSONL log */
-    const char *trace;           /* Chrome trace of the last step's actions */
-    const char *tensorboard;     /* folder for TensorBoard event files (NULL: none) */
-    pt_pipeline_config pipeline; /* stages, schedule, ...; microbatches and
-                                    micro_batch_size come from the fields above */
+    const char *resume;           /* checkpoint (file or set) to continue from; of the same
+                                     model config, saved under any layout */
+    int resume_fresh_optimizer;   /* resume from weights alone, with fresh optimizer moments
+                                     (otherwise a checkpoint without them is refused) */
+    const char *init_from;        /* weights to start from (a checkpoint or a Hugging Face
+                                     model: folder or file) with a fresh optimizer, at step 0;
+                                     model must be its config (its context may be shorter) */
+    int max_skipped_steps;        /* a step whose gradient is not finite changes nothing and
+                                     is reported; this many in a row end the run with an
+                                     error (default 3) */
+    const char *metrics;          /* JSONL log */
+    const char *trace;            /* Chrome/Perfetto trace (pt_trace) of the last step, or
+                                     of trace_first..trace_last */
+    long trace_first, trace_last; /* the steps traced, inclusive, counted from 1 as the
+                                     reports and the metrics log count them (step k is
+                                     the k-th counted step); 0 and 0: the last step */
+    const char *tensorboard;      /* folder for TensorBoard event files (NULL: none) */
+    pt_pipeline_config pipeline;  /* stages, schedule, ...; microbatches and
+                                     micro_batch_size come from the fields above */
     void (*on_report)(const pt_train_report *r, void *user);
     void *user;
 } pt_train_config;

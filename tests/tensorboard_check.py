@@ -2,14 +2,15 @@
 """Reads a --tensorboard folder with TensorBoard's own reader and checks it
 against the run's JSONL metrics log, for test_tensorboard.
 
-  tensorboard_check.py DIR LOG.jsonl
+  tensorboard_check.py DIR LOG.jsonl CONFIG_ROW
 
 Every scalar the log holds is a curve with one point per step the log has,
-equal to the log's value as a float32; the other curves are the gradient
-norm (every step) and each worker's bubble (each run's last step, where
-the log has the memory); the
-configuration is a text summary TensorBoard's text plugin lists. A step
-shown twice, a missing or extra step, or a value that differs fails.
+equal to the log's value as a float32, and there is no other curve: the
+gradient norm on every step, each worker's bubble and memory on each run's
+last step, validation where the log has it. The configuration is a text
+summary TensorBoard's text plugin lists, holding CONFIG_ROW (e.g.
+"| layers | 2 |"). A step shown twice, a missing or extra step, or a value
+that differs fails.
 """
 import json
 import math
@@ -25,15 +26,18 @@ def f32(x):
 
 def tag_of(key):
     named = {"loss": "train/loss", "lr": "train/lr", "tokens_per_s": "train/tokens_per_s",
-             "step_ms": "train/step_ms", "val_loss": "val/loss", "skipped": "train/skipped"}
+             "step_ms": "train/step_ms", "grad_norm": "train/grad_norm", "val_loss": "val/loss",
+             "val_accuracy": "val/accuracy", "skipped": "train/skipped"}
     if key in named:
         return named[key]
+    if key.startswith("worker") and key.endswith("_bubble"):
+        return "bubble/" + key[: -len("_bubble")]
     if key.startswith("worker"):
         return "memory/" + key
     return None
 
 
-def main(folder, log):
+def main(folder, log, config_row):
     want = {}  # tag -> {step: value}
     steps = set()
     with open(log) as f:
@@ -68,27 +72,24 @@ def main(folder, log):
                 failures.append(f"{tag} step {e.step}: {e.value!r}, the log has {v!r}")
     last = max(steps)
     for tag in tags["scalars"]:
-        if tag in want:
-            continue
-        got = [e.step for e in ea.Scalars(tag)]
-        if tag == "train/grad_norm":
-            if got != sorted(steps) or not all(e.value > 0 for e in ea.Scalars(tag)):
-                failures.append(f"{tag}: steps {got} or a value <= 0")
-        elif tag.startswith("bubble/worker"):
-            ends = sorted(want.get("memory/worker0_bytes", {}))  # each run's last step
-            if got != ends or not all(0 <= e.value < 1 for e in ea.Scalars(tag)):
-                failures.append(f"{tag}: steps {got}, expected {ends}, or not a fraction")
-        else:
+        if tag not in want:
             failures.append(f"{tag}: a curve the log does not explain")
+    ends = sorted(want.get("memory/worker0_bytes", {}))  # each run's last step
     for tag in ("train/grad_norm", "bubble/worker0", "bubble/worker1"):
-        if tag not in tags["scalars"]:
-            failures.append(f"{tag}: no such curve")
+        points = want.get(tag, {})
+        if tag == "train/grad_norm" and (sorted(points) != sorted(steps) or
+                                         not all(v > 0 for v in points.values())):
+            failures.append(f"{tag}: the log has steps {sorted(points)} or a value <= 0")
+        if tag.startswith("bubble") and (sorted(points) != ends or
+                                         not all(0 <= v < 1 for v in points.values())):
+            failures.append(f"{tag}: the log has steps {sorted(points)}, expected {ends}, "
+                            "or not a fraction")
     if "config" not in ea.PluginTagToContent("text"):
         failures.append("the configuration is not a text summary TensorBoard's text plugin lists")
     else:
         texts = ea.Tensors("config")
         first = texts[0].tensor_proto.string_val[0].decode()
-        if texts[0].step != 0 or "| layers | 2 |" not in first:
+        if texts[0].step != 0 or config_row not in first:
             failures.append(f"config at step {texts[0].step}: {first!r}")
     print(f"{folder}: {len(tags['scalars'])} curves, steps {min(steps)}..{last}")
     for f in failures:
@@ -97,4 +98,4 @@ def main(folder, log):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3]))

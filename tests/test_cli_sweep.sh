@@ -45,6 +45,7 @@ declare -A bases=(
     [train]="train ${tiny[*]} --batch 4 --steps 1 --eval-batches 1 --data $dir/t.txt"
     [sgd]="train ${tiny[*]} --batch 4 --steps 1 --data $dir/t.txt --optimizer sgd"
     [save]="train ${tiny[*]} --batch 4 --steps 1 --data $dir/t.txt --save $dir/s.safetensors"
+    [trace]="train ${tiny[*]} --batch 4 --steps 1 --data $dir/t.txt --trace $dir/x.json"
     [gen]="generate --load $dir/g.safetensors --tokens 2"
     [sched]="schedule --schedule 1f1b --stages 2 --microbatches 2"
     [inter]="schedule --schedule interleaved --stages 2 --microbatches 2"
@@ -75,6 +76,7 @@ train     seed              0
 train     eval-every        0
 train     eval-batches      -
 save      save-every        0
+trace     trace-steps       -
 train     stages            -
 train     replicas          -
 train     virtual           -

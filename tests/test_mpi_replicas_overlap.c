@@ -15,7 +15,8 @@
  *     worker's last action begins (the other chunk's backward is still to
  *     run), every own chunk's sum has a start and an end, and the Chrome
  *     trace holds one "reduce" slice per own chunk on the worker's reduce
- *     track;
+ *     track, and a transport counter whose bytes in flight rose and are
+ *     back to 0 at the end of the step;
  * then prints the step time with and without overlap for interleaved on a
  * larger model (information only: ranks share this machine's cores). */
 #include <stdio.h>
@@ -174,7 +175,7 @@ static int check_overlap(const run_t *r)
     REQUIRE(pt_pipeline_write_trace(r->p, path) == PT_OK, "trace: %s", pt_last_error());
     FILE *f = fopen(path, "r");
     REQUIRE(f, "cannot read %s back", path);
-    static char text[1 << 16];
+    static char text[1 << 18];
     size_t n = fread(text, 1, sizeof text - 1, f);
     fclose(f);
     unlink(path);
@@ -186,6 +187,16 @@ static int check_overlap(const run_t *r)
     snprintf(track, sizeof track, "\"worker %d reduce\"", rank_);
     REQUIRE(slices == own && strstr(text, track), "trace: %d reduce slices (expected %d), track %s",
             slices, own, strstr(text, track) ? "present" : "missing");
+    /* the sends of the list and of the sums went through MPI and are over */
+    const pt_flight_log *fl = &w->flight;
+    size_t most = 0;
+    for (int i = 0; i < fl->n; i++)
+        most = fl->samples[i].bytes > most ? fl->samples[i].bytes : most;
+    snprintf(track, sizeof track, "\"worker %d transport\"", rank_);
+    REQUIRE(fl->n > 2 && most > 0 && fl->samples[fl->n - 1].bytes == 0 && strstr(text, track),
+            "transport counter: %d samples, peak %zu, last %zu bytes in flight, track %s", fl->n,
+            most, fl->n ? fl->samples[fl->n - 1].bytes : 0,
+            strstr(text, track) ? "present" : "missing");
     if (rank_ == 0) {
         printf("interleaved rank 0: first chunk's sum %.2f..%.2f ms, last action ends %.2f ms\n",
                first * 1e3, red->chunks[2].t1 * 1e3, last->t1 * 1e3);

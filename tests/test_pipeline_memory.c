@@ -6,9 +6,11 @@
  * - activation checkpointing keeps only each chunk's input, so the peak drops
  *   under both schedules (except on 1f1b's last worker, which never holds
  *   more than the one micro-batch it is working on);
- * - the trace's counter tracks follow the store: each worker's activation
- *   bytes peak at its store's peak, and 1f1b worker w holds P - w
- *   micro-batches at most (without checkpointing);
+ * - the trace's counter tracks, read with a JSON parser, follow the store:
+ *   each worker's activation bytes peak at its store's peak, and 1f1b
+ *   worker w holds P - w micro-batches at most (without checkpointing); its
+ *   transport bytes in flight rise by exactly what its sends carry and
+ *   fall back to 0 by the end of the step;
  * - the memory report: what every worker allocated (parameters, gradients,
  *   moments, stashes, activations, buffers) equals, within 10% and kind by
  *   kind, what pt_schedule_predict_memory() predicts from the description,
@@ -21,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "io/json.h"
 #include "pipetrain.h"
 #include "runtime/optimizer.h"
 #include "tensor/rng.h"
@@ -30,10 +33,15 @@
 #define P   3
 #define MBS 2
 
-/* The trace's counter tracks of the step just run: each worker's activation
- * bytes peak where its store's peak is, and under 1f1b without
- * checkpointing worker w holds at most P - w micro-batches, reached. */
-static int check_counters(const pt_pipeline *p, const char *schedule, int ckpt, const size_t *peak)
+/* The trace's counter tracks of the step just run, read with a JSON
+ * parser: each worker's activation bytes peak where its store's peak is, and
+ * under 1f1b without checkpointing worker w holds at most P - w
+ * micro-batches, reached; each worker's transport bytes in flight start and
+ * end at 0 and rise by exactly the bytes its sends carry (M boundary
+ * tensors per direction it sends in); every counter's samples are in time
+ * order. */
+static int check_counters(const pt_pipeline *p, const char *schedule, int M, int ckpt,
+                          size_t boundary, const size_t *peak)
 {
     char path[64];
     snprintf(path, sizeof path, "/tmp/pt_counters_%d.json", (int)getpid());
@@ -41,32 +49,74 @@ static int check_counters(const pt_pipeline *p, const char *schedule, int ckpt, 
     FILE *f = fopen(path, "r");
     REQUIRE(f, "cannot read %s", path);
     static char text[1 << 20];
-    size_t n = fread(text, 1, sizeof text - 1, f);
+    size_t n = fread(text, 1, sizeof text, f);
     fclose(f);
     unlink(path);
-    text[n] = '\0';
-    size_t most[P] = {0};
-    int mbs[P] = {0}, samples = 0;
-    for (const char *at = text; (at = strstr(at, "\"ph\": \"C\"")); at++) {
-        const char *name = at;
-        while (name > text && strncmp(name, "\"worker ", 8))
-            name--;
-        int w = atoi(name + 8);
-        const char *b = strstr(at, "\"bytes\": "), *m = strstr(at, "\"micro-batches\": ");
-        REQUIRE(w >= 0 && w < P && b && m, "a malformed counter event");
-        size_t bytes = strtoull(b + 9, NULL, 10);
-        int k = atoi(m + 17);
-        most[w] = bytes > most[w] ? bytes : most[w];
-        mbs[w] = k > mbs[w] ? k : mbs[w];
-        samples++;
+    pt_json *doc;
+    REQUIRE(n < sizeof text && pt_json_parse(text, n, 0, "trace", &doc) == PT_OK, "trace: %s",
+            pt_last_error());
+    const pt_json *events = pt_json_get(doc, "traceEvents");
+    REQUIRE(events && events->type == PT_JSON_ARRAY, "the trace has no traceEvents array");
+    size_t most[P] = {0}, flight_most[P] = {0}, flight_first[P], flight_last[P], sent[P] = {0};
+    int mbs[P] = {0}, samples[P] = {0}, flights[P] = {0};
+    double last_ts[2][P];
+    for (int w = 0; w < P; w++)
+        last_ts[0][w] = last_ts[1][w] = -1e300;
+    for (size_t i = 0; i < events->n; i++) {
+        const pt_json *e = events->items[i], *ph = pt_json_get(e, "ph");
+        if (!ph || ph->type != PT_JSON_STRING || strcmp(ph->string, "C"))
+            continue;
+        const pt_json *name = pt_json_get(e, "name"), *ts = pt_json_get(e, "ts");
+        const pt_json *args = pt_json_get(e, "args");
+        int w = -1, len = 0;
+        char what[16] = "";
+        REQUIRE(name && name->type == PT_JSON_STRING && ts && ts->type == PT_JSON_NUMBER && args &&
+                    sscanf(name->string, "worker %d %15s%n", &w, what, &len) == 2 &&
+                    (size_t)len == name->len && w >= 0 && w < P,
+                "%s: a counter event without a worker's name and a time", schedule);
+        int transport = !strcmp(what, "transport");
+        REQUIRE(transport || !strcmp(what, "activations"), "%s: a counter named '%s'", schedule,
+                name->string);
+        CHECK(ts->number >= last_ts[transport][w], "%s: %s goes back in time at %.3f", schedule,
+              name->string, ts->number);
+        last_ts[transport][w] = ts->number;
+        if (transport) {
+            const pt_json *b = pt_json_get(args, "bytes in flight");
+            REQUIRE(b && b->is_uint, "%s: %s without its bytes in flight", schedule, name->string);
+            size_t bytes = (size_t)b->uint_value;
+            if (flights[w]++ == 0)
+                flight_first[w] = bytes;
+            else if (bytes > flight_last[w])
+                sent[w] += bytes - flight_last[w];
+            flight_last[w] = bytes;
+            flight_most[w] = bytes > flight_most[w] ? bytes : flight_most[w];
+            continue;
+        }
+        const pt_json *b = pt_json_get(args, "bytes"), *m = pt_json_get(args, "micro-batches");
+        REQUIRE(b && b->is_uint && m && m->is_int, "%s: %s without bytes and micro-batches",
+                schedule, name->string);
+        most[w] = b->uint_value > most[w] ? (size_t)b->uint_value : most[w];
+        mbs[w] = (int)m->int_value > mbs[w] ? (int)m->int_value : mbs[w];
+        samples[w]++;
     }
-    REQUIRE(samples > 0, "%s: no counter events in the trace", schedule);
+    pt_json_free(doc);
     for (int w = 0; w < P; w++) {
+        REQUIRE(samples[w] > 0 && flights[w] > 0, "%s worker %d: no counter events in the trace",
+                schedule, w);
         CHECK(most[w] == peak[w], "%s worker %d: the counter peaks at %zu bytes, the store at %zu",
               schedule, w, most[w], peak[w]);
         CHECK(strcmp(schedule, "1f1b") || ckpt || mbs[w] == P - w,
               "1f1b worker %d: %d micro-batches in flight at most, expected %d", w, mbs[w], P - w);
+        /* the first and last workers send one way, the others both */
+        size_t want = (size_t)M * boundary * (w == 0 || w == P - 1 ? 1 : 2);
+        CHECK(flight_first[w] == 0 && flight_last[w] == 0 && sent[w] == want &&
+                  flight_most[w] >= boundary && flight_most[w] <= want,
+              "%s worker %d: transport bytes in flight from %zu to %zu, peak %zu, %zu sent in "
+              "all; expected from 0 to 0 and %zu sent",
+              schedule, w, flight_first[w], flight_last[w], flight_most[w], sent[w], want);
     }
+    printf("%-6s M=%-2d checkpoint %d: transport bytes in flight at most %zu %zu %zu\n", schedule,
+           M, ckpt, flight_most[0], flight_most[1], flight_most[2]);
     return 0;
 }
 
@@ -97,7 +147,8 @@ static int peaks(const char *schedule, int M, int ckpt, size_t *peak)
         printf("train_step: %s\n", pt_last_error());
     for (int w = 0; w < P; w++)
         peak[w] = pt_pipeline_peak_activation_bytes(p, w);
-    if (rc == PT_OK && check_counters(p, schedule, ckpt, peak))
+    size_t boundary = (size_t)MBS * (size_t)c.seq_len * (size_t)c.n_embd * sizeof(float);
+    if (rc == PT_OK && check_counters(p, schedule, M, ckpt, boundary, peak))
         rc = PT_EINVAL;
     printf("%-6s M=%-2d checkpoint %d: peak bytes per worker %zu %zu %zu\n", schedule, M, ckpt,
            peak[0], peak[1], peak[2]);
@@ -223,6 +274,8 @@ int main(void)
             f8[P - 1]);
     REQUIRE(gc8[0] * 2 < g8[0], "gpipe worker 0: checkpointing saved too little (%zu -> %zu)",
             g8[0], gc8[0]);
+    if (failures)
+        return 1;
     printf("ok\n");
     return 0;
 }

@@ -42,13 +42,15 @@ if command -v python3 >/dev/null; then
 import json, sys
 events = json.load(open(sys.argv[1]))
 events = events["traceEvents"] if isinstance(events, dict) else events
-tracks = {e["tid"] for e in events if e.get("ph") == "X"}
+actions = [e for e in events if e.get("ph") == "X" and e.get("cat") != "step"]
+tracks = {e["tid"] for e in actions}
 assert len(tracks) == 2, tracks
-actions = sum(e.get("ph") == "X" for e in events)
 # worker 0: F and BW of 4 micro-batches; worker 1: F, B and W (its fused
 # backward runs as B, the gradient's send, W)
-assert actions == 2 * 4 + 3 * 4, actions
-print("trace: %d actions on %d tracks" % (sum(e.get("ph") == "X" for e in events), len(tracks)))
+assert len(actions) == 2 * 4 + 3 * 4, len(actions)
+steps = [e["args"]["step"] for e in events if e.get("cat") == "step"]
+assert steps == [4] and all(e["args"]["step"] == 4 for e in actions), steps
+print("trace: %d actions on %d tracks" % (len(actions), len(tracks)))
 PY
 fi
 

@@ -16,37 +16,59 @@
 typedef struct {
     int tty, quiet;
     long log_every;
+    int drawn; /* characters of the line on the terminal now (tty) */
 } progress;
 
+/* 42s, 3m05s, 2h07m */
+static void duration(double s, char *buf, size_t n)
+{
+    long t = s > 0 && s < 1e9 ? (long)(s + 0.5) : 0;
+    if (t < 60)
+        snprintf(buf, n, "%lds", t);
+    else if (t < 3600)
+        snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
+    else
+        snprintf(buf, n, "%ldh%02ldm", t / 3600, t / 60 % 60);
+}
+
+/* A terminal gets one line redrawn in place (\r, blanks over what is left
+ * of a longer one), ended by a newline at every validation, the last step's
+ * included; anything else gets plain lines: the first step, every
+ * log_every-th and every validation. */
 static void on_report(const pt_train_report *r, void *user)
 {
     progress *p = user;
-    if (p->quiet)
+    if (p->quiet || (!p->tty && r->step % p->log_every && !r->has_val && r->step != 1))
         return;
+    char elapsed[48], eta[48], line[256];
+    duration(r->elapsed_s, elapsed, sizeof elapsed);
+    duration(r->eta_s, eta, sizeof eta);
+    int n;
     if (p->tty) {
         int width = 30, done = (int)(width * r->step / (r->steps ? r->steps : 1));
-        printf("\r[%.*s%*s] step %ld/%ld  loss %.4f  %6.0f tok/s  ETA %4.0fs", done,
-               "==============================", width - done, "", r->step, r->steps, r->loss,
-               r->tokens_per_s, r->eta_s);
-        if (r->has_val) {
-            printf("  val %.4f", r->val_loss);
-            if (r->val_accuracy >= 0)
-                printf(" (acc %.1f%%)", 100.0 * r->val_accuracy);
+        n = snprintf(line, sizeof line,
+                     "[%.*s%*s] step %ld/%ld  loss %.4f  %.0f tok/s  elapsed %s  ETA %s", done,
+                     "==============================", width - done, "", r->step, r->steps, r->loss,
+                     r->tokens_per_s, elapsed, eta);
+    } else {
+        n = snprintf(line, sizeof line,
+                     "step %ld/%ld  loss %.4f  lr %.2e  %.0f tok/s  %.0f ms/step  elapsed %s  "
+                     "ETA %s",
+                     r->step, r->steps, r->loss, r->lr, r->tokens_per_s, r->step_ms, elapsed, eta);
+    }
+    if (r->has_val && r->val_accuracy >= 0)
+        n += snprintf(line + n, sizeof line - (size_t)n, "  val_loss %.4f  val_accuracy %.1f%%",
+                      r->val_loss, 100.0 * r->val_accuracy);
+    else if (r->has_val)
+        n += snprintf(line + n, sizeof line - (size_t)n, "  val_loss %.4f", r->val_loss);
+    if (p->tty) {
+        printf("\r%s%*s", line, p->drawn > n ? p->drawn - n : 0, "");
+        p->drawn = r->has_val ? 0 : n;
+        if (r->has_val)
             printf("\n");
-        }
-        fflush(stdout);
-        return;
+    } else {
+        printf("%s\n", line);
     }
-    if (r->step % p->log_every && !r->has_val && r->step != 1)
-        return;
-    printf("step %ld/%ld  loss %.4f  lr %.2e  %.0f tok/s  %.0f ms/step", r->step, r->steps, r->loss,
-           r->lr, r->tokens_per_s, r->step_ms);
-    if (r->has_val) {
-        printf("  val_loss %.4f", r->val_loss);
-        if (r->val_accuracy >= 0)
-            printf("  val_accuracy %.1f%%", 100.0 * r->val_accuracy);
-    }
-    printf("\n");
     fflush(stdout);
 }
 
@@ -65,6 +87,7 @@ static int check_modes(const flag *flags, int n, const char *model, const char *
     static const char *const not_with_file[] = {"schedule", "virtual", NULL};
     static const char *const not_with_balance[] = {"max-stage-memory", NULL};
     static const char *const tokens_only[] = {"val-data", NULL};
+    static const char *const trace_only[] = {"trace-steps", NULL};
     int gpt = !strcmp(model, "gpt");
     if (!gpt && strcmp(model, "mlp")) {
         fprintf(stderr, "pipetrain train: --model '%s': expected gpt or mlp\n", model);
@@ -106,6 +129,9 @@ static int check_modes(const flag *flags, int n, const char *model, const char *
         return 2;
     if (!flags_given(flags, n, "save") &&
         flags_refuse_given("train", flags, n, save_only, "without --save"))
+        return 2;
+    if (!flags_given(flags, n, "trace") &&
+        flags_refuse_given("train", flags, n, trace_only, "without --trace"))
         return 2;
     if (flags_given(flags, n, "schedule-file") &&
         flags_refuse_given("train", flags, n, not_with_file,
@@ -155,7 +181,7 @@ int cmd_train(int argc, char **argv)
     float min_lr = -1.0f, weight_decay = -1.0f;
     long decay_steps = -1;
     int threads = 0, quiet = 0;
-    const char *balance = NULL;
+    const char *balance = NULL, *trace_steps = NULL;
     long max_stage_memory = 0;
     int balance_list[1024];
     flag flags[] = {
@@ -266,8 +292,12 @@ int cmd_train(int argc, char **argv)
         FLAG("quiet", FLAG_BOOL, &quiet, NULL,
              "no progress while training: only the summary at the end and errors"),
         FLAG("trace", FLAG_STRING, &cfg.trace, "FILE",
-             "Chrome/Perfetto trace of the last step, one track per worker (under "
-             "mpirun: FILE.rank<N> per rank)"),
+             "Chrome/Perfetto trace of the last step (or of --trace-steps): a track per "
+             "worker, its activation bytes, micro-batches and transport bytes in flight "
+             "(under mpirun: FILE.rank<N> per rank)"),
+        FLAG("trace-steps", FLAG_STRING, &trace_steps, "A:B",
+             "with --trace: steps A to B on one time axis, counted from 1 as the progress "
+             "line and --metrics count them (N alone: step N; default: the last step)"),
     };
     int n = (int)(sizeof flags / sizeof flags[0]);
     int rc = flags_parse("train", summary, flags, n, argc, argv);
@@ -275,6 +305,10 @@ int cmd_train(int argc, char **argv)
         return rc == 1 ? 0 : 2;
     if (check_modes(flags, n, model, optimizer, data_format, &data) ||
         check_optim(flags, n, min_lr, cfg.optim.lr, decay_steps))
+        return 2;
+    if (trace_steps &&
+        num_long_span("train", "trace-steps", trace_steps, NUM_RANGE(1, (double)cfg.steps),
+                      &cfg.trace_first, &cfg.trace_last))
         return 2;
 
     uint64_t seed = cfg.seed;
@@ -343,7 +377,7 @@ int cmd_train(int argc, char **argv)
     pt_train_result result;
     rc = pt_train(&cfg, &result);
     if (rc != PT_OK) {
-        if (p.tty)
+        if (p.drawn)
             printf("\n");
         fprintf(stderr, "pipetrain train: %s\n", pt_last_error());
         return rc == PT_EINVAL ? 2 : 1;

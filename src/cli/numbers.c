@@ -207,6 +207,38 @@ int num_int_pairs(const char *cmd, const char *flag, const char *text, num_range
     return 0;
 }
 
+int num_long_span(const char *cmd, const char *flag, const char *text, num_range r, long *first,
+                  long *last)
+{
+    char part[2][32];
+    const char *colon = strchr(text, ':');
+    size_t len = colon ? (size_t)(colon - text) : strlen(text);
+    const char *rest = colon ? colon + 1 : text;
+    long x[2];
+    int ok = len < sizeof part[0] && strlen(rest) < sizeof part[1];
+    if (ok) {
+        memcpy(part[0], text, len);
+        part[0][len] = '\0';
+        strcpy(part[1], rest);
+    }
+    for (int k = 0; ok && k < 2; k++) {
+        errno = 0;
+        ok = is_integer(part[k]) && (x[k] = strtol(part[k], NULL, 10), !errno) &&
+             in_range((double)x[k], r);
+    }
+    if (!ok || x[0] > x[1]) {
+        fprintf(stderr,
+                "pipetrain %s: %s%s '%s': expected A:B (or one N) with A <= B, integers in ", cmd,
+                dashes(flag), flag, text);
+        num_range_print(stderr, r, 1);
+        fprintf(stderr, "\n");
+        return 2;
+    }
+    *first = x[0];
+    *last = x[1];
+    return 0;
+}
+
 int num_mul(uint64_t a, uint64_t b, uint64_t *out)
 {
     if (a && b > UINT64_MAX / a)

@@ -44,6 +44,11 @@ int num_int_list(const char *cmd, const char *flag, const char *text, num_range 
 int num_int_pairs(const char *cmd, const char *flag, const char *text, num_range r, int *out,
                   int max, int *n);
 
+/* "3:7" -> 3 and 7; "5" -> 5 and 5: a span of integers A:B in r with
+ * A <= B, or one integer alone (steps to trace). */
+int num_long_span(const char *cmd, const char *flag, const char *text, num_range r, long *first,
+                  long *last);
+
 /* Prints r as "[1, 1024]", "(0, 10]" or "[0, 1)" (integers when integer
  * is set). */
 void num_range_print(FILE *f, num_range r, int integer);

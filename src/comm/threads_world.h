@@ -17,6 +17,7 @@ typedef struct pt_slot {
     size_t bytes;
     size_t cap;
     void *data;
+    pt_flight_log *flight; /* the sender's count its bytes stay in until received */
 } pt_slot;
 
 /* Messages from src to dst. Only src's thread sends on it and only dst's

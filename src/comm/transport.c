@@ -1,12 +1,15 @@
 /* transport.c: the parts of the transport interface that do not depend on an
- * implementation: waiting on many requests, reading the timeout from the
- * environment, checking collective groups, the one float addition both
- * allreduces share, and knowing whether mpirun started this process.
- * Called by transport_threads.c, transport_mpi.c and the executor. */
+ * implementation: waiting on many requests, the log of bytes in flight,
+ * reading the timeout from the environment, checking collective groups, the
+ * one float addition both allreduces share, and knowing whether mpirun
+ * started this process. Called by transport_threads.c, transport_mpi.c and
+ * the executor. */
 #include "comm/transport.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tensor/error.h"
 
@@ -22,6 +25,62 @@ int pt_transport_wait_all(pt_transport *t, pt_request *reqs, int n)
     }
     return first;
 }
+
+int pt_flight_init(pt_flight_log *f, int cap)
+{
+    memset(f, 0, sizeof *f);
+    f->samples = calloc((size_t)(cap > 0 ? cap : 1), sizeof *f->samples);
+    if (!f->samples)
+        return pt_fail(PT_ENOMEM, "cannot allocate the transport's counter");
+    f->cap = cap > 0 ? cap : 1;
+    pthread_mutex_init(&f->mu, NULL);
+    return PT_OK;
+}
+
+void pt_flight_free(pt_flight_log *f)
+{
+    if (!f->samples)
+        return;
+    free(f->samples);
+    pthread_mutex_destroy(&f->mu);
+    memset(f, 0, sizeof *f);
+}
+
+/* Holds f->mu. */
+static void keep_sample(pt_flight_log *f)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if (f->n < f->cap)
+        f->samples[f->n++] =
+            (pt_flight_sample){(double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec, f->bytes};
+}
+
+void pt_flight_restart(pt_flight_log *f)
+{
+    pthread_mutex_lock(&f->mu);
+    f->n = 0;
+    keep_sample(f);
+    pthread_mutex_unlock(&f->mu);
+}
+
+/* bytes more (sent) or fewer (handed over) in flight */
+static void count(pt_flight_log *f, size_t bytes, bool sent)
+{
+    if (!f)
+        return;
+    pthread_mutex_lock(&f->mu);
+    if (sent)
+        f->bytes += bytes;
+    else
+        f->bytes -= bytes < f->bytes ? bytes : f->bytes;
+    keep_sample(f);
+    pthread_mutex_unlock(&f->mu);
+}
+
+void pt_flight_sent(pt_flight_log *f, size_t bytes) { count(f, bytes, true); }
+
+void pt_flight_handed(pt_flight_log *f, size_t bytes) { count(f, bytes, false); }
 
 double pt_transport_env_timeout(double fallback)
 {

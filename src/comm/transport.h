@@ -34,10 +34,14 @@
  *   timeout_s seconds (0: no limit) fails the same way, naming the peer it
  *   waited for, and aborts the world so that the others stop too.
  * - One thread per endpoint: an endpoint's calls are not thread safe.
+ * - Bytes in flight: an endpoint may be watched (pt_transport_watch): every
+ *   isend then counts its bytes into the caller's pt_flight_log until the
+ *   transport has handed them over, each implementation as it can tell.
  */
 #ifndef PT_COMM_TRANSPORT_H
 #define PT_COMM_TRANSPORT_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 
@@ -48,6 +52,38 @@
 
 typedef struct pt_transport pt_transport;
 typedef struct pt_request pt_request;
+
+/* ---- bytes in flight ------------------------------------------------------ */
+
+/* One point of an endpoint's bytes in flight: when (CLOCK_MONOTONIC seconds,
+ * the executor's clock) and how many. */
+typedef struct {
+    double t;
+    size_t bytes;
+} pt_flight_sample;
+
+/* The bytes an endpoint has sent that the transport has not yet handed over:
+ * threads, until they are in the receiver's buffer (a message waiting in a
+ * link's queue is in flight); MPI, until the send request completes. The
+ * trace draws it as a counter. The caller owns the log and attaches it to
+ * its endpoint (pt_transport_watch); the transport counts every isend into
+ * it and keeps a sample at every change while `samples` has room. The
+ * receiver's thread may hand bytes over (threads), hence the lock. */
+typedef struct {
+    pthread_mutex_t mu;
+    size_t bytes;
+    pt_flight_sample *samples;
+    int n, cap;
+} pt_flight_log;
+
+/* Room for cap samples (allocated once). */
+int pt_flight_init(pt_flight_log *f, int cap);
+void pt_flight_free(pt_flight_log *f);
+/* Begins a new list of samples with the count as it stands. */
+void pt_flight_restart(pt_flight_log *f);
+/* The implementations: bytes sent, and bytes handed over (f NULL: none). */
+void pt_flight_sent(pt_flight_log *f, size_t bytes);
+void pt_flight_handed(pt_flight_log *f, size_t bytes);
 
 /* One point-to-point operation in flight. The caller owns the memory; every
  * field belongs to the transport. */
@@ -61,6 +97,7 @@ struct pt_request {
     size_t bytes;
     size_t received; /* receives: the size the matching send had */
     void *buf;
+    pt_flight_log *flight;               /* sends: where its bytes count until handed over */
     void *link;                          /* threads: the link it waits on */
     pt_request *next;                    /* threads: intrusive list of posted operations */
     _Alignas(16) unsigned char impl[32]; /* MPI: the MPI_Request */
@@ -87,7 +124,8 @@ struct pt_transport {
     const pt_transport_ops *ops;
     int rank;
     int size;
-    double timeout_s; /* a wait with no progress this long fails; 0: never */
+    double timeout_s;     /* a wait with no progress this long fails; 0: never */
+    pt_flight_log *watch; /* counts the bytes this endpoint sends (NULL: none) */
     void *impl;
 };
 
@@ -125,6 +163,9 @@ static inline void pt_transport_abort(pt_transport *t, const char *reason)
 {
     t->ops->abort(t, reason);
 }
+/* From now on the bytes this endpoint sends count in f (NULL: nowhere).
+ * Called by the endpoint's own thread, between operations. */
+static inline void pt_transport_watch(pt_transport *t, pt_flight_log *f) { t->watch = f; }
 /* Waits for every request of an array; returns the first failure. */
 int pt_transport_wait_all(pt_transport *t, pt_request *reqs, int n);
 /* Ends an endpoint. Threads: endpoints are freed by the world. MPI: finalizes

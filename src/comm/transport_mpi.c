@@ -21,7 +21,9 @@
  * in ascending rank order, folds it into its own exactly as the threads
  * transport does, and sends the sum back; segments of SEGMENT floats bound
  * the scratch memory. The result is bit-identical to the threads transport's.
- * barrier() is the same exchange with no data. */
+ * barrier() is the same exchange with no data. A send's bytes count in the
+ * endpoint's bytes in flight (transport.h) until a wait or test sees its
+ * request complete: MPI tells the sender no more. */
 #include <mpi.h>
 #include <sched.h>
 #include <stdio.h>
@@ -238,6 +240,8 @@ static int mpi_isend(pt_transport *t, int peer, int tag, const void *buf, size_t
         req->kind = 0;
         return mpi_error(e, rc, peer, "isend");
     }
+    req->flight = t->watch;
+    pt_flight_sent(req->flight, bytes);
     return PT_OK;
 }
 
@@ -254,6 +258,16 @@ static int mpi_irecv(pt_transport *t, int peer, int tag, void *buf, size_t bytes
         return mpi_error(e, rc, peer, "irecv");
     }
     return PT_OK;
+}
+
+/* A request is over (done or failed): a send's bytes are no longer in
+ * flight, and the struct may be reused. */
+static void settle(pt_request *req)
+{
+    if (req->kind == PT_REQ_SEND)
+        pt_flight_handed(req->flight, req->bytes);
+    req->flight = NULL;
+    req->kind = 0;
 }
 
 /* A finished receive must have had exactly the size it named. */
@@ -282,7 +296,7 @@ static int mpi_wait(pt_transport *t, pt_request *req)
                           req->kind == PT_REQ_RECV ? "receive" : "send", req->tag);
     if (rc == PT_OK)
         rc = check_size(e, req, &st);
-    req->kind = 0;
+    settle(req);
     return rc;
 }
 
@@ -293,14 +307,14 @@ static int mpi_test(pt_transport *t, pt_request *req, int *done)
         return PT_OK;
     mpi_endpoint *e = t->impl;
     if (notice_arrived(e)) {
-        req->kind = 0;
+        settle(req);
         return fail_aborted(e);
     }
     MPI_Status st;
     int flag = 0;
     int rc = MPI_Test((MPI_Request *)req->impl, &flag, &st);
     if (rc != MPI_SUCCESS) {
-        req->kind = 0;
+        settle(req);
         return mpi_error(e, rc, req->peer, "test");
     }
     if (!flag) {
@@ -308,7 +322,7 @@ static int mpi_test(pt_transport *t, pt_request *req, int *done)
         return PT_OK;
     }
     rc = check_size(e, req, &st);
-    req->kind = 0;
+    settle(req);
     return rc;
 }
 

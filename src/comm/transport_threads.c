@@ -15,6 +15,10 @@
  *          else a parked send with the tag? copy from the sender's buffer;
  *          else                             post the receive.
  *
+ * A message's bytes count in its sender's bytes in flight (transport.h)
+ * from isend until they are in the receiver's buffer, queued or parked in
+ * between.
+ *
  * Large copies run outside the link's lock: the request being copied into
  * or from is marked claimed, so a wait that an abort interrupts still lets
  * the copy finish before its caller may reuse the buffer. Matching keeps one
@@ -233,6 +237,7 @@ static void refill(pt_link *l)
         memcpy(s->data, snd->buf, snd->bytes);
         s->tag = snd->tag;
         s->bytes = snd->bytes;
+        s->flight = snd->flight;
         queue_push(l, s);
         complete(snd, PT_OK);
         woke = 1;
@@ -269,6 +274,7 @@ static void request_init(pt_request *req, int kind, int peer, int tag, void *buf
     req->bytes = bytes;
     req->received = 0;
     req->buf = buf;
+    req->flight = NULL;
     req->link = l;
     req->next = NULL;
 }
@@ -288,11 +294,14 @@ static int threads_isend(pt_transport *t, int peer, int tag, const void *buf, si
         pthread_mutex_unlock(&l->mu);
         return pt_threads_fail_aborted(w, t->rank);
     }
+    req->flight = t->watch;
+    pt_flight_sent(req->flight, bytes);
     pt_request *recv = list_take(&l->recv_head, &l->recv_tail, tag);
     if (recv) {
         recv->claimed = 1;
         pthread_mutex_unlock(&l->mu);
         int st = deliver(recv, buf, bytes);
+        pt_flight_handed(req->flight, bytes);
         pthread_mutex_lock(&l->mu);
         complete(recv, st);
         complete(req, PT_OK);
@@ -318,6 +327,7 @@ static int threads_isend(pt_transport *t, int peer, int tag, const void *buf, si
             s->next = l->free_slots;
             l->free_slots = s;
             pthread_mutex_unlock(&l->mu);
+            pt_flight_handed(req->flight, bytes);
             return pt_fail(PT_ENOMEM, "isend: no memory to buffer %zu bytes for rank %d", bytes,
                            peer);
         }
@@ -328,12 +338,14 @@ static int threads_isend(pt_transport *t, int peer, int tag, const void *buf, si
         memcpy(s->data, buf, bytes);
     s->tag = tag;
     s->bytes = bytes;
+    s->flight = req->flight;
 
     pthread_mutex_lock(&l->mu);
     /* A receive posted while we copied found nothing queued: it is waiting. */
     recv = pt_threads_aborted(w) ? NULL : list_take(&l->recv_head, &l->recv_tail, tag);
     if (recv) {
         complete(recv, deliver(recv, s->data, bytes));
+        pt_flight_handed(s->flight, bytes);
         s->next = l->free_slots;
         l->free_slots = s;
         pthread_cond_signal(&l->data_cv);
@@ -364,6 +376,7 @@ static int threads_irecv(pt_transport *t, int peer, int tag, void *buf, size_t b
     if (s) {
         pthread_mutex_unlock(&l->mu);
         int st = deliver(req, s->data, s->bytes);
+        pt_flight_handed(s->flight, s->bytes);
         pthread_mutex_lock(&l->mu);
         s->next = l->free_slots;
         l->free_slots = s;
@@ -378,6 +391,7 @@ static int threads_irecv(pt_transport *t, int peer, int tag, void *buf, size_t b
         snd->claimed = 1;
         pthread_mutex_unlock(&l->mu);
         int st = deliver(req, snd->buf, snd->bytes);
+        pt_flight_handed(snd->flight, snd->bytes);
         pthread_mutex_lock(&l->mu);
         complete(snd, PT_OK);
         complete(req, st);

@@ -583,6 +583,12 @@ int pt_json_write_number(FILE *f, double x)
     if (!isfinite(x))
         return fputs("null", f) < 0 ? -1 : 0;
     char buf[40];
+    /* an integer (a byte count) prints whole, exact also for a reader of
+     * doubles: 58953728, not the float's shortest 5.895373e+07 */
+    if (x == trunc(x) && fabs(x) < 9007199254740992.0) {
+        snprintf(buf, sizeof buf, "%.0f", x);
+        return fputs(buf, f) < 0 ? -1 : 0;
+    }
     locale_t old = uselocale(c_locale());
     /* A value that is a float (a loss computed in float) prints as the
      * shortest decimal that reads back as that float: 2.31, not

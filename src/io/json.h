@@ -66,10 +66,11 @@ const pt_json *pt_json_get(const pt_json *v, const char *key);
 /* Writes s[0..len) as a JSON string literal with quotes and escapes.
  * Returns 0, or -1 if the stream failed. */
 int pt_json_write_string(FILE *f, const char *s, size_t len);
-/* Writes x so that JSON parsers accept it: null for NaN and infinities;
- * otherwise the shortest %.Ng that reads back as the same value: the same
- * float when x is exactly a float (so a float loss prints as 2.31), else the
- * same double. Returns 0, or -1 if the stream failed. */
+/* Writes x so that JSON parsers accept it: null for NaN and infinities; an
+ * integer below 2^53 whole; otherwise the shortest %.Ng that reads back as
+ * the same value: the same float when x is exactly a float (so a float loss
+ * prints as 2.31), else the same double. Returns 0, or -1 if the stream
+ * failed. */
 int pt_json_write_number(FILE *f, double x);
 
 #endif

@@ -111,7 +111,8 @@ int pt_metrics_open(const char *path, int64_t resume_step, pt_metrics_log **out)
 
 static int is_standard_key(const char *key)
 {
-    static const char *const keys[] = {"step", "loss", "lr", "tokens_per_s", "step_ms", "val_loss"};
+    static const char *const keys[] = {"step",    "loss",      "lr",       "tokens_per_s",
+                                       "step_ms", "grad_norm", "val_loss", "val_accuracy"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (strcmp(key, keys[i]) == 0)
             return 1;
@@ -147,8 +148,12 @@ int pt_metrics_write(pt_metrics_log *log, const pt_metrics_row *row)
     bad |= write_field(f, "lr", row->lr);
     bad |= write_field(f, "tokens_per_s", row->tokens_per_s);
     bad |= write_field(f, "step_ms", row->step_ms);
+    if (row->has_grad_norm)
+        bad |= write_field(f, "grad_norm", row->grad_norm);
     if (row->has_val_loss)
         bad |= write_field(f, "val_loss", row->val_loss);
+    if (row->has_val_accuracy)
+        bad |= write_field(f, "val_accuracy", row->val_accuracy);
     for (int i = 0; i < row->n_extra; i++)
         bad |= write_field(f, row->extra[i].key, row->extra[i].value);
     bad |= fputs("}\n", f) == EOF;

@@ -2,8 +2,9 @@
  * per step, so plotting scripts and dashboards can follow a run as it goes.
  *
  * A line: {"step":12,"loss":2.31,"lr":0.0003,"tokens_per_s":10450.2,
- * "step_ms":196.1} plus "val_loss" on the steps that measure it and any
- * extra fields the caller adds (e.g. "val_acc"). Numbers are written so JSON
+ * "step_ms":196.1} plus "grad_norm", "val_loss" and "val_accuracy" where
+ * the step has them and any extra fields the caller adds (the trainer's
+ * per-worker figures; docs/watching.md lists them all). Numbers are written so JSON
  * parsers read them back exactly (a double as that double, a value that is a
  * float as that float); NaN and infinities are written as null.
  * Each line is flushed as it is written, so a crash loses at most the line
@@ -17,13 +18,13 @@
 
 typedef struct pt_metrics_log pt_metrics_log;
 
-#define PT_METRICS_MAX_EXTRA 48
+#define PT_METRICS_MAX_EXTRA 256
 
 typedef struct {
     int64_t step;
     double loss, lr, tokens_per_s, step_ms;
-    int has_val_loss;
-    double val_loss;
+    int has_grad_norm, has_val_loss, has_val_accuracy;
+    double grad_norm, val_loss, val_accuracy;
     int n_extra; /* extra numeric fields, written after the standard ones */
     struct {
         const char *key;

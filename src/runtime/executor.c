@@ -530,6 +530,8 @@ int pt_executor_run(pt_worker *w, const pt_program *prog, const pt_microbatch *b
     w->n_events = 0;
     w->skip = false;
     pt_store_restart_samples(&w->store);
+    pt_transport_watch(w->t, &w->flight);
+    pt_flight_restart(&w->flight);
     memset(w->chunk_time, 0, sizeof(double) * 3 * (size_t)p->n_chunks);
     memset(w->chunk_count, 0, sizeof(int) * 3 * (size_t)p->n_chunks);
     int rc = PT_OK;

@@ -413,6 +413,9 @@ static int make_worker(pt_pipeline *p, int r)
         rc = pt_store_keep_samples(&w->store, 6 * p->train_program->n_actions[r] + 16);
     if (rc == PT_OK)
         rc = pt_reduce_init(&w->reduce, w);
+    if (rc == PT_OK) /* a sample when a send goes out and one when it is over */
+        rc = pt_flight_init(&w->flight,
+                            2 * (p->train_program->n_actions[r] + w->reduce.n_buckets * p->D) + 16);
     free(records);
     free(own);
     return rc;
@@ -420,6 +423,9 @@ static int make_worker(pt_pipeline *p, int r)
 
 static void free_worker(pt_pipeline *p, pt_worker *w)
 {
+    if (w->t) /* an MPI endpoint outlives the pipeline */
+        pt_transport_watch(w->t, NULL);
+    pt_flight_free(&w->flight);
     pt_store_free(&w->store);
     pt_store_free(&w->probe);
     pt_reduce_free(&w->reduce);

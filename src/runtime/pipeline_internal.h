@@ -203,7 +203,8 @@ typedef struct {
     bool started;
     pt_transport *t;
     pt_activation_store store;
-    pt_slot *slots; /* [n_chunks * n_micro] */
+    pt_flight_log flight; /* the bytes its endpoint has sent and not handed over */
+    pt_slot *slots;       /* [n_chunks * n_micro] */
     pt_pending_send *sends;
     int n_sends;
     /* per-step record */

@@ -2,9 +2,13 @@
  *
  * Every worker records each action's start and end (and, for a fused BW,
  * where its B ends) in seconds since the step began, on one clock. From them:
- *   - a Chrome/Perfetto trace-event JSON file, one track (tid) per worker,
- *     and with replicas one more below it with each chunk's gradient sum
- *     over the replicas ("reduce<c>", replica_reduce.c's start and end);
+ *   - a Chrome/Perfetto trace-event JSON file of one or more steps on one
+ *     time axis (pt_trace): a track of the steps, one track (tid) per worker
+ *     with its actions, with replicas one more below it with each chunk's
+ *     gradient sum over the replicas ("reduce<c>", replica_reduce.c's start
+ *     and end), and per worker two counters: the activation store's bytes
+ *     and micro-batches in flight (activation_store.c), and the bytes its
+ *     transport endpoint has sent and not yet handed over (transport.h);
  *   - the measured bubble per worker: idle time over the step's span (first
  *     action start to last action end over all workers);
  *   - the prediction for the same step: the schedule simulator (src/sched/)
@@ -17,8 +21,17 @@
 #include <string.h>
 
 #include "runtime/pipeline_internal.h"
+#include "sched/textbuf.h"
 #include "tensor/error.h"
 #include "tensor/output_file.h"
+
+struct pt_trace {
+    int P;            /* workers, fixed by the first step */
+    bool *reduces;    /* [P]: worker r's reduce track has slices */
+    double origin;    /* the first step's start: time 0 of the trace */
+    int n_steps;      /* steps added */
+    pt_textbuf event; /* every event so far, each after ",\n" */
+};
 
 static const char *kind_name(pt_action_kind k)
 {
@@ -31,95 +44,159 @@ static const char *kind_name(pt_action_kind k)
     return "?";
 }
 
+int pt_trace_create(pt_trace **out)
+{
+    *out = calloc(1, sizeof **out);
+    return *out ? PT_OK : pt_fail(PT_ENOMEM, "cannot allocate a trace");
+}
+
+void pt_trace_destroy(pt_trace *t)
+{
+    if (!t)
+        return;
+    free(t->reduces);
+    pt_textbuf_free(&t->event);
+    free(t);
+}
+
 /* The replicas' gradient sum of each of worker r's chunks, from the moment
  * its last backward piece ended to the moment the sum was in place here. It
  * overlaps the worker's actions, and slices on one thread's track must nest,
  * so it gets a track of its own sorted right below the worker's. */
-static size_t write_reduces(const pt_pipeline *p, int r, char *buf, size_t cap)
+static void add_reduces(pt_trace *t, const pt_pipeline *p, int r, double at, long step)
 {
     const pt_replica_reduce *red = &p->workers[r].reduce;
-    size_t n = 0;
-    int tid = p->P + r;
     for (int c = 0; red->used && c < red->n_chunks; c++) {
         const pt_reduce_chunk *ch = &red->chunks[c];
         if (!ch->own || ch->t0 < 0 || ch->t1 < 0)
             continue;
-        if (n == 0)
-            n += (size_t)snprintf(buf + n, cap - n,
-                                  ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, "
-                                  "\"tid\": %d, \"args\": {\"name\": \"worker %d reduce\"}}"
-                                  ",\n{\"name\": \"thread_sort_index\", \"ph\": \"M\", "
-                                  "\"pid\": 0, \"tid\": %d, \"args\": {\"sort_index\": %d}}",
-                                  tid, r, tid, 2 * r + 1);
-        n += (size_t)snprintf(buf + n, cap - n,
-                              ",\n{\"name\": \"reduce%d\", \"cat\": \"reduce\", \"ph\": \"X\", "
-                              "\"pid\": 0, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, "
-                              "\"args\": {\"chunk\": %d, \"replicas\": %d}}",
-                              c, tid, ch->t0 * 1e6, (ch->t1 - ch->t0) * 1e6, c, ch->n);
+        t->reduces[r] = true;
+        pt_textbuf_printf(&t->event,
+                          ",\n{\"name\": \"reduce%d\", \"cat\": \"reduce\", \"ph\": \"X\", "
+                          "\"pid\": 0, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, "
+                          "\"args\": {\"chunk\": %d, \"replicas\": %d, \"step\": %ld}}",
+                          c, p->P + r, at + ch->t0 * 1e6, (ch->t1 - ch->t0) * 1e6, c, ch->n, step);
     }
-    return n;
 }
 
-/* Worker r's counter track: activation bytes taken from its store and
- * micro-batches in flight (activation records held), at every change. */
-static size_t write_counters(const pt_pipeline *p, int r, char *buf, size_t cap)
+/* Worker r's counters, at every change over the step: activation bytes
+ * taken from its store and micro-batches in flight (activation records
+ * held); the bytes its endpoint has sent and not yet handed over. */
+static void add_counters(pt_trace *t, const pt_pipeline *p, int r)
 {
-    const pt_activation_store *st = &p->workers[r].store;
-    size_t n = 0;
-    for (int i = 0; i < st->n_samples; i++) {
-        const pt_store_sample *x = &st->samples[i];
-        n += (size_t)snprintf(buf + n, cap - n,
-                              ",\n{\"name\": \"worker %d activations\", \"ph\": \"C\", "
-                              "\"pid\": 0, \"ts\": %.3f, \"args\": {\"bytes\": %zu, "
-                              "\"micro-batches\": %d}}",
-                              r, (x->t - p->step_t0) * 1e6, x->bytes, x->records);
+    const pt_worker *w = &p->workers[r];
+    for (int i = 0; i < w->store.n_samples; i++) {
+        const pt_store_sample *x = &w->store.samples[i];
+        pt_textbuf_printf(&t->event,
+                          ",\n{\"name\": \"worker %d activations\", \"ph\": \"C\", \"pid\": 0, "
+                          "\"ts\": %.3f, \"args\": {\"bytes\": %zu, \"micro-batches\": %d}}",
+                          r, (x->t - t->origin) * 1e6, x->bytes, x->records);
     }
-    return n;
+    for (int i = 0; i < w->flight.n; i++) {
+        const pt_flight_sample *x = &w->flight.samples[i];
+        pt_textbuf_printf(&t->event,
+                          ",\n{\"name\": \"worker %d transport\", \"ph\": \"C\", \"pid\": 0, "
+                          "\"ts\": %.3f, \"args\": {\"bytes in flight\": %zu}}",
+                          r, (x->t - t->origin) * 1e6, x->bytes);
+    }
+}
+
+int pt_trace_add_step(pt_trace *t, const pt_pipeline *p, long step)
+{
+    if (t->n_steps == 0) {
+        t->P = p->P;
+        t->origin = p->step_t0;
+        if (!(t->reduces = calloc((size_t)p->P, sizeof *t->reduces)))
+            return pt_fail(PT_ENOMEM, "cannot allocate the trace");
+    } else if (t->P != p->P) {
+        return pt_fail(PT_EINVAL, "a trace of %d workers cannot take a step of %d", t->P, p->P);
+    }
+    double at = (p->step_t0 - t->origin) * 1e6; /* the step's start on the trace's axis */
+    double first = 1e300, last = -1e300;
+    for (int r = 0; r < p->P; r++) {
+        const pt_worker *w = &p->workers[r];
+        for (int i = 0; i < w->n_events; i++) {
+            const pt_trace_event *e = &w->events[i];
+            first = e->t0 < first ? e->t0 : first;
+            last = e->t1 > last ? e->t1 : last;
+            pt_textbuf_printf(&t->event,
+                              ",\n{\"name\": \"%s%d.%d\", \"cat\": \"%s\", \"ph\": \"X\", "
+                              "\"pid\": 0, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, "
+                              "\"args\": {\"chunk\": %d, \"mb\": %d, \"step\": %ld}}",
+                              kind_name(e->kind), e->chunk, e->mb, kind_name(e->kind), r,
+                              at + e->t0 * 1e6, (e->t1 - e->t0) * 1e6, e->chunk, e->mb, step);
+        }
+        add_reduces(t, p, r, at, step);
+        add_counters(t, p, r);
+    }
+    if (last >= first)
+        pt_textbuf_printf(&t->event,
+                          ",\n{\"name\": \"step %ld%s\", \"cat\": \"step\", \"ph\": \"X\", "
+                          "\"pid\": 0, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, "
+                          "\"args\": {\"step\": %ld}}",
+                          step, p->last_skipped ? " (skipped)" : "", 2 * p->P, at + first * 1e6,
+                          (last - first) * 1e6, step);
+    t->n_steps++;
+    return t->event.failed ? pt_fail(PT_ENOMEM, "cannot allocate the trace") : PT_OK;
+}
+
+/* A track's name and its place: the steps on top, then each worker with its
+ * reduce track right below it. */
+static void name_track(pt_textbuf *b, int tid, const char *name, int sort)
+{
+    pt_textbuf_printf(b,
+                      ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": %d, "
+                      "\"args\": {\"name\": \"%s\"}},\n"
+                      "{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": 0, "
+                      "\"tid\": %d, \"args\": {\"sort_index\": %d}}",
+                      tid, name, tid, sort);
+}
+
+int pt_trace_write(const pt_trace *t, const char *path)
+{
+    if (t->n_steps == 0)
+        return pt_fail(PT_EINVAL, "no step has been traced, so %s was not written", path);
+    pt_textbuf b = {0};
+    pt_textbuf_puts(&b, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n"
+                        "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 0, "
+                        "\"args\": {\"name\": \"pipetrain\"}}");
+    name_track(&b, 2 * t->P, "steps", -1);
+    char name[32];
+    for (int r = 0; r < t->P; r++) {
+        snprintf(name, sizeof name, "worker %d", r);
+        name_track(&b, r, name, 2 * r);
+        snprintf(name, sizeof name, "worker %d reduce", r);
+        if (t->reduces[r])
+            name_track(&b, t->P + r, name, 2 * r + 1);
+    }
+    pt_textbuf_puts(&b, t->event.data ? t->event.data : "");
+    pt_textbuf_puts(&b, "\n]}\n");
+    char *text;
+    int rc = pt_textbuf_finish(&b, &text);
+    if (rc != PT_OK)
+        return rc;
+    FILE *f = pt_open_output(path, "w");
+    if (!f) {
+        free(text);
+        return PT_EIO;
+    }
+    size_t n = strlen(text);
+    int ok = fwrite(text, 1, n, f) == n;
+    ok &= fclose(f) == 0;
+    free(text);
+    return ok ? PT_OK : pt_fail(PT_EIO, "cannot write the trace to %s", path);
 }
 
 int pt_pipeline_write_trace(const pt_pipeline *p, const char *path)
 {
-    size_t cap = 256;
-    for (int r = 0; r < p->P; r++)
-        cap += 200 * (size_t)(p->workers[r].n_events + p->n_chunks + 4) +
-               160 * (size_t)p->workers[r].store.n_samples;
-    char *buf = malloc(cap);
-    if (!buf)
-        return pt_fail(PT_ENOMEM, "cannot allocate the trace");
-    size_t n = 0;
-    n += (size_t)snprintf(buf + n, cap - n, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
-    bool first = true;
-    for (int r = 0; r < p->P; r++) {
-        n += (size_t)snprintf(buf + n, cap - n,
-                              "%s{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": "
-                              "%d, \"args\": {\"name\": \"worker %d\"}},\n"
-                              "{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": 0, "
-                              "\"tid\": %d, \"args\": {\"sort_index\": %d}}",
-                              first ? "" : ",\n", r, r, r, 2 * r);
-        first = false;
-        const pt_worker *w = &p->workers[r];
-        for (int i = 0; i < w->n_events; i++) {
-            const pt_trace_event *e = &w->events[i];
-            n += (size_t)snprintf(buf + n, cap - n,
-                                  ",\n{\"name\": \"%s%d.%d\", \"cat\": \"%s\", \"ph\": \"X\", "
-                                  "\"pid\": 0, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, "
-                                  "\"args\": {\"chunk\": %d, \"mb\": %d}}",
-                                  kind_name(e->kind), e->chunk, e->mb, kind_name(e->kind), r,
-                                  e->t0 * 1e6, (e->t1 - e->t0) * 1e6, e->chunk, e->mb);
-        }
-        n += write_reduces(p, r, buf + n, cap - n);
-        n += write_counters(p, r, buf + n, cap - n);
-    }
-    n += (size_t)snprintf(buf + n, cap - n, "\n]}\n");
-    FILE *f = pt_open_output(path, "w");
-    if (!f) {
-        free(buf);
-        return PT_EIO;
-    }
-    int ok = fwrite(buf, 1, n, f) == n;
-    ok &= fclose(f) == 0;
-    free(buf);
-    return ok ? PT_OK : pt_fail(PT_EIO, "cannot write the trace to %s", path);
+    pt_trace *t;
+    int rc = pt_trace_create(&t);
+    if (rc == PT_OK)
+        rc = pt_trace_add_step(t, p, p->job_step + 1);
+    if (rc == PT_OK)
+        rc = pt_trace_write(t, path);
+    pt_trace_destroy(t);
+    return rc;
 }
 
 int pt_pipeline_bubbles(const pt_pipeline *p, double *measured, double *predicted)

@@ -78,6 +78,12 @@ int pt_stash_forward(pt_weight_stash *w, int version)
         if (sr)
             w->stash_refs = sr;
         float *copy = st && sv && sr ? pt_alloc_floats(w->floats) : NULL;
+        /* the swap buffer comes with the first version, as the planner
+         * counts it, rather than at a backward deep in some later step */
+        if (copy && !w->current && !(w->current = pt_alloc_floats(w->floats))) {
+            pt_free(copy);
+            copy = NULL;
+        }
         if (!copy)
             return pt_fail(PT_ENOMEM, "cannot stash a weight version (%zu floats)", w->floats);
         w->stash[i] = copy;
@@ -100,8 +106,6 @@ int pt_stash_enter(pt_weight_stash *w, int version, bool *swapped)
                        "a backward needs weight version %d, which no forward "
                        "stashed",
                        version);
-    if (!w->current && !(w->current = pt_alloc_floats(w->floats)))
-        return pt_fail(PT_ENOMEM, "cannot allocate the weight swap buffer");
     memcpy(w->current, w->data, w->floats * sizeof(float));
     memcpy(w->data, w->stash[i], w->floats * sizeof(float));
     *swapped = true;

@@ -17,6 +17,7 @@
  * worker loads from a checkpoint only the tensors its stage holds, so a run
  * may resume at another stage count. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,8 +59,10 @@ typedef struct {
     pt_pipeline *pipe;
     data_source data;
     pt_metrics_log *metrics;
-    pt_tb_writer *board;   /* --tensorboard, on the main process */
-    double *bubbles;       /* per worker, of the last training step (for the board) */
+    pt_tb_writer *board; /* --tensorboard, on the main process */
+    pt_trace *trace;     /* --trace: the steps traced so far */
+    long trace_first, trace_last;
+    double *bubbles;       /* per worker, of the last training step (threads) */
     int mbs;               /* micro-batch size */
     int *tokens, *targets; /* one batch */
     float *inputs;
@@ -227,6 +230,13 @@ static int check_config(const pt_train_config *c)
     if (c->init_from && c->resume)
         return pt_fail(PT_EINVAL, "init_from and resume both given: a run either starts from "
                                   "weights or continues a run");
+    if ((c->trace_first || c->trace_last) &&
+        (!c->trace || c->trace_first < 1 || c->trace_last < c->trace_first ||
+         c->trace_last > c->steps))
+        return pt_fail(PT_EINVAL,
+                       "trace steps %ld:%ld: expected a trace file and 1 <= first <= last <= "
+                       "steps (%ld)",
+                       c->trace_first, c->trace_last, c->steps);
     return PT_OK;
 }
 
@@ -305,35 +315,33 @@ static int board_open(trainer *t)
     return rc == PT_OK ? pt_tb_flush(t->board) : rc;
 }
 
-/* The scalars of one counted step (its metrics row and report); at the last
- * step also each worker's memory (the row's extra fields) and bubble. */
-static int board_step(trainer *t, const pt_metrics_row *row, const pt_train_report *r)
+/* The scalars of one counted step: its metrics row, field by field; the
+ * per-worker fields of the last row are worker<r>_bubble, shown as
+ * bubble/worker<r>, and the memory figures, shown as memory/<field>. */
+static int board_step(trainer *t, const pt_metrics_row *row, bool last)
 {
     pt_tb_writer *w = t->board;
     int64_t step = row->step;
-    double norm;
     int rc = pt_tb_scalar(w, "train/loss", step, (float)row->loss);
     rc = rc ? rc : pt_tb_scalar(w, "train/lr", step, (float)row->lr);
     rc = rc ? rc : pt_tb_scalar(w, "train/tokens_per_s", step, (float)row->tokens_per_s);
     rc = rc ? rc : pt_tb_scalar(w, "train/step_ms", step, (float)row->step_ms);
-    /* schedules that update per micro-batch (pipedream) take no global norm */
-    pt_pipeline_last_step_skipped(t->pipe, &norm, NULL);
-    if (norm > 0)
-        rc = rc ? rc : pt_tb_scalar(w, "train/grad_norm", step, (float)norm);
+    if (row->has_grad_norm)
+        rc = rc ? rc : pt_tb_scalar(w, "train/grad_norm", step, (float)row->grad_norm);
     if (row->has_val_loss)
         rc = rc ? rc : pt_tb_scalar(w, "val/loss", step, (float)row->val_loss);
-    if (r->has_val && r->val_accuracy >= 0)
-        rc = rc ? rc : pt_tb_scalar(w, "val/accuracy", step, r->val_accuracy);
+    if (row->has_val_accuracy)
+        rc = rc ? rc : pt_tb_scalar(w, "val/accuracy", step, (float)row->val_accuracy);
     char tag[96];
     for (int i = 0; i < row->n_extra; i++) {
-        snprintf(tag, sizeof tag, "memory/%s", row->extra[i].key);
+        const char *key = row->extra[i].key, *bubble = strstr(key, "_bubble");
+        if (bubble && !bubble[7])
+            snprintf(tag, sizeof tag, "bubble/%.*s", (int)(bubble - key), key);
+        else
+            snprintf(tag, sizeof tag, "memory/%s", key);
         rc = rc ? rc : pt_tb_scalar(w, tag, step, (float)row->extra[i].value);
     }
-    for (int k = 0; t->bubbles && r->step == r->steps && k < pt_pipeline_workers(t->pipe); k++) {
-        snprintf(tag, sizeof tag, "bubble/worker%d", k);
-        rc = rc ? rc : pt_tb_scalar(w, tag, step, (float)t->bubbles[k]);
-    }
-    if (rc == PT_OK && (step % BOARD_FLUSH_EVERY == 0 || r->step == r->steps))
+    if (rc == PT_OK && (step % BOARD_FLUSH_EVERY == 0 || last))
         rc = pt_tb_flush(w);
     return rc;
 }
@@ -377,6 +385,16 @@ static int setup(trainer *t, const pt_train_config *c)
     t->inputs = t->data.gpt ? NULL : malloc(sizeof(float) * n * mc.widths[0]);
     if (!t->tokens || !t->targets || (!t->data.gpt && !t->inputs))
         return pt_fail(PT_ENOMEM, "cannot allocate a batch");
+    t->trace_first = c->trace_first ? c->trace_first : c->steps;
+    t->trace_last = c->trace_last ? c->trace_last : c->steps;
+    if (c->trace && c->trace_first && t->trace_first <= t->state.step)
+        return pt_fail(PT_EINVAL,
+                       "trace steps %ld:%ld: the run resumes after step %ld, so it trains steps "
+                       "%ld to %ld only",
+                       t->trace_first, t->trace_last, (long)t->state.step, (long)t->state.step + 1,
+                       c->steps);
+    if (c->trace && (rc = pt_trace_create(&t->trace)) != PT_OK)
+        return rc;
     if (c->metrics && pt_pipeline_is_main(t->pipe))
         rc = pt_metrics_open(c->metrics, c->resume ? t->state.step : -1, &t->metrics);
     if (rc == PT_OK && c->tensorboard && pt_pipeline_is_main(t->pipe))
@@ -389,34 +407,49 @@ static void teardown(trainer *t)
     if (t->metrics)
         pt_metrics_close(t->metrics);
     pt_tb_close(t->board);
+    pt_trace_destroy(t->trace);
     free(t->bubbles);
     pt_pipeline_destroy(t->pipe);
     free(t->tokens), free(t->targets), free(t->inputs);
     close_data(&t->data);
 }
 
-/* The trace and the bubbles of the last training step, taken before the
- * final validation replaces them with a forward-only pass. A rank of an MPI
- * pipeline knows only its own worker: each writes its own track to
- * FILE.rank<N> (load them together), and the per-worker bubble table, which
- * needs every worker's times, is left out. */
-static int report_last_step(trainer *t, pt_train_result *result)
+/* The bubbles of the last training step, taken before the final validation
+ * replaces its times with a forward-only pass. A rank of an MPI pipeline
+ * knows only its own worker: the per-worker bubble table, which needs every
+ * worker's times, is left out. */
+static void report_last_step(trainer *t, pt_train_result *result)
 {
-    const char *trace = t->cfg->trace;
-    if (strcmp(pt_pipeline_transport_name(t->pipe), "mpi")) {
-        pt_pipeline_bubble_report(t->pipe, result->bubbles, sizeof result->bubbles);
-        if (t->board && (t->bubbles = malloc(sizeof(double) * pt_pipeline_workers(t->pipe))) &&
-            pt_pipeline_bubbles(t->pipe, t->bubbles, NULL) != PT_OK) {
-            free(t->bubbles);
-            t->bubbles = NULL;
-        }
-        return trace ? pt_pipeline_write_trace(t->pipe, trace) : PT_OK;
+    if (!strcmp(pt_pipeline_transport_name(t->pipe), "mpi"))
+        return;
+    pt_pipeline_bubble_report(t->pipe, result->bubbles, sizeof result->bubbles);
+    if ((t->bubbles = malloc(sizeof(double) * pt_pipeline_workers(t->pipe))) &&
+        pt_pipeline_bubbles(t->pipe, t->bubbles, NULL) != PT_OK) {
+        free(t->bubbles);
+        t->bubbles = NULL;
     }
-    if (!trace)
+}
+
+/* --trace: each step of trace_first..trace_last joins the trace right after
+ * it ran (a validation would replace what the pipeline recorded), a skipped
+ * attempt too (it ran, and its retry has the same number); the file is
+ * written once the last of them counts. A rank of an MPI pipeline knows
+ * only its own worker: each writes its tracks to FILE.rank<N> (load them
+ * together). */
+static int trace_step(trainer *t, long step, bool counted)
+{
+    if (!t->trace || step < t->trace_first || step > t->trace_last)
         return PT_OK;
-    char path[4096];
-    snprintf(path, sizeof path, "%s.rank%d", trace, pt_pipeline_rank(t->pipe));
-    return pt_pipeline_write_trace(t->pipe, path);
+    int rc = pt_trace_add_step(t->trace, t->pipe, step);
+    if (rc != PT_OK || !counted || step != t->trace_last)
+        return rc;
+    const char *path = t->cfg->trace;
+    char ranked[4096];
+    if (!strcmp(pt_pipeline_transport_name(t->pipe), "mpi")) {
+        snprintf(ranked, sizeof ranked, "%s.rank%d", path, pt_pipeline_rank(t->pipe));
+        path = ranked;
+    }
+    return pt_trace_write(t->trace, path);
 }
 
 /* A step whose gradient was not finite: said on stderr and in the metrics
@@ -454,9 +487,9 @@ static int report_skipped(trainer *t, float lr, float loss, double norm, int sta
 }
 
 /* The memory each worker holds, at the end: the table for the result and,
- * on the last metrics line, each worker's measured and predicted bytes and
- * its process's peak RSS. Every rank takes part (the figures are summed
- * across ranks). */
+ * on the last metrics line, each worker's measured and predicted bytes, its
+ * process's peak RSS and (threads) its bubble in the last step. Every rank
+ * takes part (the figures are summed across ranks). */
 static int report_memory(trainer *t, pt_train_result *result, pt_metrics_row *row)
 {
     int P = pt_pipeline_workers(t->pipe);
@@ -468,11 +501,12 @@ static int report_memory(trainer *t, pt_train_result *result, pt_metrics_row *ro
         rc = pt_pipeline_memory_report(t->pipe, m, m + P, rss, result->memory,
                                        sizeof result->memory);
     static char keys[PT_METRICS_MAX_EXTRA][40];
-    for (int r = 0; rc == PT_OK && r < P && row->n_extra + 3 <= PT_METRICS_MAX_EXTRA; r++) {
-        const char *what[3] = {"bytes", "predicted_bytes", "peak_rss_bytes"};
-        double value[3] = {(double)pt_memory_total(&m[r]), (double)pt_memory_total(&m[P + r]),
-                           (double)rss[r]};
-        for (int k = 0; k < 3; k++) {
+    int n = t->bubbles ? 4 : 3;
+    for (int r = 0; rc == PT_OK && r < P && row->n_extra + n <= PT_METRICS_MAX_EXTRA; r++) {
+        const char *what[4] = {"bytes", "predicted_bytes", "peak_rss_bytes", "bubble"};
+        double value[4] = {(double)pt_memory_total(&m[r]), (double)pt_memory_total(&m[P + r]),
+                           (double)rss[r], t->bubbles ? t->bubbles[r] : 0.0};
+        for (int k = 0; k < n; k++) {
             snprintf(keys[row->n_extra], sizeof keys[0], "worker%d_%s", r, what[k]);
             row->extra[row->n_extra].key = keys[row->n_extra];
             row->extra[row->n_extra++].value = value[k];
@@ -500,7 +534,10 @@ static int run(trainer *t, pt_train_result *result)
             break;
         double norm;
         int stage;
-        if (pt_pipeline_last_step_skipped(t->pipe, &norm, &stage)) {
+        bool skipped_now = pt_pipeline_last_step_skipped(t->pipe, &norm, &stage);
+        if ((rc = trace_step(t, t->state.step + 1, !skipped_now)) != PT_OK)
+            break;
+        if (skipped_now) {
             /* no worker changed anything: the step is not counted */
             if ((rc = report_skipped(t, r.lr, r.loss, norm, stage, ++skipped)) != PT_OK)
                 break;
@@ -508,12 +545,13 @@ static int run(trainer *t, pt_train_result *result)
         }
         skipped = 0;
         t->state.step++;
-        if (t->state.step == c->steps && (rc = report_last_step(t, result)) != PT_OK)
-            break;
+        if (t->state.step == c->steps)
+            report_last_step(t, result);
         r.step = t->state.step;
         r.step_ms = (now() - t0) * 1e3;
         r.tokens_per_s = samples / (r.step_ms / 1e3);
-        r.eta_s = (now() - started) / (r.step - first) * (c->steps - r.step);
+        r.elapsed_s = now() - started;
+        r.eta_s = r.elapsed_s / (double)(r.step - first) * (double)(c->steps - r.step);
         if ((c->eval_every && r.step % c->eval_every == 0) || r.step == c->steps) {
             r.has_val = 1;
             if ((rc = evaluate(t, &r.val_loss, &r.val_accuracy)) != PT_OK)
@@ -526,13 +564,18 @@ static int run(trainer *t, pt_train_result *result)
                               .lr = r.lr,
                               .tokens_per_s = r.tokens_per_s,
                               .step_ms = r.step_ms,
+                              /* pipedream updates per micro-batch: no global norm */
+                              .has_grad_norm = norm > 0,
+                              .grad_norm = norm,
                               .has_val_loss = r.has_val,
-                              .val_loss = r.val_loss};
+                              .val_loss = r.val_loss,
+                              .has_val_accuracy = r.has_val && r.val_accuracy >= 0,
+                              .val_accuracy = r.val_accuracy};
         if (r.step == c->steps && (rc = report_memory(t, result, &row)) != PT_OK)
             break;
         if (t->metrics && (rc = pt_metrics_write(t->metrics, &row)) != PT_OK)
             break;
-        if (t->board && (rc = board_step(t, &row, &r)) != PT_OK)
+        if (t->board && (rc = board_step(t, &row, r.step == c->steps)) != PT_OK)
             break;
         if (c->save && c->save_every && r.step % c->save_every == 0 && r.step < c->steps &&
             (rc = save(t)) != PT_OK)
