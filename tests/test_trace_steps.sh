@@ -56,7 +56,7 @@ check "$dir/range.json" 2 4
     >/dev/null
 check "$dir/one.json" 5 5
 "$PIPETRAIN" train "${common[@]}" --steps 6 --trace "$dir/last.json" --quiet \
-    --save "$dir/ck.safetensors" >/dev/null
+    --save "$dir/ck" >/dev/null
 check "$dir/last.json" 6 6
 "$PIPETRAIN" train "${common[@]}" --steps 6 --trace "$dir/all.json" --trace-steps 1:6 --quiet \
     >/dev/null
@@ -81,9 +81,9 @@ refused "--trace-steps" --steps 6 --trace-steps 2:3
 [ ! -e "$dir/bad.json" ] || { echo "FAIL: a refused run wrote its trace"; exit 1; }
 
 # a resumed run (after step 6) traces its own steps only
-refused "resumes after step 6" --steps 9 --resume "$dir/ck.safetensors" \
+refused "resumes after step 6" --steps 9 --resume "$dir/ck" \
     --trace "$dir/bad.json" --trace-steps 5:7
-"$PIPETRAIN" train "${common[@]}" --steps 9 --resume "$dir/ck.safetensors" --quiet \
+"$PIPETRAIN" train "${common[@]}" --steps 9 --resume "$dir/ck" --quiet \
     --trace "$dir/resumed.json" --trace-steps 7:8 >/dev/null
 check "$dir/resumed.json" 7 8
 echo "ok"
