@@ -278,6 +278,9 @@ static void config_text(const pt_train_config *c, char *buf, size_t n)
     ROW("weight-decay", "%g", o->weight_decay);
     ROW("grad-clip", "%g", o->grad_clip);
     ROW("seed", "%llu", (unsigned long long)c->seed);
+    ROW("precision", "%s", pt_precision_name(m->precision));
+    if (m->precision == PT_PRECISION_BF16)
+        ROW("bf16-kernel", "%s", pt_bf16_kernel());
     ROW("stages", "%d", c->pipeline.stages);
     ROW("replicas", "%d", c->pipeline.replicas);
     ROW("schedule", "%s",
