@@ -614,6 +614,9 @@ typedef struct {
                              or, for a path ending in .safetensors, one file; written at
                              the end and every save_every steps */
     long save_every;
+    pt_precision save_dtype;     /* fp32 (default), or bf16: a .safetensors save holds its
+                                    weights as BF16, rounded, for inference (a folder keeps
+                                    float master weights: a run resumes from them) */
     const char *resume;          /* checkpoint (file or set) to continue from; of the same
                                     model config, saved under any layout */
     int resume_fresh_optimizer;  /* resume from weights alone, with fresh optimizer moments

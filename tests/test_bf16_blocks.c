@@ -28,7 +28,7 @@ typedef struct {
     double loss;
 } result;
 
-static void *typed_copy(const float *x, size_t n, pt_dtype t)
+static void *typed_copy(const float *x, size_t n, pt_elem_type t)
 {
     void *p = harness_floats(n);
     if (t == PT_BF16)
@@ -38,7 +38,7 @@ static void *typed_copy(const float *x, size_t n, pt_dtype t)
     return p;
 }
 
-static void append(result *r, const void *x, size_t n, pt_dtype t)
+static void append(result *r, const void *x, size_t n, pt_elem_type t)
 {
     for (size_t i = 0; i < n; i++)
         r->v[r->n++] =
@@ -56,7 +56,7 @@ static size_t result_size(const harness *h)
 /* Forward, backward_input with dout = R, backward_weight, on kernels k. */
 static void run(harness *h, const pt_kernels *k, result *r)
 {
-    pt_dtype t = k->act, out_t = h->b.ops->out_is_float ? PT_F32 : t;
+    pt_elem_type t = k->act, out_t = h->b.ops->out_is_float ? PT_F32 : t;
     h->b.k = k;
     void *in = typed_copy(h->in, h->n_in, t), *dout = typed_copy(h->R, h->n_out, out_t);
     void *out = harness_floats(h->n_out), *din = harness_floats(h->n_in);

@@ -155,7 +155,7 @@ int cmd_train(int argc, char **argv)
     float min_lr = -1.0f, weight_decay = -1.0f;
     long decay_steps = -1;
     int threads = 0, quiet = 0;
-    const char *balance = NULL, *precision = "fp32", *bf16_kernel = "auto";
+    const char *balance = NULL, *precision = "fp32", *bf16_kernel = "auto", *save_dtype = "fp32";
     long max_stage_memory = 0;
     int balance_list[1024];
     flag flags[] = {
@@ -225,6 +225,9 @@ int cmd_train(int argc, char **argv)
              "write a checkpoint at the end: a folder (the whole run's state, which --resume "
              "continues exactly, and a model folder transformers loads; each stage writes its "
              "own shard) or, when PATH ends in .safetensors, one file of the weights alone"),
+        FLAG("save-dtype", FLAG_STRING, &save_dtype, "fp32|bf16",
+             "with --save FILE.safetensors: bf16 writes the weights as BF16 for inference and "
+             "Hugging Face (checkpoint folders keep float master weights; default fp32)"),
         FLAG_RANGED("save-every", FLAG_LONG, &cfg.save_every, "N",
                     "with --save: also every N steps (default 0: off)", LIMIT_COUNT0),
         FLAG("resume", FLAG_STRING, &cfg.resume, "PATH",
@@ -293,6 +296,7 @@ int cmd_train(int argc, char **argv)
     }
     cfg.model.seed = seed;
     if (pt_precision_parse(precision, &cfg.model.precision) != PT_OK ||
+        pt_precision_parse(save_dtype, &cfg.save_dtype) != PT_OK ||
         pt_bf16_set_kernel(bf16_kernel) != PT_OK) {
         fprintf(stderr, "pipetrain train: %s\n", pt_last_error());
         return 2;

@@ -303,7 +303,7 @@ size_t pt_model_held_bytes(const pt_model *m)
 
 void pt_model_params_changed(pt_model *m) { m->low_stale = m->low != NULL; }
 
-size_t pt_model_activation_size(const pt_model *m) { return pt_dtype_size(m->k->act); }
+size_t pt_model_activation_size(const pt_model *m) { return pt_elem_size(m->k->act); }
 
 const char *pt_precision_name(pt_precision p)
 {
@@ -378,7 +378,7 @@ static int check_held(const pt_model *m, int first, int last)
  * heads write float probabilities, every other block activations. */
 static size_t out_bytes(const pt_model *m, const pt_block *b, int batch)
 {
-    size_t size = b->ops->out_is_float ? sizeof(float) : pt_dtype_size(m->k->act);
+    size_t size = b->ops->out_is_float ? sizeof(float) : pt_elem_size(m->k->act);
     return (size_t)batch * (size_t)b->out_floats * size;
 }
 
@@ -388,7 +388,7 @@ static size_t in0_bytes(const pt_model *m, int first, int batch)
 {
     if (first != 0 || m->cfg.kind != PT_MODEL_MLP || m->k->act == PT_F32)
         return 0;
-    return (size_t)batch * (size_t)m->blocks[0].in_floats * pt_dtype_size(m->k->act);
+    return (size_t)batch * (size_t)m->blocks[0].in_floats * pt_elem_size(m->k->act);
 }
 
 /* Floats of arena for each block's output, its saved activations and its

@@ -96,7 +96,7 @@ typedef struct {
 static attention_layout layout(const pt_block *b, int B)
 {
     size_t n = (size_t)B * b->shape.T, C = b->shape.C, T = b->shape.T, at = 0;
-    pt_dtype t = b->k->act;
+    pt_elem_type t = b->k->act;
     attention_layout l;
     l.qkv = pt_saved_take(&at, n * 3 * C, t);
     l.att = pt_saved_take(&at, (size_t)B * b->shape.H * T * T, t);

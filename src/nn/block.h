@@ -103,10 +103,10 @@ struct pt_block {
 /* Saved-area layouts: tensor after tensor, each at a byte offset, its bytes
  * rounded up to 4 so a float one never starts mid-word. Returns where the
  * next n elements of type t go and moves *at past them. */
-static inline size_t pt_saved_take(size_t *at, size_t n, pt_dtype t)
+static inline size_t pt_saved_take(size_t *at, size_t n, pt_elem_type t)
 {
     size_t off = *at;
-    *at += (n * pt_dtype_size(t) + 3) & ~(size_t)3;
+    *at += (n * pt_elem_size(t) + 3) & ~(size_t)3;
     return off;
 }
 

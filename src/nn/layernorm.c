@@ -35,7 +35,7 @@ static void layernorm_backward_input(pt_block *b, const pt_microbatch *mb, const
         return;
     int N = rows(b, mb), C = b->shape.C;
     const float *stats = saved;
-    memset(din, 0, (size_t)N * C * pt_dtype_size(b->k->act)); /* all-zero bits: 0 in both types */
+    memset(din, 0, (size_t)N * C * pt_elem_size(b->k->act)); /* all-zero bits: 0 in both types */
     b->k->layernorm_backward_input(din, dout, in, b->p[0], stats, stats + N, N, C);
 }
 

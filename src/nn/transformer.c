@@ -31,7 +31,7 @@ typedef struct {
 static transformer_layout layout(const pt_block *b, int B)
 {
     size_t T = b->shape.T, C = b->shape.C, I = b->shape.n_inner, n = (size_t)B * T, at = 0;
-    pt_dtype t = b->k->act;
+    pt_elem_type t = b->k->act;
     transformer_layout l;
     l.ln1 = pt_saved_take(&at, n * C, t);
     l.mean1 = pt_saved_take(&at, n, PT_F32);
@@ -96,7 +96,7 @@ static void transformer_backward_input(pt_block *b, const pt_microbatch *mb, con
     float *const *p = b->p;
     int B = mb->batch, T = b->shape.T, C = b->shape.C, I = b->shape.n_inner, N = B * T;
     transformer_layout l = layout(b, B);
-    size_t nc_bytes = (size_t)N * C * pt_dtype_size(k->act);
+    size_t nc_bytes = (size_t)N * C * pt_elem_size(k->act);
 
     /* MLP branch: dout -> dh (through the activation) -> dln2 -> dx2 (plus the residual) */
     pt_linear_backward_input(b, FPROJ_W, S(dh), dout, N, I, C);

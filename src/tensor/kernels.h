@@ -24,33 +24,33 @@
 
 #include "pipetrain.h"
 
-typedef enum { PT_F32 = 0, PT_BF16 = 1 } pt_dtype;
+typedef enum { PT_F32 = 0, PT_BF16 = 1 } pt_elem_type;
 
-static inline size_t pt_dtype_size(pt_dtype t) { return t == PT_BF16 ? 2 : 4; }
+static inline size_t pt_elem_size(pt_elem_type t) { return t == PT_BF16 ? 2 : 4; }
 
 /* A matrix of a product: its first element, its row stride (elements, so
  * heads are read in place from a (T, 3C) qkv row) and its element type. */
 typedef struct {
     void *p;
     int ld;
-    pt_dtype dt;
+    pt_elem_type dt;
 } pt_mat;
 
-static inline pt_mat pt_mat_of(const void *p, int ld, pt_dtype dt)
+static inline pt_mat pt_mat_of(const void *p, int ld, pt_elem_type dt)
 {
     return (pt_mat){(void *)p, ld, dt};
 }
 
 /* (char *)p advanced by n elements of type t */
-static inline void *pt_elems_at(const void *p, size_t n, pt_dtype t)
+static inline void *pt_elems_at(const void *p, size_t n, pt_elem_type t)
 {
-    return (char *)p + n * pt_dtype_size(t);
+    return (char *)p + n * pt_elem_size(t);
 }
 
 typedef struct pt_kernels {
     const char *name;     /* "cpu-fp32", "cpu-bf16-amx", "cpu-bf16-portable" */
     const char *products; /* what multiplies: "sgemm", "amx", "sgemm on rounded operands" */
-    pt_dtype act;         /* how activations are stored */
+    pt_elem_type act;         /* how activations are stored */
 
     /* C(M,N) = alpha op(A) op(B) + beta C (+ bias (N) on every row when
      * bias != NULL); op transposes when trans* != 0. Under bf16 the operands

@@ -206,7 +206,10 @@ static int save(trainer *t)
         t->state.data_rng = t->data.sampler.rng;
     else
         t->state.data_drawn = t->data.digit_sampler.drawn;
-    return pt_stage_checkpoint_save(t->pipe, t->cfg->save, &t->state);
+    int rc = pt_stage_checkpoint_save(t->pipe, t->cfg->save, &t->state);
+    if (rc == PT_OK && t->cfg->save_dtype == PT_PRECISION_BF16 && pt_pipeline_is_main(t->pipe))
+        rc = pt_checkpoint_narrow_bf16(t->cfg->save);
+    return pt_pipeline_agree(t->pipe, rc, NULL, 0);
 }
 
 static int check_config(const pt_train_config *c)
@@ -227,6 +230,14 @@ static int check_config(const pt_train_config *c)
     if (c->init_from && c->resume)
         return pt_fail(PT_EINVAL, "init_from and resume both given: a run either starts from "
                                   "weights or continues a run");
+    if (!pt_precision_name(c->save_dtype))
+        return pt_fail(PT_EINVAL, "save dtype %d is neither fp32 nor bf16", (int)c->save_dtype);
+    if (c->save_dtype == PT_PRECISION_BF16 && !(c->save && pt_checkpoint_is_file(c->save)))
+        return pt_fail(PT_EINVAL,
+                       "bf16 weights are written to a .safetensors file of weights alone, for "
+                       "inference (got %s): a checkpoint folder keeps the float master weights "
+                       "a run resumes from",
+                       c->save ? c->save : "no --save");
     return PT_OK;
 }
 
