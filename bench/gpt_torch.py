@@ -40,13 +40,15 @@ class GPT(nn.Module):
         self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(T, C)
         self.h = nn.ModuleList(Block() for _ in range(L))
         self.ln_f = nn.LayerNorm(C)
+        for p in (self.wte.weight, self.wpe.weight):
+            nn.init.normal_(p, std=0.02)  # GPT-2's
 
     def forward(self, idx, targets):
         x = self.wte(idx) + self.wpe(torch.arange(T))
         for b in self.h:
             x = b(x)
         logits = self.ln_f(x) @ self.wte.weight.t()
-        return F.cross_entropy(logits.float().view(-1, V), targets.view(-1))
+        return F.cross_entropy(logits.float().reshape(-1, V), targets.reshape(-1))
 
 
 def main():
