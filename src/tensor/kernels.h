@@ -50,7 +50,7 @@ static inline void *pt_elems_at(const void *p, size_t n, pt_elem_type t)
 typedef struct pt_kernels {
     const char *name;     /* "cpu-fp32", "cpu-bf16-amx", "cpu-bf16-portable" */
     const char *products; /* what multiplies: "sgemm", "amx", "sgemm on rounded operands" */
-    pt_elem_type act;         /* how activations are stored */
+    pt_elem_type act;     /* how activations are stored */
 
     /* C(M,N) = alpha op(A) op(B) + beta C (+ bias (N) on every row when
      * bias != NULL); op transposes when trans* != 0. Under bf16 the operands
