@@ -49,7 +49,7 @@ static inline void *pt_elems_at(const void *p, size_t n, pt_elem_type t)
 
 typedef struct pt_kernels {
     const char *name;     /* "cpu-fp32", "cpu-bf16-amx", "cpu-bf16-portable" */
-    const char *products; /* what multiplies: "sgemm", "amx", "sgemm on rounded operands" */
+    const char *products; /* what multiplies: "sgemm", "amx" or "portable" */
     pt_elem_type act;     /* how activations are stored */
 
     /* C(M,N) = alpha op(A) op(B) + beta C (+ bias (N) on every row when
