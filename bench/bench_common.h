@@ -48,11 +48,13 @@ static inline double bench_sgemm_gflops(int m, int n, int k, int reps)
     pt_rng_fill_normal(&r, B, (size_t)k * n, 1.0f);
     double t[32] = {0};
     reps = reps < 1 ? 1 : reps > 32 ? 32 : reps;
-    kr->matmul(0, 0, m, n, k, 1.0f, A, k, B, n, 0.0f, C, n);
+    kr->matmul(0, 0, m, n, k, 1.0f, pt_mat_of(A, k, PT_F32), pt_mat_of(B, n, PT_F32), 0.0f,
+               pt_mat_of(C, n, PT_F32), NULL);
     for (int i = 0; i < reps; i++) {
         double t0 = bench_now();
         for (int j = 0; j < 4; j++)
-            kr->matmul(0, 0, m, n, k, 1.0f, A, k, B, n, 0.0f, C, n);
+            kr->matmul(0, 0, m, n, k, 1.0f, pt_mat_of(A, k, PT_F32), pt_mat_of(B, n, PT_F32), 0.0f,
+                       pt_mat_of(C, n, PT_F32), NULL);
         t[i] = 4 * 2.0 * m * n * k / (bench_now() - t0) / 1e9;
     }
     pt_free(A), pt_free(B), pt_free(C);

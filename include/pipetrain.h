@@ -47,6 +47,29 @@ const char *pt_strerror(int status);
 int pt_blas_set_threads(int n);
 int pt_blas_threads(void);
 
+/* The arithmetic a model trains and runs in (docs/bf16.md).
+ * fp32: everything in float.
+ * bf16: mixed precision. Products take bf16 operands and sum in float;
+ * activations (what blocks keep for the backward, what crosses between
+ * blocks and between pipeline stages, gradients included) are stored as
+ * bf16; parameters keep a float master copy that the optimizer updates,
+ * and a bf16 copy the products read, refreshed from it; LayerNorm, softmax,
+ * the loss, gradients and the optimizer stay float. */
+typedef enum { PT_PRECISION_FP32 = 0, PT_PRECISION_BF16 = 1 } pt_precision;
+
+/* "fp32" or "bf16" (NULL for another value) */
+const char *pt_precision_name(pt_precision p);
+/* The precision named s; PT_EINVAL names the value when it is neither. */
+int pt_precision_parse(const char *s, pt_precision *out);
+/* Which product kernel bf16 runs on in this process: "auto" (the default:
+ * AMX tiles where the CPU has them and Linux allows them, otherwise the
+ * portable path), "amx" (PT_EUNSUPPORTED where it cannot run) or "portable"
+ * (operands rounded to bf16, multiplied by sgemm: the same stored values on
+ * every CPU, up to the order of the float sums inside a product). */
+int pt_bf16_set_kernel(const char *name);
+/* The product kernel bf16 runs on now: "amx" or "portable". */
+const char *pt_bf16_kernel(void);
+
 /* ---- Models ------------------------------------------------------------ */
 
 typedef struct pt_model pt_model;
@@ -83,7 +106,8 @@ typedef struct {
     /* mlp: widths[0] inputs, widths[n_widths-1] classes, ReLU between */
     int n_widths;
     int widths[PT_MLP_MAX_WIDTHS];
-    uint64_t seed; /* initialisation (default 1) */
+    uint64_t seed;          /* initialisation (default 1) */
+    pt_precision precision; /* arithmetic (default fp32) */
 } pt_model_config;
 
 pt_model_config pt_model_config_gpt(void);
@@ -141,6 +165,12 @@ const pt_param *pt_model_find_param(const pt_model *m, const char *name);
 size_t pt_model_param_count(const pt_model *m); /* elements, tied copies once */
 void pt_model_zero_grads(pt_model *m);
 void pt_model_sum_tied_grads(pt_model *m);
+/* Under bf16 the products read a bf16 copy of the parameters: after writing
+ * a parameter's data directly, call this so the copy follows (the
+ * optimizer, the pipeline and checkpoint loads do it themselves). */
+void pt_model_params_changed(pt_model *m);
+/* Bytes one stored activation takes: 4 under fp32, 2 under bf16. */
+size_t pt_model_activation_size(const pt_model *m);
 
 /* One micro-batch of samples. gpt reads tokens and targets, (batch, seq_len)
  * each; mlp reads inputs (batch, widths[0]) and targets (batch). */
@@ -165,9 +195,12 @@ size_t pt_model_activation_bytes(const pt_model *m, int first, int last, int bat
 size_t pt_model_param_bytes(const pt_model *m, int first, int last);
 void pt_activations_destroy(pt_activations *a);
 size_t pt_activations_bytes(const pt_activations *a);
-/* The output of the range's last block (batch x its width), after forward. */
-const float *pt_activations_output(const pt_activations *a);
+/* The output of the range's last block (batch x its width), after forward:
+ * activations of pt_model_activation_size() bytes each, except the loss
+ * heads' probabilities, which are float under every precision. */
+const void *pt_activations_output(const pt_activations *a);
 size_t pt_activations_output_floats(const pt_activations *a);
+size_t pt_activations_output_bytes(const pt_activations *a);
 
 /* Floats per sample entering block `block` (0 for the token embedding). */
 int pt_model_block_input_floats(const pt_model *m, int block);
@@ -175,22 +208,23 @@ int pt_model_block_input_floats(const pt_model *m, int block);
 int pt_model_block_output_floats(const pt_model *m, int block);
 
 /* Runs blocks first..last forward on a micro-batch. `in` is the range's input
- * (NULL when first is block 0: the micro-batch is the input). When the range
+ * (NULL when first is block 0: the micro-batch is the input), activations of
+ * pt_model_activation_size() bytes each, as are dout and din below. When the range
  * ends with the model's last block, *loss receives the micro-batch's mean
  * loss (loss may be NULL otherwise). */
-int pt_model_forward(pt_model *m, int first, int last, const pt_microbatch *mb, const float *in,
+int pt_model_forward(pt_model *m, int first, int last, const pt_microbatch *mb, const void *in,
                      pt_activations *acts, float *loss);
 /* Gradient with respect to the range's input, into din (NULL when first is
  * block 0). dout is the gradient of the range's output (NULL when the range
  * ends with the loss, whose gradient is loss_scale). Weight gradients are not
  * touched; pt_model_backward_weight() adds them afterwards. */
 int pt_model_backward_input(pt_model *m, int first, int last, const pt_microbatch *mb,
-                            const float *in, pt_activations *acts, const float *dout, float *din,
+                            const void *in, pt_activations *acts, const void *dout, void *din,
                             float loss_scale);
 /* Adds the weight gradients of blocks first..last for a micro-batch whose
  * backward_input has run. */
 int pt_model_backward_weight(pt_model *m, int first, int last, const pt_microbatch *mb,
-                             const float *in, pt_activations *acts);
+                             const void *in, pt_activations *acts);
 /* Forward of the whole model, then backward (input then weight) with the
  * gradient of loss_scale x loss: one micro-batch on one worker. */
 int pt_model_step_microbatch(pt_model *m, const pt_microbatch *mb, float loss_scale,
@@ -597,6 +631,9 @@ typedef struct {
                              or, for a path ending in .safetensors, one file; written at
                              the end and every save_every steps */
     long save_every;
+    pt_precision save_dtype;      /* fp32 (default), or bf16: a .safetensors save holds its
+                                     weights as BF16, rounded, for inference (a folder keeps
+                                     float master weights: a run resumes from them) */
     const char *resume;           /* checkpoint (file or set) to continue from; of the same
                                      model config, saved under any layout */
     int resume_fresh_optimizer;   /* resume from weights alone, with fresh optimizer moments

@@ -57,7 +57,7 @@ static inline void harness_setup(harness *h, int B, int is_loss, int targets_per
     }
     h->n_in = (size_t)B * h->b.in_floats;
     h->n_out = (size_t)B * h->b.out_floats;
-    h->n_saved = h->b.ops->saved_floats(&h->b, B);
+    h->n_saved = pt_arena_floats_for(h->b.ops->saved_bytes(&h->b, B));
     h->in = harness_floats(h->n_in);
     h->din = harness_floats(h->n_in);
     h->out = harness_floats(h->n_out);

@@ -20,7 +20,9 @@ usage:
   hf_gpt2.py reference CONFIG.json MODEL.safetensors
       prints "loss X" for the batch CONFIG.json holds ("tokens" and
       "targets", lists of rows; a negative target is not counted) beside
-      GPT2Config's fields, with MODEL's weights.
+      GPT2Config's fields, with MODEL's weights. With "pipetrain_precision":
+      "bf16" in CONFIG.json, the forward rounds to bf16 where pipetrain's
+      bf16 stores (see forward_loss).
   hf_gpt2.py check-saved DIR
       a folder pipetrain wrote: GPT2Config.from_pretrained loads it with the
       sizes of its weights, and every weights file opens in safe_open with
@@ -191,17 +193,32 @@ def activation(name, x):
     raise SystemExit(f"unknown activation {name}")
 
 
-def forward_loss(cfg, w, tokens, targets):
-    """GPT-2's forward as transformers' modeling_gpt2 computes it."""
+def bf16(x):
+    """x rounded to bfloat16 (through float32, to nearest even), as float64."""
+    u = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
+    return u.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def forward_loss(cfg, w, tokens, targets, low=False):
+    """GPT-2's forward as transformers' modeling_gpt2 computes it. With low,
+    as pipetrain's --precision bf16 does: r() rounds to bf16 every tensor
+    pipetrain stores as bf16 (each block's output, what a block keeps: the
+    LayerNorms' outputs, q k v, the attention probabilities and output, the
+    residual after attention, the MLP's hidden and activated values), and
+    every product reads bf16 operands (the weight matrices rounded); the
+    projections round once with their bias, then again after a residual add;
+    LayerNorm, softmax, the logits and the loss stay unrounded."""
+    r = bf16 if low else (lambda t: t)
     B, T = tokens.shape
     C, H = cfg["n_embd"], cfg["n_head"]
     hs, eps = C // H, cfg.get("layer_norm_epsilon", 1e-5)
-    x = w["transformer.wte.weight"][tokens] + w["transformer.wpe.weight"][:T]
+    x = r(w["transformer.wte.weight"][tokens] + w["transformer.wpe.weight"][:T])
     mask = np.tril(np.ones((T, T), dtype=bool))
     for i in range(cfg["n_layer"]):
         p = f"transformer.h.{i}."
-        h = layernorm(x, w[p + "ln_1.weight"], w[p + "ln_1.bias"], eps)
-        qkv = h @ w[p + "attn.c_attn.weight"] + w[p + "attn.c_attn.bias"]
+        h = r(layernorm(x, w[p + "ln_1.weight"], w[p + "ln_1.bias"], eps))
+        qkv = r(h @ r(w[p + "attn.c_attn.weight"]) + w[p + "attn.c_attn.bias"])
         q, k, v = (qkv[..., j * C : (j + 1) * C].reshape(B, T, H, hs).transpose(0, 2, 1, 3) for j in range(3))
         att = q @ k.transpose(0, 1, 3, 2)
         if cfg.get("scale_attn_weights", True):
@@ -210,15 +227,16 @@ def forward_loss(cfg, w, tokens, targets):
             att = att / float(i + 1)
         att = np.where(mask, att, -np.inf)
         att = np.exp(att - att.max(-1, keepdims=True))
-        att = att / att.sum(-1, keepdims=True)
-        y = (att @ v).transpose(0, 2, 1, 3).reshape(B, T, C)
-        x = x + y @ w[p + "attn.c_proj.weight"] + w[p + "attn.c_proj.bias"]
-        h = layernorm(x, w[p + "ln_2.weight"], w[p + "ln_2.bias"], eps)
-        m = activation(cfg.get("activation_function", "gelu_new"), h @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"])
-        x = x + m @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
-    x = layernorm(x, w["transformer.ln_f.weight"], w["transformer.ln_f.bias"], eps)
+        att = r(att / att.sum(-1, keepdims=True))
+        y = r(att @ v).transpose(0, 2, 1, 3).reshape(B, T, C)
+        x = r(x + r(y @ r(w[p + "attn.c_proj.weight"]) + w[p + "attn.c_proj.bias"]))
+        h = r(layernorm(x, w[p + "ln_2.weight"], w[p + "ln_2.bias"], eps))
+        hid = r(h @ r(w[p + "mlp.c_fc.weight"]) + w[p + "mlp.c_fc.bias"])
+        m = r(activation(cfg.get("activation_function", "gelu_new"), hid))
+        x = r(x + r(m @ r(w[p + "mlp.c_proj.weight"]) + w[p + "mlp.c_proj.bias"]))
+    x = r(layernorm(x, w["transformer.ln_f.weight"], w["transformer.ln_f.bias"], eps))
     head = w["transformer.wte.weight"] if cfg.get("tie_word_embeddings", True) else w["lm_head.weight"]
-    logits = x @ head.T
+    logits = x @ r(head).T
     logits = logits - logits.max(-1, keepdims=True)
     logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
     counted = targets >= 0  # a negative target is not counted
@@ -253,7 +271,8 @@ def reference(config_path, model_path):
         cfg = json.load(f)
     w = read_weights(model_path)
     tokens, targets = np.array(cfg["tokens"], dtype=np.int64), np.array(cfg["targets"], dtype=np.int64)
-    print(f"loss {forward_loss(cfg, w, tokens, targets):.17g}")
+    low = cfg.get("pipetrain_precision", "fp32") == "bf16"
+    print(f"loss {forward_loss(cfg, w, tokens, targets, low):.17g}")
 
 
 def check_saved(folder):

@@ -25,11 +25,15 @@
 #define NF_M   4
 #define NF_MBS 2
 
+/* The precision nf_check trains in (bf16 must skip as fp32 does). */
+static pt_precision nf_precision = PT_PRECISION_FP32;
+
 static pt_model_config nf_model(void)
 {
     int widths[] = {8, 16, 16, 4};
     pt_model_config c = pt_model_config_mlp(4, widths);
     c.seed = 3;
+    c.precision = nf_precision;
     return c;
 }
 
@@ -127,9 +131,10 @@ static int nf_check(int stages, pt_pipeline_transport transport, const char *dir
     }
     CHECK(moved, "the good step after the skipped one changed nothing");
     if (pt_pipeline_is_main(p))
-        printf("%d stage%s on %s: the step with a NaN input was skipped everywhere (norm %g, "
-               "stage %d first), the checkpoint after it equals the one before\n",
-               stages, stages == 1 ? "" : "s", pt_pipeline_transport_name(p), norm, stage);
+        printf("%s, %d stage%s on %s: the step with a NaN input was skipped everywhere (norm "
+               "%g, stage %d first), the checkpoint after it equals the one before\n",
+               pt_precision_name(nf_precision), stages, stages == 1 ? "" : "s",
+               pt_pipeline_transport_name(p), norm, stage);
     pt_optimizer_destroy(ob);
     pt_optimizer_destroy(oa);
     pt_model_destroy(before);

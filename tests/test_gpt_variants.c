@@ -21,6 +21,9 @@
  *   every LayerNorm's epsilon, attention scaled by layer and not by head
  *   size) takes the same steps as a 1-stage one, bit for bit.
  * - Each field out of range is refused, the message naming it and its value.
+ * - In bf16 (on each product kernel the machine has), GPT-2, n_inner, each
+ *   activation and the untied head against the reference rounding to bf16
+ *   where pipetrain's bf16 stores, to the same 1e-6.
  * Skipped (77) when the test Python environment cannot be had. */
 #include <math.h>
 #include <stdio.h>
@@ -102,6 +105,8 @@ static int write_config(const char *path, const pt_model_config *c)
     fprintf(f, "  \"scale_attn_by_inverse_layer_idx\": %s,\n",
             c->scale_attn_by_inverse_layer_idx ? "true" : "false");
     fprintf(f, "  \"tie_word_embeddings\": %s,\n", c->tie_word_embeddings ? "true" : "false");
+    if (c->precision == PT_PRECISION_BF16)
+        fprintf(f, "  \"pipetrain_precision\": \"bf16\",\n");
     write_rows(f, "tokens", tokens);
     fprintf(f, ",\n");
     write_rows(f, "targets", targets);
@@ -154,6 +159,7 @@ static int pipetrain_loss(const pt_model_config *c, const char *weights, float *
     pt_activations *a;
     REQUIRE(pt_activations_create(m, 0, last, B, &a) == PT_OK, "%s", pt_last_error());
     pt_microbatch mb = {.batch = B, .tokens = tokens, .targets = targets};
+    pt_model_params_changed(m);
     int rc = pt_model_forward(m, 0, last, &mb, NULL, a, loss);
     CHECK(rc == PT_OK, "forward: %s", pt_last_error());
     if (rc == PT_OK && weights) {
@@ -205,6 +211,42 @@ typedef struct {
     int same_shapes; /* GPT-2's arithmetic on the same weights gives another loss */
 } variant;
 
+/* bf16: the loss of GPT-2 and of the variants whose arithmetic differs
+ * most against the reference rounding to bf16 where pipetrain's bf16
+ * stores, on each product kernel, to AGREE; and away from fp32's loss by
+ * more than that (the rounding is seen). */
+static int check_bf16(const char *py, const char *dir, const variant *v, int n, const float *fp32)
+{
+    const char *kernels[] = {"portable", "amx"};
+    for (int k = 0; k < 2; k++) {
+        if (pt_bf16_set_kernel(kernels[k]) != PT_OK)
+            continue;
+        for (int i = 0; i < n; i++) {
+            if (i > 4 && i != 8) /* GPT-2, n_inner, each activation, untied */
+                continue;
+            pt_model_config c = v[i].c;
+            c.precision = PT_PRECISION_BF16;
+            char config[1100], weights[1100];
+            snprintf(config, sizeof config, "%s/config-bf16-%d.json", dir, i);
+            snprintf(weights, sizeof weights, "%s/model-bf16-%d.safetensors", dir, i);
+            float loss;
+            double ref;
+            REQUIRE(write_config(config, &c) == 0, "config of %s", v[i].name);
+            REQUIRE(pipetrain_loss(&c, weights, &loss) == 0, "bf16 %s", v[i].name);
+            REQUIRE(reference_loss(py, config, weights, &ref) == 0, "bf16 %s", v[i].name);
+            double rel = fabs(loss - ref) / fabs(ref), off = fabs(loss - fp32[i]) / fp32[i];
+            printf("bf16 (%s) %-25s pipetrain %.7f  reference %.7f  rel %.1e  (fp32 %.1e away)\n",
+                   kernels[k], v[i].name, loss, ref, rel, off);
+            CHECK(rel < AGREE, "bf16 %s: pipetrain's loss %.8f, the reference's %.8f (rel %.2e)",
+                  v[i].name, loss, ref, rel);
+            CHECK(off > 2 * AGREE, "bf16 %s: the loss %.8f is fp32's %.8f: nothing was rounded",
+                  v[i].name, loss, fp32[i]);
+        }
+    }
+    pt_bf16_set_kernel("auto");
+    return 0;
+}
+
 static int check_variants(const char *py, const char *dir)
 {
     variant v[16];
@@ -242,7 +284,7 @@ static int check_variants(const char *py, const char *dir)
     }
     CHECK(losses[n - 1] == losses[0], "n_positions 40: the loss %.9g is not GPT-2's %.9g",
           losses[n - 1], losses[0]);
-    return 0;
+    return check_bf16(py, dir, v, n, losses);
 }
 
 /* ---- sizes and costs ---- */

@@ -1,6 +1,6 @@
 /* test_nonfinite_step: a step whose gradient is not finite is skipped on
  * every worker and changes nothing (tests/nonfinite_check.h), with one
- * worker and with two stages on threads; and the trainer, fed a learning
+ * worker and with two stages on threads, in fp32 and in bf16; and the trainer, fed a learning
  * rate that makes the run diverge, reports the skipped steps on its metrics
  * log and ends with an error after max_skipped_steps in a row, leaving the
  * last checkpoint it saved finite and loadable; and generating from a gpt
@@ -90,7 +90,9 @@ int main(void)
 {
     char dir[] = "/tmp/pt_nonfinite_XXXXXX";
     REQUIRE(mkdtemp(dir), "mkdtemp");
-    return check_done(dir, nf_check(1, PT_PIPELINE_THREADS, dir) ||
-                               nf_check(2, PT_PIPELINE_THREADS, dir) || check_trainer(dir) ||
-                               check_generate(dir));
+    int rc = nf_check(1, PT_PIPELINE_THREADS, dir) || nf_check(2, PT_PIPELINE_THREADS, dir);
+    nf_precision = PT_PRECISION_BF16;
+    rc = rc || nf_check(1, PT_PIPELINE_THREADS, dir) || nf_check(2, PT_PIPELINE_THREADS, dir);
+    nf_precision = PT_PRECISION_FP32;
+    return check_done(dir, rc || check_trainer(dir) || check_generate(dir));
 }

@@ -13,7 +13,9 @@
  * the per-micro-batch losses, eval and forward_probs against the single
  * worker, data-parallel replicas on threads (synchronous replicas equal the
  * single worker too), and refusals (a balance with the wrong sum, a train
- * step on a pipeline made without an optimizer). Every worker builds its
+ * step on a pipeline made without an optimizer). Under bf16, on the
+ * portable products and on AMX where the machine has it: the same grid and
+ * the mlp, bit for bit (bf16 rounds at the same places on every layout). Every worker builds its
  * own stage: the parameters are read back from the workers that hold them. */
 #include <math.h>
 #include <stdio.h>
@@ -263,18 +265,16 @@ static void uneven_balance(int n_blocks, int K, int *bal)
     bal[K / 2] += n_blocks - K; /* everything else on one middle chunk */
 }
 
-int main(void)
+/* Every synchronous schedule, P, M, balance and checkpointing for the
+ * model gc against one worker; returns the references for M = 1, 4, 8. */
+static int grid(const pt_model_config *gc, pt_model **ref, float **ref_losses)
 {
-    pt_model_config gc = gpt_config();
     const int Ms[] = {1, 4, 8};
-    pt_model *ref[3];
-    float *ref_losses[3];
     for (int i = 0; i < 3; i++) {
         ref_losses[i] = malloc(sizeof(float) * STEPS * 8);
-        REQUIRE(sequential(&gc, Ms[i], &ref[i], ref_losses[i]) == 0, "reference M=%d", Ms[i]);
+        REQUIRE(sequential(gc, Ms[i], &ref[i], ref_losses[i]) == 0, "reference M=%d", Ms[i]);
     }
     int n_blocks = pt_model_n_blocks(ref[0]);
-
     const char *scheds[] = {"gpipe", "1f1b", "interleaved", "loopedbfs", "zbh1", "zbv"};
     int ran = 0, refused = 0;
     for (int si = 0; si < 6; si++)
@@ -295,15 +295,74 @@ int main(void)
                         if (r.n_balance > n_blocks)
                             continue;
                         (bal ? uneven_balance : even_balance)(n_blocks, r.n_balance, r.balance);
-                        int rc = pipelined(&gc, &r, ref[mi], ref_losses[mi]);
-                        REQUIRE(rc != 1, "%s P=%d M=%d balance %s checkpoint %d", r.schedule, P,
-                                r.M, bal ? "uneven" : "even", ckpt);
+                        int rc = pipelined(gc, &r, ref[mi], ref_losses[mi]);
+                        REQUIRE(rc != 1, "%s %s P=%d M=%d balance %s checkpoint %d",
+                                pt_precision_name(gc->precision), r.schedule, P, r.M,
+                                bal ? "uneven" : "even", ckpt);
                         ran += rc == 0;
                         refused += rc == 2;
                     }
-    printf("grid: %d pipelines matched the single worker, %d (P, M) refused by their schedule\n",
-           ran, refused);
+    printf("%s grid (products: %s): %d pipelines matched the single worker, %d (P, M) refused "
+           "by their schedule\n",
+           pt_precision_name(gc->precision),
+           gc->precision == PT_PRECISION_BF16 ? pt_bf16_kernel() : "sgemm", ran, refused);
     REQUIRE(ran >= 180, "only %d pipelines ran", ran);
+    return 0;
+}
+
+/* bf16, on each product kernel this machine has: every pipeline of the grid
+ * and the mlp's equal one worker bit for bit, and the bf16 run is not the
+ * fp32 one (its losses differ, by less than bf16's rounding allows). */
+static int bf16_runs(const float *fp32_losses)
+{
+    const char *kernels[] = {"portable", "amx"};
+    for (int i = 0; i < 2; i++) {
+        if (pt_bf16_set_kernel(kernels[i]) != PT_OK) {
+            printf("bf16 on %s: not on this machine (%s)\n", kernels[i], pt_last_error());
+            continue;
+        }
+        pt_model_config gc = gpt_config();
+        gc.precision = PT_PRECISION_BF16;
+        pt_model *ref[3];
+        float *losses[3];
+        if (grid(&gc, ref, losses))
+            return 1;
+        int differ = 0;
+        for (int j = 0; j < STEPS * 4; j++) {
+            differ |= losses[1][j] != fp32_losses[j];
+            REQUIRE(fabsf(losses[1][j] - fp32_losses[j]) < 2e-2f * fabsf(fp32_losses[j]),
+                    "bf16 loss %.6f is far from fp32's %.6f", losses[1][j], fp32_losses[j]);
+        }
+        REQUIRE(differ, "bf16 on %s computed fp32's losses exactly: it did not round", kernels[i]);
+        for (int j = 0; j < 3; j++) {
+            pt_model_destroy(ref[j]);
+            free(losses[j]);
+        }
+        pt_model_config mc = mlp_config();
+        mc.precision = PT_PRECISION_BF16;
+        pt_model *mref;
+        float mlosses[STEPS * 4];
+        REQUIRE(sequential(&mc, 4, &mref, mlosses) == 0, "bf16 mlp reference");
+        for (int P = 1; P <= 3; P++) {
+            run_t r = {.schedule = "1f1b", .P = P, .M = 4};
+            REQUIRE(pipelined(&mc, &r, mref, mlosses) == 0, "bf16 mlp 1f1b P=%d", P);
+            run_t z = {.schedule = "zbh1", .P = P, .M = 4, .ckpt = 1};
+            REQUIRE(pipelined(&mc, &z, mref, mlosses) == 0, "bf16 mlp zbh1 P=%d", P);
+        }
+        pt_model_destroy(mref);
+    }
+    pt_bf16_set_kernel("auto");
+    return 0;
+}
+
+int main(void)
+{
+    pt_model_config gc = gpt_config();
+    pt_model *ref[3];
+    float *ref_losses[3];
+    if (grid(&gc, ref, ref_losses) || bf16_runs(ref_losses[1]))
+        return 1;
+    int n_blocks = pt_model_n_blocks(ref[0]);
 
     /* data-parallel replicas on threads: 2 stages x 2 replicas, 1f1b and
      * gpipe lists replicated, each replica on half the micro-batches */

@@ -17,7 +17,10 @@
  *   the schedule and the partition alone, for gpipe, 1f1b, interleaved, zbv
  *   and pipedream, with and without checkpointing and replicas; and the
  *   stages of a cut hold the whole model's parameters exactly once (plus
- *   the tied copy). */
+ *   the tied copy);
+ * - under bf16 the prediction matches what is allocated (the parameters'
+ *   bf16 copy included), and each worker's activations take at most 0.55x
+ *   the bytes they take under fp32. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,11 +166,17 @@ static int near(size_t got, size_t want)
     return d * d <= 0.01 * (double)want * (double)want;
 }
 
+/* The precision memory_matches runs in, and the activation bytes (records
+ * and boundary buffers) each of its workers allocated. */
+static pt_precision precision = PT_PRECISION_FP32;
+static size_t activations[16];
+
 /* Measured against predicted memory for one configuration. */
 static int memory_matches(const char *schedule, int stages, int D, int v, int M, int ckpt)
 {
     pt_model_config c = pt_model_config_gpt();
     c.n_layer = 6, c.n_head = 2, c.n_embd = 16, c.seq_len = 8, c.vocab = 32;
+    c.precision = precision;
     pt_optim_config oc = pt_optim_config_default(PT_OPTIM_ADAMW);
     pt_pipeline_config pc = pt_pipeline_config_default();
     pc.stages = stages, pc.replicas = D, pc.microbatches = M, pc.micro_batch_size = MBS;
@@ -221,15 +230,19 @@ static int memory_matches(const char *schedule, int stages, int D, int v, int M,
         CHECK(replicated || pt_memory_total(&planned[w]) == pt_memory_total(&want[w]),
               "%s worker %d: the schedule's prediction %zu differs from the pipeline's %zu",
               schedule, w, pt_memory_total(&planned[w]), pt_memory_total(&want[w]));
+        activations[w] = got[w].activations;
         int replica;
         pt_pipeline_worker_stage(p, w, &replica);
         params += replica == 0 ? got[w].params : 0;
     }
     size_t tied = (size_t)c.vocab * (size_t)c.n_embd * sizeof(float);
+    if (precision == PT_PRECISION_BF16) /* and the products' bf16 copy */
+        whole += whole / 2, tied += tied / 2;
     CHECK(params == whole || params == whole - tied,
           "%s: the stages hold %zu parameter bytes, the whole model %zu", schedule, params, whole);
-    printf("%-11s P=%d D=%d v=%d M=%-2d ckpt %d: worker 0 allocated %zu bytes, predicted %zu\n",
-           schedule, stages, D, v, M, ckpt, pt_memory_total(&got[0]), pt_memory_total(&want[0]));
+    printf("%-11s %s P=%d D=%d v=%d M=%-2d ckpt %d: worker 0 allocated %zu bytes, predicted %zu\n",
+           schedule, pt_precision_name(precision), stages, D, v, M, ckpt, pt_memory_total(&got[0]),
+           pt_memory_total(&want[0]));
     free(tok);
     pt_pipeline_destroy(p);
     return 0;
@@ -248,6 +261,23 @@ int main(void)
             REQUIRE(memory_matches(cases[i].name, cases[i].stages, cases[i].D, cases[i].v,
                                    cases[i].M, ckpt) == 0,
                     "memory of %s", cases[i].name);
+    /* bf16: the prediction still matches, and every worker's activations
+     * (records and boundary buffers) take at most 0.55 of fp32's */
+    const char *halved[] = {"1f1b", "gpipe", "zbh1"};
+    for (int i = 0; i < 3; i++)
+        for (int ckpt = 0; ckpt < 2; ckpt++) {
+            size_t fp32[16];
+            precision = PT_PRECISION_FP32;
+            REQUIRE(memory_matches(halved[i], 3, 1, 0, 6, ckpt) == 0, "fp32 %s", halved[i]);
+            memcpy(fp32, activations, sizeof fp32);
+            precision = PT_PRECISION_BF16;
+            REQUIRE(memory_matches(halved[i], 3, 1, 0, 6, ckpt) == 0, "bf16 %s", halved[i]);
+            for (int w = 0; w < 3; w++)
+                REQUIRE(activations[w] <= 0.55 * (double)fp32[w],
+                        "bf16 %s worker %d: activations %zu bytes, fp32 %zu (more than 0.55x)",
+                        halved[i], w, activations[w], fp32[w]);
+        }
+    precision = PT_PRECISION_FP32;
     size_t g4[P], g8[P], g16[P], f4[P], f8[P], f16[P], gc8[P], fc8[P];
     REQUIRE(!peaks("gpipe", 4, 0, g4) && !peaks("gpipe", 8, 0, g8) && !peaks("gpipe", 16, 0, g16),
             "gpipe runs");

@@ -12,7 +12,9 @@
 #   - each rank holds its own stage: its parameters, gradients and moments
 #     are about a quarter of the whole model's at P = 4 (the metrics log's
 #     last line), and the planner predicted what it allocated;
-#   - pipedream runs with replicas (1F1B-RR).
+#   - pipedream runs with replicas (1F1B-RR);
+#   - --precision bf16: gpipe, 1f1b and zbh1 at P = 2 and P = 4, under MPI
+#     and on threads, write checkpoints byte-identical to one worker's.
 set -euo pipefail
 command -v mpirun >/dev/null || { echo "skipped: mpirun is not installed"; exit 77; }
 corpus=/usr/share/games/fortunes
@@ -34,6 +36,19 @@ for p in 2 4; do
     [ "$(grep -c '^done:' "$dir/mpi$p.out")" -eq 1 ] || { echo "FAIL: not one rank reported"; exit 1; }
     echo "P=$p: MPI checkpoint byte-identical to threads"
 done
+
+"$PIPETRAIN" train "${common[@]}" --precision bf16 --save "$dir/bf1.safetensors" >/dev/null
+for p in 2 4; do
+    for s in gpipe 1f1b zbh1; do
+        "${mpi[@]}" $p "$PIPETRAIN" train "${common[@]}" --precision bf16 --stages $p --schedule $s \
+            --save "$dir/bfm.safetensors" >/dev/null
+        "$PIPETRAIN" train "${common[@]}" --precision bf16 --stages $p --schedule $s \
+            --save "$dir/bft.safetensors" >/dev/null
+        cmp "$dir/bf1.safetensors" "$dir/bfm.safetensors" && cmp "$dir/bf1.safetensors" "$dir/bft.safetensors" ||
+            { echo "FAIL: bf16 $s P=$p (MPI or threads) differs from one worker"; exit 1; }
+    done
+done
+echo "bf16: gpipe, 1f1b, zbh1 at P=2 and P=4, MPI and threads: checkpoints byte-identical to one worker"
 
 "$PIPETRAIN" train "${common[@]}" --metrics "$dir/one.jsonl" >/dev/null
 "${mpi[@]}" 4 "$PIPETRAIN" train "${common[@]}" --stages 2 --replicas 2 \

@@ -181,7 +181,8 @@ int cmd_train(int argc, char **argv)
     float min_lr = -1.0f, weight_decay = -1.0f;
     long decay_steps = -1;
     int threads = 0, quiet = 0;
-    const char *balance = NULL, *trace_steps = NULL;
+    const char *balance = NULL, *trace_steps = NULL, *precision = "fp32", *bf16_kernel = "auto",
+               *save_dtype = "fp32";
     long max_stage_memory = 0;
     int balance_list[1024];
     flag flags[] = {
@@ -229,6 +230,13 @@ int cmd_train(int argc, char **argv)
                     "clip the global gradient norm to X; 0 disables (default 1.0)",
                     NUM_RANGE(0, 1e6)),
         FLAG("seed", FLAG_U64, &cfg.seed, "N", "initialisation and data order (default 1)"),
+        FLAG("precision", FLAG_STRING, &precision, "fp32|bf16",
+             "arithmetic: bf16 multiplies bf16 operands with float sums and stores activations "
+             "as bf16, keeping float master weights, LayerNorm, softmax, loss and optimizer "
+             "(default fp32; docs/bf16.md)"),
+        FLAG("bf16-kernel", FLAG_STRING, &bf16_kernel, "auto|amx|portable",
+             "bf16's products: AMX tiles, or operands rounded to bf16 and multiplied by sgemm "
+             "on any CPU (default auto: amx where the CPU has it)"),
         FLAG("data", FLAG_LIST, &data, "PATH",
              "text file or directory, token file (*.bin), or digits.csv.gz; repeatable"),
         FLAG("data-format", FLAG_STRING, &data_format, "auto|text|tokens|digits",
@@ -244,6 +252,9 @@ int cmd_train(int argc, char **argv)
              "write a checkpoint at the end: a folder (the whole run's state, which --resume "
              "continues exactly, and a model folder transformers loads; each stage writes its "
              "own shard) or, when PATH ends in .safetensors, one file of the weights alone"),
+        FLAG("save-dtype", FLAG_STRING, &save_dtype, "fp32|bf16",
+             "with --save FILE.safetensors: bf16 writes the weights as BF16 for inference and "
+             "Hugging Face (checkpoint folders keep float master weights; default fp32)"),
         FLAG_RANGED("save-every", FLAG_LONG, &cfg.save_every, "N",
                     "with --save: also every N steps (default 0: off)", LIMIT_COUNT0),
         FLAG("resume", FLAG_STRING, &cfg.resume, "PATH",
@@ -319,14 +330,22 @@ int cmd_train(int argc, char **argv)
         cfg.model = pt_model_config_mlp(nw, w);
     }
     cfg.model.seed = seed;
+    if (pt_precision_parse(precision, &cfg.model.precision) != PT_OK ||
+        pt_precision_parse(save_dtype, &cfg.save_dtype) != PT_OK ||
+        pt_bf16_set_kernel(bf16_kernel) != PT_OK) {
+        fprintf(stderr, "pipetrain train: %s\n", pt_last_error());
+        return 2;
+    }
     if (cfg.init_from && cfg.resume) {
         fprintf(stderr, "pipetrain train: --init-from and --resume both given: a run starts "
                         "from weights or continues a run, not both\n");
         return 2;
     }
     if (cfg.init_from) {
+        pt_precision keep = cfg.model.precision; /* how to train, not what the file holds */
         if ((rc = model_from_checkpoint("train", cfg.init_from, flags, n, &cfg.model)) != 0)
             return rc;
+        cfg.model.precision = keep;
         model_note_dropout("train", cfg.init_from);
     }
     const char *kinds[] = {"auto", "text", "tokens", "digits"};
@@ -391,6 +410,8 @@ int cmd_train(int argc, char **argv)
         printf(", held-out accuracy %.1f%%", 100.0 * result.val_accuracy);
     printf(", %.0f %s/s\n", result.tokens_per_s,
            cfg.model.kind == PT_MODEL_GPT ? "tokens" : "samples");
+    if (cfg.model.precision == PT_PRECISION_BF16)
+        printf("precision bf16: products on %s\n", pt_bf16_kernel());
     if (cfg.save)
         printf("saved %s\n", cfg.save);
     if (cfg.pipeline.stages > 1 && result.bubbles[0])

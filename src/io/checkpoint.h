@@ -119,4 +119,8 @@ int pt_checkpoint_load(const char *path, pt_model *m, pt_optimizer *opt, pt_trai
 int pt_checkpoint_load_with(const char *path, pt_model *m, pt_optimizer *opt, pt_train_state *state,
                             const pt_checkpoint_load_options *o);
 
+/* Rewrites the weights file `path` (.safetensors) with every tensor as
+ * BF16, rounded to nearest even, its metadata kept; atomic. */
+int pt_checkpoint_narrow_bf16(const char *path);
+
 #endif

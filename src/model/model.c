@@ -22,11 +22,14 @@
 struct pt_activations {
     const pt_model *m;
     int first, last, batch;
-    float **out;   /* per block: its output (batch x out_floats) */
-    float **saved; /* per block: what its backward needs */
-    float **dout;  /* per block: gradient of its output */
+    void **out;   /* per block: its output (batch x out_floats) */
+    void **saved; /* per block: what its backward needs */
+    void **dout;  /* per block: gradient of its output */
+    void *in0;    /* the mlp's inputs as activations, when they are not float */
     pt_arena arena;
 };
+
+static size_t out_bytes(const pt_model *m, const pt_block *b, int batch);
 
 pt_model_config pt_model_config_gpt(void)
 {
@@ -94,6 +97,12 @@ static int lay_out_params(pt_model *m)
         rc = pt_arena_init(&m->grad, floats);
     if (rc != PT_OK)
         return rc;
+    if (m->k->act == PT_BF16) {
+        /* floats / 2 floats hold `floats` bf16 */
+        if (!(m->low = (pt_bf16 *)pt_alloc_floats((floats + 1) / 2)))
+            return pt_fail(PT_ENOMEM, "cannot allocate the parameters' bf16 copy");
+        m->low_stale = true;
+    }
     for (int b = 0; b < m->n_blocks; b++) {
         pt_block *blk = &m->blocks[b];
         for (int i = 0; i < blk->n_params; i++) {
@@ -109,6 +118,8 @@ static int lay_out_params(pt_model *m)
                 continue;
             p->data = blk->p[i] = pt_arena_take(&m->data, p->numel);
             p->grad = blk->g[i] = pt_arena_take(&m->grad, p->numel);
+            if (m->low && d->ndim >= 2) /* matrices: what products read */
+                blk->pl[i] = m->low + (p->data - m->data.base);
             const pt_param_decl *src = p->tied_to ? find_decl(m, p->tied_to) : d;
             if (!src || pt_param_decl_numel(src) != p->numel)
                 return pt_fail(PT_EINVAL, "parameter %s is tied to %s, which %s", p->name,
@@ -170,13 +181,16 @@ static int create(const pt_model_config *cfg, const unsigned char *hold, int hol
     if (!m)
         return pt_fail(PT_ENOMEM, "cannot allocate a model");
     m->cfg = *cfg;
-    m->k = pt_kernels_cpu();
+    m->k = pt_kernels_for(cfg->precision);
     m->blocks = calloc(PT_MODEL_MAX_BLOCKS, sizeof *m->blocks);
     int rc = m->blocks ? PT_OK : pt_fail(PT_ENOMEM, "cannot allocate blocks");
     for (int b = 0; rc == PT_OK && b < PT_MODEL_MAX_BLOCKS; b++) {
         m->blocks[b].k = m->k;
         m->blocks[b].layer = -1;
     }
+    if (rc == PT_OK && !pt_precision_name(cfg->precision))
+        rc = pt_fail(PT_EINVAL, "precision %d is neither fp32 (%d) nor bf16 (%d)",
+                     (int)cfg->precision, PT_PRECISION_FP32, PT_PRECISION_BF16);
     if (rc == PT_OK)
         rc = check_shape(cfg);
     if (rc == PT_OK) {
@@ -206,6 +220,7 @@ void pt_model_destroy(pt_model *m)
         return;
     pt_arena_free(&m->data);
     pt_arena_free(&m->grad);
+    pt_free(m->low);
     free(m->params);
     free(m->blocks);
     free(m->held);
@@ -228,7 +243,7 @@ pt_block_cost pt_model_block_cost(const pt_model *m, int block)
     const pt_block *b = &m->blocks[block];
     c = b->ops->cost(b);
     c.param_bytes = pt_block_param_bytes(b);
-    c.activation_bytes = sizeof(float) * (b->out_floats + b->ops->saved_floats(b, 1));
+    c.activation_bytes = out_bytes(m, b, 1) + b->ops->saved_bytes(b, 1);
     return c;
 }
 
@@ -281,7 +296,46 @@ int pt_model_holds_block(const pt_model *m, int block)
     return block >= 0 && block < m->n_blocks && m->held[block];
 }
 
-size_t pt_model_held_bytes(const pt_model *m) { return m->data.used * sizeof(float); }
+size_t pt_model_held_bytes(const pt_model *m)
+{
+    return m->data.used * (sizeof(float) + (m->low ? sizeof(pt_bf16) : 0));
+}
+
+void pt_model_params_changed(pt_model *m) { m->low_stale = m->low != NULL; }
+
+size_t pt_model_activation_size(const pt_model *m) { return pt_elem_size(m->k->act); }
+
+const char *pt_precision_name(pt_precision p)
+{
+    switch (p) {
+    case PT_PRECISION_FP32: return "fp32";
+    case PT_PRECISION_BF16: return "bf16";
+    }
+    return NULL;
+}
+
+int pt_precision_parse(const char *s, pt_precision *out)
+{
+    for (int p = PT_PRECISION_FP32; p <= PT_PRECISION_BF16; p++)
+        if (s && !strcmp(s, pt_precision_name((pt_precision)p))) {
+            *out = (pt_precision)p;
+            return PT_OK;
+        }
+    return pt_fail(PT_EINVAL, "precision '%s' is neither fp32 nor bf16", s ? s : "(null)");
+}
+
+/* The products read the bf16 copy: bring it up to the float parameters. */
+static void refresh_low(pt_model *m)
+{
+    if (!m->low_stale)
+        return;
+    for (int i = 0; i < m->n_params; i++) {
+        const pt_param *p = &m->params[i];
+        if (p->data)
+            pt_bf16_from_floats(m->low + (p->data - m->data.base), p->data, p->numel);
+    }
+    m->low_stale = false;
+}
 
 void pt_model_sum_tied_grads(pt_model *m)
 {
@@ -320,14 +374,32 @@ static int check_held(const pt_model *m, int first, int last)
     return PT_OK;
 }
 
-/* Each block's output, its saved activations and its output's gradient. */
+/* Bytes of a block's output (or of its gradient) for a micro-batch: loss
+ * heads write float probabilities, every other block activations. */
+static size_t out_bytes(const pt_model *m, const pt_block *b, int batch)
+{
+    size_t size = b->ops->out_is_float ? sizeof(float) : pt_elem_size(m->k->act);
+    return (size_t)batch * (size_t)b->out_floats * size;
+}
+
+/* The mlp's first block reads the micro-batch's float inputs: under bf16 a
+ * record keeps them rounded, as the block's input activation. */
+static size_t in0_bytes(const pt_model *m, int first, int batch)
+{
+    if (first != 0 || m->cfg.kind != PT_MODEL_MLP || m->k->act == PT_F32)
+        return 0;
+    return (size_t)batch * (size_t)m->blocks[0].in_floats * pt_elem_size(m->k->act);
+}
+
+/* Floats of arena for each block's output, its saved activations and its
+ * output's gradient. */
 static size_t activation_floats(const pt_model *m, int first, int last, int batch)
 {
-    size_t floats = 0;
+    size_t floats = pt_arena_floats_for(in0_bytes(m, first, batch));
     for (int i = first; i <= last; i++) {
         const pt_block *b = &m->blocks[i];
-        floats += 2 * pt_arena_round((size_t)batch * b->out_floats) +
-                  pt_arena_round(b->ops->saved_floats(b, batch));
+        floats += 2 * pt_arena_floats_for(out_bytes(m, b, batch)) +
+                  pt_arena_floats_for(b->ops->saved_bytes(b, batch));
     }
     return floats;
 }
@@ -364,9 +436,9 @@ int pt_activations_create(const pt_model *m, int first, int last, int batch, pt_
                            batch, i, (double)batch * m->blocks[i].out_floats);
     pt_activations *a = calloc(1, sizeof *a);
     int n = last - first + 1;
-    if (!a || !(a->out = calloc((size_t)n, sizeof(float *))) ||
-        !(a->saved = calloc((size_t)n, sizeof(float *))) ||
-        !(a->dout = calloc((size_t)n, sizeof(float *)))) {
+    if (!a || !(a->out = calloc((size_t)n, sizeof(void *))) ||
+        !(a->saved = calloc((size_t)n, sizeof(void *))) ||
+        !(a->dout = calloc((size_t)n, sizeof(void *)))) {
         pt_activations_destroy(a);
         return pt_fail(PT_ENOMEM, "cannot allocate activations");
     }
@@ -384,11 +456,15 @@ int pt_activations_create(const pt_model *m, int first, int last, int batch, pt_
                        first, last, batch, batch == 1 ? "" : "s", per,
                        (double)floats * sizeof(float));
     }
+    size_t in0 = in0_bytes(m, first, batch);
+    a->in0 = in0 ? pt_arena_take(&a->arena, pt_arena_floats_for(in0)) : NULL;
     for (int i = first; i <= last; i++) {
         const pt_block *b = &m->blocks[i];
-        a->out[i - first] = pt_arena_take(&a->arena, (size_t)batch * b->out_floats);
-        a->saved[i - first] = pt_arena_take(&a->arena, b->ops->saved_floats(b, batch));
-        a->dout[i - first] = pt_arena_take(&a->arena, (size_t)batch * b->out_floats);
+        size_t out = pt_arena_floats_for(out_bytes(m, b, batch));
+        a->out[i - first] = pt_arena_take(&a->arena, out);
+        a->saved[i - first] =
+            pt_arena_take(&a->arena, pt_arena_floats_for(b->ops->saved_bytes(b, batch)));
+        a->dout[i - first] = pt_arena_take(&a->arena, out);
     }
     *out = a;
     return PT_OK;
@@ -407,17 +483,22 @@ void pt_activations_destroy(pt_activations *a)
 
 size_t pt_activations_bytes(const pt_activations *a) { return a->arena.capacity * sizeof(float); }
 
-const float *pt_activations_output(const pt_activations *a) { return a->out[a->last - a->first]; }
+const void *pt_activations_output(const pt_activations *a) { return a->out[a->last - a->first]; }
 
 size_t pt_activations_output_floats(const pt_activations *a)
 {
     return (size_t)a->batch * a->m->blocks[a->last].out_floats;
 }
 
+size_t pt_activations_output_bytes(const pt_activations *a)
+{
+    return out_bytes(a->m, &a->m->blocks[a->last], a->batch);
+}
+
 /* ---- running a range ---- */
 
 static int check_call(const pt_model *m, int first, int last, const pt_microbatch *mb,
-                      const float *in, const pt_activations *acts)
+                      const void *in, const pt_activations *acts)
 {
     int rc = check_range(m, first, last);
     if (rc == PT_OK)
@@ -462,17 +543,17 @@ static int check_labels(const pt_model *m, int first, int last, const pt_microba
     return PT_OK;
 }
 
-static const float *block_input(const pt_model *m, int i, const pt_microbatch *mb, const float *in,
-                                const pt_activations *a)
+static const void *block_input(const pt_model *m, int i, const pt_microbatch *mb, const void *in,
+                               const pt_activations *a)
 {
     if (i > a->first)
         return a->out[i - 1 - a->first];
     if (i == 0 && m->cfg.kind == PT_MODEL_MLP)
-        return mb->inputs;
+        return a->in0 ? a->in0 : mb->inputs;
     return in;
 }
 
-int pt_model_forward(pt_model *m, int first, int last, const pt_microbatch *mb, const float *in,
+int pt_model_forward(pt_model *m, int first, int last, const pt_microbatch *mb, const void *in,
                      pt_activations *acts, float *loss)
 {
     int rc = check_call(m, first, last, mb, in, acts);
@@ -480,6 +561,9 @@ int pt_model_forward(pt_model *m, int first, int last, const pt_microbatch *mb, 
         rc = check_labels(m, first, last, mb);
     if (rc != PT_OK)
         return rc;
+    refresh_low(m);
+    if (acts->in0)
+        pt_bf16_from_floats(acts->in0, mb->inputs, (size_t)mb->batch * m->blocks[0].in_floats);
     double loss_sum = 0.0;
     int loss_rows = 0;
     for (int i = first; i <= last; i++) {
@@ -493,12 +577,13 @@ int pt_model_forward(pt_model *m, int first, int last, const pt_microbatch *mb, 
 }
 
 int pt_model_backward_input(pt_model *m, int first, int last, const pt_microbatch *mb,
-                            const float *in, pt_activations *acts, const float *dout, float *din,
+                            const void *in, pt_activations *acts, const void *dout, void *din,
                             float loss_scale)
 {
     int rc = check_call(m, first, last, mb, in, acts);
     if (rc != PT_OK)
         return rc;
+    refresh_low(m);
     int ends_in_loss = last == m->n_blocks - 1;
     if (ends_in_loss && !mb->targets)
         return pt_fail(PT_EINVAL, "backward through the loss needs targets");
@@ -506,12 +591,11 @@ int pt_model_backward_input(pt_model *m, int first, int last, const pt_microbatc
         if (!dout)
             return pt_fail(PT_EINVAL, "block %d needs the gradient of its output", last);
         /* kept: backward_weight may run long after the caller reuses dout */
-        memcpy(acts->dout[last - first], dout,
-               sizeof(float) * (size_t)mb->batch * m->blocks[last].out_floats);
+        memcpy(acts->dout[last - first], dout, out_bytes(m, &m->blocks[last], mb->batch));
     }
     for (int i = last; i >= first; i--) {
         pt_block *b = &m->blocks[i];
-        float *d = i > first ? acts->dout[i - 1 - first] : din;
+        void *d = i > first ? acts->dout[i - 1 - first] : din;
         b->ops->backward_input(b, mb, block_input(m, i, mb, in, acts), acts->out[i - first],
                                acts->saved[i - first], acts->dout[i - first], d, loss_scale);
     }
@@ -519,7 +603,7 @@ int pt_model_backward_input(pt_model *m, int first, int last, const pt_microbatc
 }
 
 int pt_model_backward_weight(pt_model *m, int first, int last, const pt_microbatch *mb,
-                             const float *in, pt_activations *acts)
+                             const void *in, pt_activations *acts)
 {
     int rc = check_call(m, first, last, mb, in, acts);
     if (rc != PT_OK)

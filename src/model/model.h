@@ -5,6 +5,8 @@
 #ifndef PT_MODEL_MODEL_H
 #define PT_MODEL_MODEL_H
 
+#include <stdbool.h>
+
 #include "nn/block.h"
 #include "tensor/arena.h"
 
@@ -16,10 +18,15 @@ struct pt_model {
     int n_blocks;
     pt_block *blocks;
     int n_params;
-    pt_param *params; /* in block order, then declaration order; data NULL
-                         for a block this model does not hold */
+    pt_param *params;    /* in block order, then declaration order; data NULL
+                            for a block this model does not hold */
     unsigned char *held; /* [n_blocks]: the block's tensors exist here */
     pt_arena data, grad;
+    /* bf16: a copy of data, element for element, that the products read;
+     * refreshed from data before the next forward or backward once
+     * low_stale says data changed. NULL under fp32. */
+    pt_bf16 *low;
+    bool low_stale;
 };
 
 /* Appends blocks to m->blocks (allocated for PT_MODEL_MAX_BLOCKS). */

@@ -35,16 +35,16 @@ static size_t width(const pt_block *b, const pt_microbatch *mb)
 }
 
 // in (B,n) -> out (B,n)
-static void activation_forward(pt_block *b, const pt_microbatch *mb, const float *in, float *out,
-                               float *saved, double *loss_sum, int *loss_rows)
+static void activation_forward(pt_block *b, const pt_microbatch *mb, const void *in, void *out,
+                               void *saved, double *loss_sum, int *loss_rows)
 {
     (void)saved, (void)loss_sum, (void)loss_rows;
     kernels_of(b).forward(out, in, width(b, mb));
 }
 
 // dout (B,n) -> din (B,n)
-static void activation_backward_input(pt_block *b, const pt_microbatch *mb, const float *in,
-                                      float *out, float *saved, const float *dout, float *din,
+static void activation_backward_input(pt_block *b, const pt_microbatch *mb, const void *in,
+                                      void *out, void *saved, const void *dout, void *din,
                                       float loss_scale)
 {
     (void)out, (void)saved, (void)loss_scale;
@@ -52,8 +52,8 @@ static void activation_backward_input(pt_block *b, const pt_microbatch *mb, cons
         kernels_of(b).backward(din, in, dout, width(b, mb));
 }
 
-static void nothing_to_weigh(pt_block *b, const pt_microbatch *mb, const float *in,
-                             const float *out, const float *saved, const float *dout)
+static void nothing_to_weigh(pt_block *b, const pt_microbatch *mb, const void *in, const void *out,
+                             const void *saved, const void *dout)
 {
     (void)b, (void)mb, (void)in, (void)out, (void)saved, (void)dout;
 }
@@ -68,7 +68,7 @@ static pt_block_cost activation_cost(const pt_block *b)
 /* One table per activation: a block's kind is its activation's name. */
 #define ACTIVATION_OPS(kind_name)                                                         \
     {                                                                                     \
-        .kind = kind_name, .saved_floats = no_saved, .forward = activation_forward,       \
+        .kind = kind_name, .saved_bytes = no_saved, .forward = activation_forward,        \
         .backward_input = activation_backward_input, .backward_weight = nothing_to_weigh, \
         .cost = activation_cost                                                           \
     }

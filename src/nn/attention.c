@@ -27,55 +27,59 @@ float pt_attention_scale(const pt_block_shape *s, int layer)
     return s->attn_by_layer ? scale / (float)(layer < 0 ? 1 : layer + 1) : scale;
 }
 
+/* an activation operand n elements into p */
+#define ACT(p, n, ld) pt_mat_of(pt_elems_at(p, n, k->act), ld, k->act)
+
 // qkv (B,T,3C) -> y (B,T,C); att (B,H,T,T)
-void pt_attention_forward(const pt_kernels *k, float *y, float *att, const float *qkv, int B, int T,
-                          int C, int H, float scale)
+void pt_attention_forward(const pt_kernels *k, void *y, void *att, float *scratch, const void *qkv,
+                          int B, int T, int C, int H, float scale)
 {
-    int hs = C / H, C3 = 3 * C;
+    size_t hs = (size_t)(C / H), C3 = 3 * (size_t)C, TT = (size_t)T * T;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
-            const float *q = qkv + (size_t)b * T * C3 + h * hs;
-            const float *kk = q + C, *v = q + 2 * C;
-            float *a = att + ((size_t)b * H + h) * T * T;
-            float *yh = y + (size_t)b * T * C + h * hs;
+            size_t q = (size_t)b * T * C3 + h * hs, kk = q + C, v = q + 2 * (size_t)C;
+            size_t a = ((size_t)b * H + h) * TT, yh = (size_t)b * T * C + h * hs;
             for (int r0 = 0; r0 < T; r0 += ATT_ROWS) /* q k^T, rows r0.. up to the diagonal */
-                k->matmul(0, 1, band(T, r0), r0 + band(T, r0), hs, 1.0f, q + (size_t)r0 * C3, C3,
-                          kk, C3, 0.0f, a + (size_t)r0 * T, T);
-            k->softmax_causal_forward(a, T, scale);
+                k->matmul(0, 1, band(T, r0), r0 + band(T, r0), (int)hs, 1.0f,
+                          ACT(qkv, q + r0 * C3, (int)C3), ACT(qkv, kk, (int)C3), 0.0f,
+                          pt_mat_of(scratch + (size_t)r0 * T, T, PT_F32), NULL);
+            k->softmax_causal_forward(pt_elems_at(att, a, k->act), scratch, T, scale);
             for (int r0 = 0; r0 < T; r0 += ATT_ROWS) /* att v */
-                k->matmul(0, 0, band(T, r0), hs, r0 + band(T, r0), 1.0f, a + (size_t)r0 * T, T, v,
-                          C3, 0.0f, yh + (size_t)r0 * C, C);
+                k->matmul(0, 0, band(T, r0), (int)hs, r0 + band(T, r0), 1.0f,
+                          ACT(att, a + (size_t)r0 * T, T), ACT(qkv, v, (int)C3), 0.0f,
+                          ACT(y, yh + (size_t)r0 * C, C), NULL);
         }
 }
 
 // dy (B,T,C) -> dqkv (B,T,3C)
-void pt_attention_backward(const pt_kernels *k, float *dqkv, float *att, float *scratch,
-                           const float *dy, const float *qkv, int B, int T, int C, int H,
-                           float scale)
+void pt_attention_backward(const pt_kernels *k, void *dqkv, void *att, float *scratch,
+                           const void *dy, const void *qkv, int B, int T, int C, int H, float scale)
 {
-    int hs = C / H, C3 = 3 * C;
+    size_t hs = (size_t)(C / H), C3 = 3 * (size_t)C, TT = (size_t)T * T;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
-            const float *q = qkv + (size_t)b * T * C3 + h * hs;
-            const float *kk = q + C, *v = q + 2 * C;
-            float *dq = dqkv + (size_t)b * T * C3 + h * hs;
-            float *dk = dq + C, *dv = dq + 2 * C;
-            float *a = att + ((size_t)b * H + h) * T * T;
-            const float *dyh = dy + (size_t)b * T * C + h * hs;
+            size_t q = (size_t)b * T * C3 + h * hs, kk = q + C, v = q + 2 * (size_t)C;
+            size_t dq = q, dk = kk, dv = v; /* dqkv is laid out as qkv */
+            size_t a = ((size_t)b * H + h) * TT, dyh = (size_t)b * T * C + h * hs;
             for (int r0 = 0; r0 < T; r0 += ATT_ROWS) { /* dP = dy v^T, and dv = att^T dy */
                 int n = band(T, r0);
-                k->matmul(0, 1, n, r0 + n, hs, 1.0f, dyh + (size_t)r0 * C, C, v, C3, 0.0f,
-                          scratch + (size_t)r0 * T, T);
-                k->matmul(1, 0, n, hs, T - r0, 1.0f, a + (size_t)r0 * T + r0, T,
-                          dyh + (size_t)r0 * C, C, 0.0f, dv + (size_t)r0 * C3, C3);
+                k->matmul(0, 1, n, r0 + n, (int)hs, 1.0f, ACT(dy, dyh + (size_t)r0 * C, C),
+                          ACT(qkv, v, (int)C3), 0.0f,
+                          pt_mat_of(scratch + (size_t)r0 * T, T, PT_F32), NULL);
+                k->matmul(1, 0, n, (int)hs, T - r0, 1.0f, ACT(att, a + (size_t)r0 * T + r0, T),
+                          ACT(dy, dyh + (size_t)r0 * C, C), 0.0f,
+                          ACT(dqkv, dv + (size_t)r0 * C3, (int)C3), NULL);
             }
-            k->softmax_causal_backward(a, a, scratch, T, scale); /* dS, in place */
-            for (int r0 = 0; r0 < T; r0 += ATT_ROWS) {           /* dq = dS k, and dk = dS^T q */
+            void *ah = pt_elems_at(att, a, k->act);
+            k->softmax_causal_backward(ah, ah, scratch, T, scale); /* dS, in place */
+            for (int r0 = 0; r0 < T; r0 += ATT_ROWS) {             /* dq = dS k, and dk = dS^T q */
                 int n = band(T, r0);
-                k->matmul(0, 0, n, hs, r0 + n, 1.0f, a + (size_t)r0 * T, T, kk, C3, 0.0f,
-                          dq + (size_t)r0 * C3, C3);
-                k->matmul(1, 0, n, hs, T - r0, 1.0f, a + (size_t)r0 * T + r0, T,
-                          q + (size_t)r0 * C3, C3, 0.0f, dk + (size_t)r0 * C3, C3);
+                k->matmul(0, 0, n, (int)hs, r0 + n, 1.0f, ACT(att, a + (size_t)r0 * T, T),
+                          ACT(qkv, kk, (int)C3), 0.0f, ACT(dqkv, dq + (size_t)r0 * C3, (int)C3),
+                          NULL);
+                k->matmul(1, 0, n, (int)hs, T - r0, 1.0f, ACT(att, a + (size_t)r0 * T + r0, T),
+                          ACT(qkv, q + (size_t)r0 * C3, (int)C3), 0.0f,
+                          ACT(dqkv, dk + (size_t)r0 * C3, (int)C3), NULL);
             }
         }
 }
@@ -86,20 +90,20 @@ double pt_attention_backward_flops(int T, int C) { return 8.0 * T * T * C; }
 /* ---- the attention block ---- */
 
 typedef struct {
-    size_t qkv, att, y, dqkv, dy, scratch, total;
+    size_t qkv, att, y, dqkv, dy, scratch, total; /* bytes */
 } attention_layout;
 
 static attention_layout layout(const pt_block *b, int B)
 {
-    size_t n = (size_t)B * b->shape.T, C = b->shape.C, T = b->shape.T;
+    size_t n = (size_t)B * b->shape.T, C = b->shape.C, T = b->shape.T, at = 0;
+    pt_elem_type t = b->k->act;
     attention_layout l;
-    size_t at = 0;
-    l.qkv = at, at += n * 3 * C;
-    l.att = at, at += (size_t)B * b->shape.H * T * T;
-    l.y = at, at += n * C;
-    l.dqkv = at, at += n * 3 * C;
-    l.dy = at, at += n * C;
-    l.scratch = at, at += T * T;
+    l.qkv = pt_saved_take(&at, n * 3 * C, t);
+    l.att = pt_saved_take(&at, (size_t)B * b->shape.H * T * T, t);
+    l.y = pt_saved_take(&at, n * C, t);
+    l.dqkv = pt_saved_take(&at, n * 3 * C, t);
+    l.dy = pt_saved_take(&at, n * C, t);
+    l.scratch = pt_saved_take(&at, T * T, PT_F32);
     l.total = at;
     return l;
 }
@@ -107,47 +111,45 @@ static attention_layout layout(const pt_block *b, int B)
 static size_t attention_saved(const pt_block *b, int B) { return layout(b, B).total; }
 
 // in (B,T,C) -> out (B,T,C)
-static void attention_forward(pt_block *b, const pt_microbatch *mb, const float *in, float *out,
-                              float *saved, double *loss_sum, int *loss_rows)
+static void attention_forward(pt_block *b, const pt_microbatch *mb, const void *in, void *out,
+                              void *s, double *loss_sum, int *loss_rows)
 {
     (void)loss_sum, (void)loss_rows;
-    const pt_kernels *k = b->k;
     int B = mb->batch, T = b->shape.T, C = b->shape.C, N = B * T;
     attention_layout l = layout(b, B);
-    pt_linear_forward(k, saved + l.qkv, in, b->p[0], b->p[1], N, C, 3 * C);
-    pt_attention_forward(k, saved + l.y, saved + l.att, saved + l.qkv, B, T, C, b->shape.H,
+    pt_linear_forward(b, 0, pt_saved_at(s, l.qkv), in, N, C, 3 * C);
+    pt_attention_forward(b->k, pt_saved_at(s, l.y), pt_saved_at(s, l.att),
+                         pt_saved_floats(s, l.scratch), pt_saved_at(s, l.qkv), B, T, C, b->shape.H,
                          pt_attention_scale(&b->shape, b->layer));
-    pt_linear_forward(k, out, saved + l.y, b->p[2], b->p[3], N, C, C);
+    pt_linear_forward(b, 2, out, pt_saved_at(s, l.y), N, C, C);
 }
 
 // dout (B,T,C) -> din (B,T,C)
-static void attention_backward_input(pt_block *b, const pt_microbatch *mb, const float *in,
-                                     float *out, float *saved, const float *dout, float *din,
+static void attention_backward_input(pt_block *b, const pt_microbatch *mb, const void *in,
+                                     void *out, void *s, const void *dout, void *din,
                                      float loss_scale)
 {
     (void)in, (void)out, (void)loss_scale;
-    const pt_kernels *k = b->k;
     int B = mb->batch, T = b->shape.T, C = b->shape.C, N = B * T;
     attention_layout l = layout(b, B);
-    pt_linear_backward_input(k, saved + l.dy, dout, b->p[2], N, C, C, 0);
-    pt_attention_backward(k, saved + l.dqkv, saved + l.att, saved + l.scratch, saved + l.dy,
-                          saved + l.qkv, B, T, C, b->shape.H,
+    pt_linear_backward_input(b, 2, pt_saved_at(s, l.dy), dout, N, C, C);
+    pt_attention_backward(b->k, pt_saved_at(s, l.dqkv), pt_saved_at(s, l.att),
+                          pt_saved_floats(s, l.scratch), pt_saved_at(s, l.dy),
+                          pt_saved_at(s, l.qkv), B, T, C, b->shape.H,
                           pt_attention_scale(&b->shape, b->layer));
     if (din)
-        pt_linear_backward_input(k, din, saved + l.dqkv, b->p[0], N, C, 3 * C, 0);
+        pt_linear_backward_input(b, 0, din, pt_saved_at(s, l.dqkv), N, C, 3 * C);
 }
 
-static void attention_backward_weight(pt_block *b, const pt_microbatch *mb, const float *in,
-                                      const float *out, const float *saved, const float *dout)
+static void attention_backward_weight(pt_block *b, const pt_microbatch *mb, const void *in,
+                                      const void *out, const void *s, const void *dout)
 {
     (void)out;
-    const pt_kernels *k = b->k;
     int B = mb->batch, C = b->shape.C, N = B * b->shape.T;
     attention_layout l = layout(b, B);
-    pt_linear_backward_weight(k, b->g[2], b->g[3], dout, saved + l.y, N, C, C);
-    pt_linear_backward_weight(k, b->g[0], b->g[1], saved + l.dqkv, in, N, C, 3 * C);
+    pt_linear_backward_weight(b, 2, dout, pt_saved_at(s, l.y), N, C, C);
+    pt_linear_backward_weight(b, 0, pt_saved_at(s, l.dqkv), in, N, C, 3 * C);
 }
-
 static pt_block_cost attention_cost(const pt_block *b)
 {
     double T = b->shape.T, C = b->shape.C, proj = 2 * T * C * 4 * C;
@@ -159,7 +161,7 @@ static pt_block_cost attention_cost(const pt_block *b)
 
 static const pt_block_ops attention_ops = {
     .kind = "attention",
-    .saved_floats = attention_saved,
+    .saved_bytes = attention_saved,
     .forward = attention_forward,
     .backward_input = attention_backward_input,
     .backward_weight = attention_backward_weight,

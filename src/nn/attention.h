@@ -12,13 +12,14 @@
  * attn_unscaled, and also 1 / (layer + 1) under attn_by_layer. */
 float pt_attention_scale(const pt_block_shape *s, int layer);
 
-// qkv (B,T,3C) -> y (B,T,C); att (B,H,T,T) keeps the probabilities
-void pt_attention_forward(const pt_kernels *k, float *y, float *att, const float *qkv, int B, int T,
-                          int C, int H, float scale);
+// qkv (B,T,3C) -> y (B,T,C); att (B,H,T,T) keeps the probabilities; the
+// scores pass through scratch, T*T floats. qkv, y, att: activations.
+void pt_attention_forward(const pt_kernels *k, void *y, void *att, float *scratch, const void *qkv,
+                          int B, int T, int C, int H, float scale);
 // dy (B,T,C) -> dqkv (B,T,3C). att is overwritten (it becomes the score
 // gradient); scratch holds T*T floats. scale: the forward's.
-void pt_attention_backward(const pt_kernels *k, float *dqkv, float *att, float *scratch,
-                           const float *dy, const float *qkv, int B, int T, int C, int H,
+void pt_attention_backward(const pt_kernels *k, void *dqkv, void *att, float *scratch,
+                           const void *dy, const void *qkv, int B, int T, int C, int H,
                            float scale);
 /* FLOPs per sample: the products run over the full (T,T) square */
 double pt_attention_forward_flops(int T, int C);

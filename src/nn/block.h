@@ -11,8 +11,13 @@
  * A fused backward is backward_input then backward_weight.
  *
  * The caller (model.c) owns every buffer: a block's output, its saved area of
- * saved_floats(B) floats and the gradient of its output, all kept per
+ * saved_bytes(B) bytes and the gradient of its output, all kept per
  * micro-batch between forward and backward. Blocks allocate nothing.
+ * Inputs, outputs, their gradients and most saved tensors are activations,
+ * stored in the kernels' activation type (k->act: float, or bf16 under
+ * --precision bf16); a block's layout gives each saved tensor its type.
+ * The loss heads' outputs (probabilities, then the logits' gradient) are
+ * float under every precision (out_is_float).
  * model.c builds blocks in two passes: declare their parameters, then point
  * them at one arena and initialise them.
  */
@@ -22,6 +27,7 @@
 #include <stddef.h>
 
 #include "pipetrain.h"
+#include "tensor/bf16.h"
 #include "tensor/kernels.h"
 #include "tensor/rng.h"
 
@@ -63,20 +69,21 @@ typedef struct {
 
 typedef struct {
     const char *kind;
-    /* floats kept per micro-batch of B samples between forward and backward */
-    size_t (*saved_floats)(const pt_block *b, int B);
+    int out_is_float; /* the output is float under every precision (loss heads) */
+    /* bytes kept per micro-batch of B samples between forward and backward */
+    size_t (*saved_bytes)(const pt_block *b, int B);
     /* loss is written by the loss heads only (sum over the micro-batch's
      * rows is divided by the rows counted); others ignore it */
-    void (*forward)(pt_block *b, const pt_microbatch *mb, const float *in, float *out, float *saved,
+    void (*forward)(pt_block *b, const pt_microbatch *mb, const void *in, void *out, void *saved,
                     double *loss_sum, int *loss_rows);
     /* din may be NULL (first block). Loss heads read loss_scale and ignore
      * dout; the others ignore loss_scale. */
-    void (*backward_input)(pt_block *b, const pt_microbatch *mb, const float *in, float *out,
-                           float *saved, const float *dout, float *din, float loss_scale);
-    void (*backward_weight)(pt_block *b, const pt_microbatch *mb, const float *in, const float *out,
-                            const float *saved, const float *dout);
+    void (*backward_input)(pt_block *b, const pt_microbatch *mb, const void *in, void *out,
+                           void *saved, const void *dout, void *din, float loss_scale);
+    void (*backward_weight)(pt_block *b, const pt_microbatch *mb, const void *in, const void *out,
+                            const void *saved, const void *dout);
     /* FLOPs per sample; model.c adds the byte counts, which follow from the
-     * declarations and saved_floats */
+     * declarations and saved_bytes */
     pt_block_cost (*cost)(const pt_block *b);
 } pt_block_ops;
 
@@ -88,14 +95,43 @@ struct pt_block {
     int layer;                 /* transformer layer index, -1 elsewhere */
     int n_params;
     pt_param_decl decl[PT_BLOCK_MAX_PARAMS];
-    float *p[PT_BLOCK_MAX_PARAMS]; /* parameter data, in declaration order */
-    float *g[PT_BLOCK_MAX_PARAMS]; /* their gradients */
+    float *p[PT_BLOCK_MAX_PARAMS];    /* parameter data, in declaration order */
+    float *g[PT_BLOCK_MAX_PARAMS];    /* their gradients */
+    pt_bf16 *pl[PT_BLOCK_MAX_PARAMS]; /* bf16 copies the products read (NULL: none) */
 };
+
+/* Saved-area layouts: tensor after tensor, each at a byte offset, its bytes
+ * rounded up to 4 so a float one never starts mid-word. Returns where the
+ * next n elements of type t go and moves *at past them. */
+static inline size_t pt_saved_take(size_t *at, size_t n, pt_elem_type t)
+{
+    size_t off = *at;
+    *at += (n * pt_elem_size(t) + 3) & ~(size_t)3;
+    return off;
+}
+
+/* The tensor at byte offset off of a saved area */
+static inline void *pt_saved_at(const void *saved, size_t off) { return (char *)saved + off; }
+static inline float *pt_saved_floats(const void *saved, size_t off)
+{
+    return (float *)pt_saved_at(saved, off);
+}
+
+/* An activation tensor as a product's operand */
+static inline pt_mat pt_block_act(const pt_block *b, const void *p, int ld)
+{
+    return pt_mat_of(p, ld, b->k->act);
+}
+/* Parameter i as a product's operand: its bf16 copy when it has one */
+static inline pt_mat pt_block_weight(const pt_block *b, int i, int ld)
+{
+    return b->pl[i] ? pt_mat_of(b->pl[i], ld, PT_BF16) : pt_mat_of(b->p[i], ld, PT_F32);
+}
 
 /* An activation's two kernels from the seam, and its cost per element. */
 typedef struct {
-    void (*forward)(float *out, const float *inp, size_t n);
-    void (*backward)(float *dinp, const float *inp, const float *dout, size_t n);
+    void (*forward)(void *out, const void *inp, size_t n);
+    void (*backward)(void *dinp, const void *inp, const void *dout, size_t n);
     double forward_flops, backward_flops;
 } pt_activation_kernels;
 

@@ -7,7 +7,6 @@
 #include <math.h>
 
 #include "nn/block.h"
-#include "nn/linear.h"
 
 static size_t classifier_saved(const pt_block *b, int B)
 {
@@ -15,14 +14,15 @@ static size_t classifier_saved(const pt_block *b, int B)
     return 0;
 }
 
-// in (B,in) -> out (B,classes)
-static void classifier_forward(pt_block *b, const pt_microbatch *mb, const float *in, float *out,
-                               float *saved, double *loss_sum, int *loss_rows)
+// in (B,in) -> out (B,classes) probabilities (float)
+static void classifier_forward(pt_block *b, const pt_microbatch *mb, const void *in, void *out,
+                               void *saved, double *loss_sum, int *loss_rows)
 {
     (void)saved;
-    int B = mb->batch;
-    pt_linear_forward(b->k, out, in, b->p[0], b->p[1], B, b->shape.in, b->shape.out);
-    double sum = b->k->crossentropy_forward(out, mb->targets, B, b->shape.out);
+    int B = mb->batch, n_in = b->shape.in, classes = b->shape.out;
+    b->k->matmul(0, 0, B, classes, n_in, 1.0f, pt_block_act(b, in, n_in),
+                 pt_block_weight(b, 0, classes), 0.0f, pt_mat_of(out, classes, PT_F32), b->p[1]);
+    double sum = b->k->crossentropy_forward(out, mb->targets, B, classes);
     if (loss_sum)
         *loss_sum = sum;
     if (loss_rows)
@@ -30,23 +30,28 @@ static void classifier_forward(pt_block *b, const pt_microbatch *mb, const float
 }
 
 // loss -> din (B,in); out becomes dlogits (B,classes)
-static void classifier_backward_input(pt_block *b, const pt_microbatch *mb, const float *in,
-                                      float *out, float *saved, const float *dout, float *din,
+static void classifier_backward_input(pt_block *b, const pt_microbatch *mb, const void *in,
+                                      void *out, void *saved, const void *dout, void *din,
                                       float loss_scale)
 {
     (void)in, (void)saved, (void)dout;
-    int B = mb->batch;
-    b->k->crossentropy_backward(out, mb->targets, B, b->shape.out, loss_scale / B);
+    int B = mb->batch, n_in = b->shape.in, classes = b->shape.out;
+    b->k->crossentropy_backward(out, mb->targets, B, classes, loss_scale / B);
     if (din)
-        pt_linear_backward_input(b->k, din, out, b->p[0], B, b->shape.in, b->shape.out, 0);
+        b->k->matmul(0, 1, B, n_in, classes, 1.0f, pt_mat_of(out, classes, PT_F32),
+                     pt_block_weight(b, 0, classes), 0.0f, pt_block_act(b, din, n_in), NULL);
 }
 
-static void classifier_backward_weight(pt_block *b, const pt_microbatch *mb, const float *in,
-                                       const float *out, const float *saved, const float *dout)
+/* The logits' gradient is float under every precision: its column sums are
+ * the float kernels'. */
+static void classifier_backward_weight(pt_block *b, const pt_microbatch *mb, const void *in,
+                                       const void *out, const void *saved, const void *dout)
 {
     (void)saved, (void)dout;
-    pt_linear_backward_weight(b->k, b->g[0], b->g[1], out, in, mb->batch, b->shape.in,
-                              b->shape.out);
+    int B = mb->batch, n_in = b->shape.in, classes = b->shape.out;
+    b->k->matmul(1, 0, n_in, classes, B, 1.0f, pt_block_act(b, in, n_in),
+                 pt_mat_of(out, classes, PT_F32), 1.0f, pt_mat_of(b->g[0], classes, PT_F32), NULL);
+    pt_kernels_cpu()->bias_backward(b->g[1], out, B, classes);
 }
 
 static pt_block_cost classifier_cost(const pt_block *b)
@@ -59,7 +64,8 @@ static pt_block_cost classifier_cost(const pt_block *b)
 
 static const pt_block_ops classifier_ops = {
     .kind = "classifier",
-    .saved_floats = classifier_saved,
+    .out_is_float = 1,
+    .saved_bytes = classifier_saved,
     .forward = classifier_forward,
     .backward_input = classifier_backward_input,
     .backward_weight = classifier_backward_weight,

@@ -17,8 +17,8 @@ static size_t embedding_saved(const pt_block *b, int B)
 }
 
 // tokens (B,T) -> out (B,T,C)
-static void embedding_forward(pt_block *b, const pt_microbatch *mb, const float *in, float *out,
-                              float *saved, double *loss_sum, int *loss_rows)
+static void embedding_forward(pt_block *b, const pt_microbatch *mb, const void *in, void *out,
+                              void *saved, double *loss_sum, int *loss_rows)
 {
     (void)in, (void)saved, (void)loss_sum, (void)loss_rows;
     int T = b->shape.T, C = b->shape.C;
@@ -26,12 +26,12 @@ static void embedding_forward(pt_block *b, const pt_microbatch *mb, const float 
         for (int t = 0; t < T; t++) {
             const float *te = b->p[WTE] + (size_t)mb->tokens[i * T + t] * C;
             const float *pe = b->p[WPE] + (size_t)t * C;
-            b->k->add(out + ((size_t)i * T + t) * C, te, pe, C);
+            b->k->add_floats(pt_elems_at(out, ((size_t)i * T + t) * C, b->k->act), te, pe, C);
         }
 }
 
-static void embedding_backward_input(pt_block *b, const pt_microbatch *mb, const float *in,
-                                     float *out, float *saved, const float *dout, float *din,
+static void embedding_backward_input(pt_block *b, const pt_microbatch *mb, const void *in,
+                                     void *out, void *saved, const void *dout, void *din,
                                      float loss_scale)
 {
     /* tokens have no gradient */
@@ -39,18 +39,18 @@ static void embedding_backward_input(pt_block *b, const pt_microbatch *mb, const
 }
 
 // dout (B,T,C) -> dwte (V,C), dwpe (T,C)
-static void embedding_backward_weight(pt_block *b, const pt_microbatch *mb, const float *in,
-                                      const float *out, const float *saved, const float *dout)
+static void embedding_backward_weight(pt_block *b, const pt_microbatch *mb, const void *in,
+                                      const void *out, const void *saved, const void *dout)
 {
     (void)in, (void)out, (void)saved;
     int T = b->shape.T, C = b->shape.C;
     for (int i = 0; i < mb->batch; i++)
         for (int t = 0; t < T; t++) {
-            const float *d = dout + ((size_t)i * T + t) * C;
+            const void *d = pt_elems_at(dout, ((size_t)i * T + t) * C, b->k->act);
             float *te = b->g[WTE] + (size_t)mb->tokens[i * T + t] * C;
             float *pe = b->g[WPE] + (size_t)t * C;
-            b->k->add(te, te, d, C);
-            b->k->add(pe, pe, d, C);
+            b->k->accumulate(te, d, C);
+            b->k->accumulate(pe, d, C);
         }
 }
 
@@ -62,7 +62,7 @@ static pt_block_cost embedding_cost(const pt_block *b)
 
 static const pt_block_ops embedding_ops = {
     .kind = "embedding",
-    .saved_floats = embedding_saved,
+    .saved_bytes = embedding_saved,
     .forward = embedding_forward,
     .backward_input = embedding_backward_input,
     .backward_weight = embedding_backward_weight,

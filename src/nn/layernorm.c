@@ -3,42 +3,49 @@
  * <prefix>.bias (C).
  * Saved: each row's mean and reciprocal deviation, and for backward_weight
  * the gradient of the normalised output, which is dout itself. */
+#include <string.h>
+
 #include "nn/block.h"
 
 static int rows(const pt_block *b, const pt_microbatch *mb) { return mb->batch * b->shape.T; }
 
-static size_t layernorm_saved(const pt_block *b, int B) { return 2 * (size_t)B * b->shape.T; }
+static size_t layernorm_saved(const pt_block *b, int B)
+{
+    return 2 * (size_t)B * b->shape.T * sizeof(float);
+}
 
 // in (B,T,C) -> out (B,T,C); saved: mean (B,T), rstd (B,T)
-static void layernorm_forward(pt_block *b, const pt_microbatch *mb, const float *in, float *out,
-                              float *saved, double *loss_sum, int *loss_rows)
+static void layernorm_forward(pt_block *b, const pt_microbatch *mb, const void *in, void *out,
+                              void *saved, double *loss_sum, int *loss_rows)
 {
     (void)loss_sum, (void)loss_rows;
     int N = rows(b, mb);
-    b->k->layernorm_forward(out, saved, saved + N, in, b->p[0], b->p[1], N, b->shape.C,
+    float *stats = saved;
+    b->k->layernorm_forward(out, stats, stats + N, in, b->p[0], b->p[1], N, b->shape.C,
                             b->shape.ln_eps);
 }
 
 // dout (B,T,C) -> din (B,T,C)
-static void layernorm_backward_input(pt_block *b, const pt_microbatch *mb, const float *in,
-                                     float *out, float *saved, const float *dout, float *din,
+static void layernorm_backward_input(pt_block *b, const pt_microbatch *mb, const void *in,
+                                     void *out, void *saved, const void *dout, void *din,
                                      float loss_scale)
 {
     (void)out, (void)loss_scale;
     if (!din)
         return;
     int N = rows(b, mb), C = b->shape.C;
-    for (size_t i = 0; i < (size_t)N * C; i++)
-        din[i] = 0.0f;
-    b->k->layernorm_backward_input(din, dout, in, b->p[0], saved, saved + N, N, C);
+    const float *stats = saved;
+    memset(din, 0, (size_t)N * C * pt_elem_size(b->k->act)); /* all-zero bits: 0 in both types */
+    b->k->layernorm_backward_input(din, dout, in, b->p[0], stats, stats + N, N, C);
 }
 
-static void layernorm_backward_weight(pt_block *b, const pt_microbatch *mb, const float *in,
-                                      const float *out, const float *saved, const float *dout)
+static void layernorm_backward_weight(pt_block *b, const pt_microbatch *mb, const void *in,
+                                      const void *out, const void *saved, const void *dout)
 {
     (void)out;
     int N = rows(b, mb);
-    b->k->layernorm_backward_weight(b->g[0], b->g[1], dout, in, saved, saved + N, N, b->shape.C);
+    const float *stats = saved;
+    b->k->layernorm_backward_weight(b->g[0], b->g[1], dout, in, stats, stats + N, N, b->shape.C);
 }
 
 static pt_block_cost layernorm_cost(const pt_block *b)
@@ -50,7 +57,7 @@ static pt_block_cost layernorm_cost(const pt_block *b)
 
 static const pt_block_ops layernorm_ops = {
     .kind = "layernorm",
-    .saved_floats = layernorm_saved,
+    .saved_bytes = layernorm_saved,
     .forward = layernorm_forward,
     .backward_input = layernorm_backward_input,
     .backward_weight = layernorm_backward_weight,

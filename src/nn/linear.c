@@ -5,28 +5,26 @@
 
 #include <math.h>
 
-#include "nn/block.h"
-
-void pt_linear_forward(const pt_kernels *k, float *out, const float *inp, const float *w,
-                       const float *bias, int N, int in, int out_w)
+void pt_linear_forward(const pt_block *b, int w, void *out, const void *inp, int N, int in,
+                       int out_w)
 {
-    k->matmul(0, 0, N, out_w, in, 1.0f, inp, in, w, out_w, 0.0f, out, out_w);
-    if (bias)
-        k->bias_add(out, bias, N, out_w);
+    b->k->matmul(0, 0, N, out_w, in, 1.0f, pt_block_act(b, inp, in), pt_block_weight(b, w, out_w),
+                 0.0f, pt_block_act(b, out, out_w), b->p[w + 1]);
 }
 
-void pt_linear_backward_input(const pt_kernels *k, float *dinp, const float *dout, const float *w,
-                              int N, int in, int out_w, int accumulate)
+void pt_linear_backward_input(const pt_block *b, int w, void *dinp, const void *dout, int N, int in,
+                              int out_w)
 {
-    k->matmul(0, 1, N, in, out_w, 1.0f, dout, out_w, w, out_w, accumulate ? 1.0f : 0.0f, dinp, in);
+    b->k->matmul(0, 1, N, in, out_w, 1.0f, pt_block_act(b, dout, out_w),
+                 pt_block_weight(b, w, out_w), 0.0f, pt_block_act(b, dinp, in), NULL);
 }
 
-void pt_linear_backward_weight(const pt_kernels *k, float *dw, float *dbias, const float *dout,
-                               const float *inp, int N, int in, int out_w)
+void pt_linear_backward_weight(pt_block *b, int w, const void *dout, const void *inp, int N, int in,
+                               int out_w)
 {
-    k->matmul(1, 0, in, out_w, N, 1.0f, inp, in, dout, out_w, 1.0f, dw, out_w);
-    if (dbias)
-        k->bias_backward(dbias, dout, N, out_w);
+    b->k->matmul(1, 0, in, out_w, N, 1.0f, pt_block_act(b, inp, in), pt_block_act(b, dout, out_w),
+                 1.0f, pt_mat_of(b->g[w], out_w, PT_F32), NULL);
+    b->k->bias_backward(b->g[w + 1], dout, N, out_w);
 }
 
 /* ---- the Linear block ---- */
@@ -39,28 +37,27 @@ static size_t linear_saved(const pt_block *b, int B)
 }
 
 // in (B,in) -> out (B,out)
-static void linear_forward(pt_block *b, const pt_microbatch *mb, const float *in, float *out,
-                           float *saved, double *loss_sum, int *loss_rows)
+static void linear_forward(pt_block *b, const pt_microbatch *mb, const void *in, void *out,
+                           void *saved, double *loss_sum, int *loss_rows)
 {
     (void)saved, (void)loss_sum, (void)loss_rows;
-    pt_linear_forward(b->k, out, in, b->p[0], b->p[1], mb->batch, b->shape.in, b->shape.out);
+    pt_linear_forward(b, 0, out, in, mb->batch, b->shape.in, b->shape.out);
 }
 
 // dout (B,out) -> din (B,in)
-static void linear_backward_input(pt_block *b, const pt_microbatch *mb, const float *in, float *out,
-                                  float *saved, const float *dout, float *din, float loss_scale)
+static void linear_backward_input(pt_block *b, const pt_microbatch *mb, const void *in, void *out,
+                                  void *saved, const void *dout, void *din, float loss_scale)
 {
     (void)in, (void)out, (void)saved, (void)loss_scale;
     if (din)
-        pt_linear_backward_input(b->k, din, dout, b->p[0], mb->batch, b->shape.in, b->shape.out, 0);
+        pt_linear_backward_input(b, 0, din, dout, mb->batch, b->shape.in, b->shape.out);
 }
 
-static void linear_backward_weight(pt_block *b, const pt_microbatch *mb, const float *in,
-                                   const float *out, const float *saved, const float *dout)
+static void linear_backward_weight(pt_block *b, const pt_microbatch *mb, const void *in,
+                                   const void *out, const void *saved, const void *dout)
 {
     (void)out, (void)saved;
-    pt_linear_backward_weight(b->k, b->g[0], b->g[1], dout, in, mb->batch, b->shape.in,
-                              b->shape.out);
+    pt_linear_backward_weight(b, 0, dout, in, mb->batch, b->shape.in, b->shape.out);
 }
 
 static pt_block_cost linear_cost(const pt_block *b)
@@ -73,7 +70,7 @@ static pt_block_cost linear_cost(const pt_block *b)
 
 static const pt_block_ops linear_ops = {
     .kind = "linear",
-    .saved_floats = linear_saved,
+    .saved_bytes = linear_saved,
     .forward = linear_forward,
     .backward_input = linear_backward_input,
     .backward_weight = linear_backward_weight,

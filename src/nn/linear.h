@@ -1,19 +1,21 @@
 /* linear.h: y = x W + b with W stored (in, out), as Hugging Face's Conv1D
  * stores GPT-2's weights. The three pieces every block with a projection
- * uses (attention, transformer, classifier, the Linear block). */
+ * uses (attention, transformer, the Linear block). The projection is the
+ * block's parameter w (weight) and w + 1 (bias); x, y and their gradients
+ * are activations in the block's kernels' type. */
 #ifndef PT_NN_LINEAR_H
 #define PT_NN_LINEAR_H
 
-#include "tensor/kernels.h"
+#include "nn/block.h"
 
-/* inp (N,in) -> out (N,out); bias may be NULL */
-void pt_linear_forward(const pt_kernels *k, float *out, const float *inp, const float *w,
-                       const float *bias, int N, int in, int out_w);
-/* dinp (N,in) = dout (N,out) W^T, or += when accumulate != 0 */
-void pt_linear_backward_input(const pt_kernels *k, float *dinp, const float *dout, const float *w,
-                              int N, int in, int out_w, int accumulate);
-/* dw (in,out) += inp^T dout; dbias (out) += column sums of dout (if not NULL) */
-void pt_linear_backward_weight(const pt_kernels *k, float *dw, float *dbias, const float *dout,
-                               const float *inp, int N, int in, int out_w);
+/* inp (N,in) -> out (N,out) */
+void pt_linear_forward(const pt_block *b, int w, void *out, const void *inp, int N, int in,
+                       int out_w);
+/* dinp (N,in) = dout (N,out) W^T */
+void pt_linear_backward_input(const pt_block *b, int w, void *dinp, const void *dout, int N, int in,
+                              int out_w);
+/* dW (in,out) += inp^T dout; dbias (out) += column sums of dout */
+void pt_linear_backward_weight(pt_block *b, int w, const void *dout, const void *inp, int N, int in,
+                               int out_w);
 
 #endif

@@ -16,6 +16,7 @@
 
 enum { LNF_W, LNF_B, HEAD };
 
+/* byte offsets: the normalised input and its gradient are activations */
 typedef struct {
     size_t ln, mean, rstd, dln, total;
 } head_layout;
@@ -24,10 +25,10 @@ static head_layout layout(const pt_block *b, int B)
 {
     size_t n = (size_t)B * b->shape.T, C = b->shape.C, at = 0;
     head_layout l;
-    l.ln = at, at += n * C;
-    l.mean = at, at += n;
-    l.rstd = at, at += n;
-    l.dln = at, at += n * C;
+    l.ln = pt_saved_take(&at, n * C, b->k->act);
+    l.mean = pt_saved_take(&at, n, PT_F32);
+    l.rstd = pt_saved_take(&at, n, PT_F32);
+    l.dln = pt_saved_take(&at, n * C, b->k->act);
     l.total = at;
     return l;
 }
@@ -42,16 +43,20 @@ static int counted_rows(const int *targets, int N)
     return rows;
 }
 
-// in (B,T,C) -> out (B,T,V) probabilities; loss over targets (B,T)
-static void head_forward(pt_block *b, const pt_microbatch *mb, const float *in, float *out,
-                         float *s, double *loss_sum, int *loss_rows)
+#define S(name) pt_saved_at(s, l.name)
+#define F(name) pt_saved_floats(s, l.name)
+
+// in (B,T,C) -> out (B,T,V) probabilities (float); loss over targets (B,T)
+static void head_forward(pt_block *b, const pt_microbatch *mb, const void *in, void *out, void *s,
+                         double *loss_sum, int *loss_rows)
 {
     const pt_kernels *k = b->k;
     int N = mb->batch * b->shape.T, C = b->shape.C, V = b->shape.V;
     head_layout l = layout(b, mb->batch);
-    k->layernorm_forward(s + l.ln, s + l.mean, s + l.rstd, in, b->p[LNF_W], b->p[LNF_B], N, C,
+    k->layernorm_forward(S(ln), F(mean), F(rstd), in, b->p[LNF_W], b->p[LNF_B], N, C,
                          b->shape.ln_eps);
-    k->matmul(0, 1, N, V, C, 1.0f, s + l.ln, C, b->p[HEAD], C, 0.0f, out, V);
+    k->matmul(0, 1, N, V, C, 1.0f, pt_block_act(b, S(ln), C), pt_block_weight(b, HEAD, C), 0.0f,
+              pt_mat_of(out, V, PT_F32), NULL);
     double sum = k->crossentropy_forward(out, mb->targets, N, V);
     if (loss_sum)
         *loss_sum = sum;
@@ -60,8 +65,8 @@ static void head_forward(pt_block *b, const pt_microbatch *mb, const float *in, 
 }
 
 // loss -> din (B,T,C); out becomes dlogits (B,T,V)
-static void head_backward_input(pt_block *b, const pt_microbatch *mb, const float *in, float *out,
-                                float *s, const float *dout, float *din, float loss_scale)
+static void head_backward_input(pt_block *b, const pt_microbatch *mb, const void *in, void *out,
+                                void *s, const void *dout, void *din, float loss_scale)
 {
     (void)dout;
     const pt_kernels *k = b->k;
@@ -69,24 +74,28 @@ static void head_backward_input(pt_block *b, const pt_microbatch *mb, const floa
     head_layout l = layout(b, mb->batch);
     int rows = counted_rows(mb->targets, N);
     k->crossentropy_backward(out, mb->targets, N, V, rows ? loss_scale / rows : 0.0f);
-    k->matmul(0, 0, N, C, V, 1.0f, out, V, b->p[HEAD], C, 0.0f, s + l.dln, C);
+    k->matmul(0, 0, N, C, V, 1.0f, pt_mat_of(out, V, PT_F32), pt_block_weight(b, HEAD, C), 0.0f,
+              pt_block_act(b, S(dln), C), NULL);
     if (din) {
-        memset(din, 0, sizeof(float) * (size_t)N * C);
-        k->layernorm_backward_input(din, s + l.dln, in, b->p[LNF_W], s + l.mean, s + l.rstd, N, C);
+        memset(din, 0, (size_t)N * C * pt_elem_size(k->act));
+        k->layernorm_backward_input(din, S(dln), in, b->p[LNF_W], F(mean), F(rstd), N, C);
     }
 }
 
-static void head_backward_weight(pt_block *b, const pt_microbatch *mb, const float *in,
-                                 const float *out, const float *s, const float *dout)
+static void head_backward_weight(pt_block *b, const pt_microbatch *mb, const void *in,
+                                 const void *out, const void *s, const void *dout)
 {
     (void)dout;
     const pt_kernels *k = b->k;
     int N = mb->batch * b->shape.T, C = b->shape.C, V = b->shape.V;
     head_layout l = layout(b, mb->batch);
-    k->matmul(1, 0, V, C, N, 1.0f, out, V, s + l.ln, C, 1.0f, b->g[HEAD], C);
-    k->layernorm_backward_weight(b->g[LNF_W], b->g[LNF_B], s + l.dln, in, s + l.mean, s + l.rstd, N,
-                                 C);
+    k->matmul(1, 0, V, C, N, 1.0f, pt_mat_of(out, V, PT_F32), pt_block_act(b, S(ln), C), 1.0f,
+              pt_mat_of(b->g[HEAD], C, PT_F32), NULL);
+    k->layernorm_backward_weight(b->g[LNF_W], b->g[LNF_B], S(dln), in, F(mean), F(rstd), N, C);
 }
+
+#undef S
+#undef F
 
 static pt_block_cost head_cost(const pt_block *b)
 {
@@ -98,7 +107,8 @@ static pt_block_cost head_cost(const pt_block *b)
 
 static const pt_block_ops head_ops = {
     .kind = "lm_head",
-    .saved_floats = head_saved,
+    .out_is_float = 1,
+    .saved_bytes = head_saved,
     .forward = head_forward,
     .backward_input = head_backward_input,
     .backward_weight = head_backward_weight,

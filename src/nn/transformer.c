@@ -20,8 +20,9 @@
 
 enum { LN1_W, LN1_B, ATTN_W, ATTN_B, APROJ_W, APROJ_B, LN2_W, LN2_B, FC_W, FC_B, FPROJ_W, FPROJ_B };
 
-/* Offsets into the saved area for a micro-batch of B samples. Forward fills
- * the first group, backward_input the second. */
+/* Byte offsets into the saved area for a micro-batch of B samples. Forward
+ * fills the first group, backward_input the second. LayerNorm statistics
+ * and the score scratch are float; the rest are activations. */
 typedef struct {
     size_t ln1, mean1, rstd1, qkv, att, y, x2, ln2, mean2, rstd2, h, g;
     size_t dqkv, dy, dx2, dln1, dln2, dh, scratch, total;
@@ -30,35 +31,39 @@ typedef struct {
 static transformer_layout layout(const pt_block *b, int B)
 {
     size_t T = b->shape.T, C = b->shape.C, I = b->shape.n_inner, n = (size_t)B * T, at = 0;
+    pt_elem_type t = b->k->act;
     transformer_layout l;
-    l.ln1 = at, at += n * C;
-    l.mean1 = at, at += n;
-    l.rstd1 = at, at += n;
-    l.qkv = at, at += n * 3 * C;
-    l.att = at, at += (size_t)B * b->shape.H * T * T;
-    l.y = at, at += n * C;
-    l.x2 = at, at += n * C;
-    l.ln2 = at, at += n * C;
-    l.mean2 = at, at += n;
-    l.rstd2 = at, at += n;
-    l.h = at, at += n * I;
-    l.g = at, at += n * I;
-    l.dqkv = at, at += n * 3 * C;
-    l.dy = at, at += n * C;
-    l.dx2 = at, at += n * C;
-    l.dln1 = at, at += n * C;
-    l.dln2 = at, at += n * C;
-    l.dh = at, at += n * I;
-    l.scratch = at, at += T * T;
+    l.ln1 = pt_saved_take(&at, n * C, t);
+    l.mean1 = pt_saved_take(&at, n, PT_F32);
+    l.rstd1 = pt_saved_take(&at, n, PT_F32);
+    l.qkv = pt_saved_take(&at, n * 3 * C, t);
+    l.att = pt_saved_take(&at, (size_t)B * b->shape.H * T * T, t);
+    l.y = pt_saved_take(&at, n * C, t);
+    l.x2 = pt_saved_take(&at, n * C, t);
+    l.ln2 = pt_saved_take(&at, n * C, t);
+    l.mean2 = pt_saved_take(&at, n, PT_F32);
+    l.rstd2 = pt_saved_take(&at, n, PT_F32);
+    l.h = pt_saved_take(&at, n * I, t);
+    l.g = pt_saved_take(&at, n * I, t);
+    l.dqkv = pt_saved_take(&at, n * 3 * C, t);
+    l.dy = pt_saved_take(&at, n * C, t);
+    l.dx2 = pt_saved_take(&at, n * C, t);
+    l.dln1 = pt_saved_take(&at, n * C, t);
+    l.dln2 = pt_saved_take(&at, n * C, t);
+    l.dh = pt_saved_take(&at, n * I, t);
+    l.scratch = pt_saved_take(&at, T * T, PT_F32);
     l.total = at;
     return l;
 }
 
 static size_t transformer_saved(const pt_block *b, int B) { return layout(b, B).total; }
 
+#define S(name) pt_saved_at(s, l.name)
+#define F(name) pt_saved_floats(s, l.name)
+
 // in (B,T,C) -> out (B,T,C)
-static void transformer_forward(pt_block *b, const pt_microbatch *mb, const float *in, float *out,
-                                float *s, double *loss_sum, int *loss_rows)
+static void transformer_forward(pt_block *b, const pt_microbatch *mb, const void *in, void *out,
+                                void *s, double *loss_sum, int *loss_rows)
 {
     (void)loss_sum, (void)loss_rows;
     const pt_kernels *k = b->k;
@@ -68,23 +73,22 @@ static void transformer_forward(pt_block *b, const pt_microbatch *mb, const floa
     size_t nc = (size_t)N * C;
     float eps = b->shape.ln_eps;
 
-    k->layernorm_forward(s + l.ln1, s + l.mean1, s + l.rstd1, in, p[LN1_W], p[LN1_B], N, C, eps);
-    pt_linear_forward(k, s + l.qkv, s + l.ln1, p[ATTN_W], p[ATTN_B], N, C, 3 * C);
-    pt_attention_forward(k, s + l.y, s + l.att, s + l.qkv, B, T, C, b->shape.H,
+    k->layernorm_forward(S(ln1), F(mean1), F(rstd1), in, p[LN1_W], p[LN1_B], N, C, eps);
+    pt_linear_forward(b, ATTN_W, S(qkv), S(ln1), N, C, 3 * C);
+    pt_attention_forward(k, S(y), S(att), F(scratch), S(qkv), B, T, C, b->shape.H,
                          pt_attention_scale(&b->shape, b->layer));
-    pt_linear_forward(k, s + l.x2, s + l.y, p[APROJ_W], p[APROJ_B], N, C, C);
-    k->add(s + l.x2, s + l.x2, in, nc);
-    k->layernorm_forward(s + l.ln2, s + l.mean2, s + l.rstd2, s + l.x2, p[LN2_W], p[LN2_B], N, C,
-                         eps);
-    pt_linear_forward(k, s + l.h, s + l.ln2, p[FC_W], p[FC_B], N, C, I);
-    pt_activation_pick(k, b->shape.act).forward(s + l.g, s + l.h, (size_t)N * I);
-    pt_linear_forward(k, out, s + l.g, p[FPROJ_W], p[FPROJ_B], N, I, C);
-    k->add(out, out, s + l.x2, nc);
+    pt_linear_forward(b, APROJ_W, S(x2), S(y), N, C, C);
+    k->add(S(x2), S(x2), in, nc);
+    k->layernorm_forward(S(ln2), F(mean2), F(rstd2), S(x2), p[LN2_W], p[LN2_B], N, C, eps);
+    pt_linear_forward(b, FC_W, S(h), S(ln2), N, C, I);
+    pt_activation_pick(k, b->shape.act).forward(S(g), S(h), (size_t)N * I);
+    pt_linear_forward(b, FPROJ_W, out, S(g), N, I, C);
+    k->add(out, out, S(x2), nc);
 }
 
 // dout (B,T,C) -> din (B,T,C)
-static void transformer_backward_input(pt_block *b, const pt_microbatch *mb, const float *in,
-                                       float *out, float *s, const float *dout, float *din,
+static void transformer_backward_input(pt_block *b, const pt_microbatch *mb, const void *in,
+                                       void *out, void *s, const void *dout, void *din,
                                        float loss_scale)
 {
     (void)out, (void)loss_scale;
@@ -92,28 +96,27 @@ static void transformer_backward_input(pt_block *b, const pt_microbatch *mb, con
     float *const *p = b->p;
     int B = mb->batch, T = b->shape.T, C = b->shape.C, I = b->shape.n_inner, N = B * T;
     transformer_layout l = layout(b, B);
-    size_t nc = (size_t)N * C;
+    size_t nc_bytes = (size_t)N * C * pt_elem_size(k->act);
 
     /* MLP branch: dout -> dh (through the activation) -> dln2 -> dx2 (plus the residual) */
-    pt_linear_backward_input(k, s + l.dh, dout, p[FPROJ_W], N, I, C, 0);
-    pt_activation_pick(k, b->shape.act).backward(s + l.dh, s + l.h, s + l.dh, (size_t)N * I);
-    pt_linear_backward_input(k, s + l.dln2, s + l.dh, p[FC_W], N, C, I, 0);
-    memcpy(s + l.dx2, dout, nc * sizeof(float));
-    k->layernorm_backward_input(s + l.dx2, s + l.dln2, s + l.x2, p[LN2_W], s + l.mean2, s + l.rstd2,
-                                N, C);
+    pt_linear_backward_input(b, FPROJ_W, S(dh), dout, N, I, C);
+    pt_activation_pick(k, b->shape.act).backward(S(dh), S(h), S(dh), (size_t)N * I);
+    pt_linear_backward_input(b, FC_W, S(dln2), S(dh), N, C, I);
+    memcpy(S(dx2), dout, nc_bytes);
+    k->layernorm_backward_input(S(dx2), S(dln2), S(x2), p[LN2_W], F(mean2), F(rstd2), N, C);
     /* attention branch: dx2 -> dy -> dqkv -> dln1 -> din (plus the residual) */
-    pt_linear_backward_input(k, s + l.dy, s + l.dx2, p[APROJ_W], N, C, C, 0);
-    pt_attention_backward(k, s + l.dqkv, s + l.att, s + l.scratch, s + l.dy, s + l.qkv, B, T, C,
-                          b->shape.H, pt_attention_scale(&b->shape, b->layer));
-    pt_linear_backward_input(k, s + l.dln1, s + l.dqkv, p[ATTN_W], N, C, 3 * C, 0);
+    pt_linear_backward_input(b, APROJ_W, S(dy), S(dx2), N, C, C);
+    pt_attention_backward(k, S(dqkv), S(att), F(scratch), S(dy), S(qkv), B, T, C, b->shape.H,
+                          pt_attention_scale(&b->shape, b->layer));
+    pt_linear_backward_input(b, ATTN_W, S(dln1), S(dqkv), N, C, 3 * C);
     if (din) {
-        memcpy(din, s + l.dx2, nc * sizeof(float));
-        k->layernorm_backward_input(din, s + l.dln1, in, p[LN1_W], s + l.mean1, s + l.rstd1, N, C);
+        memcpy(din, S(dx2), nc_bytes);
+        k->layernorm_backward_input(din, S(dln1), in, p[LN1_W], F(mean1), F(rstd1), N, C);
     }
 }
 
-static void transformer_backward_weight(pt_block *b, const pt_microbatch *mb, const float *in,
-                                        const float *out, const float *s, const float *dout)
+static void transformer_backward_weight(pt_block *b, const pt_microbatch *mb, const void *in,
+                                        const void *out, const void *s, const void *dout)
 {
     (void)out;
     const pt_kernels *k = b->k;
@@ -121,15 +124,16 @@ static void transformer_backward_weight(pt_block *b, const pt_microbatch *mb, co
     int B = mb->batch, C = b->shape.C, I = b->shape.n_inner, N = B * b->shape.T;
     transformer_layout l = layout(b, B);
 
-    pt_linear_backward_weight(k, g[FPROJ_W], g[FPROJ_B], dout, s + l.g, N, I, C);
-    pt_linear_backward_weight(k, g[FC_W], g[FC_B], s + l.dh, s + l.ln2, N, C, I);
-    k->layernorm_backward_weight(g[LN2_W], g[LN2_B], s + l.dln2, s + l.x2, s + l.mean2, s + l.rstd2,
-                                 N, C);
-    pt_linear_backward_weight(k, g[APROJ_W], g[APROJ_B], s + l.dx2, s + l.y, N, C, C);
-    pt_linear_backward_weight(k, g[ATTN_W], g[ATTN_B], s + l.dqkv, s + l.ln1, N, C, 3 * C);
-    k->layernorm_backward_weight(g[LN1_W], g[LN1_B], s + l.dln1, in, s + l.mean1, s + l.rstd1, N,
-                                 C);
+    pt_linear_backward_weight(b, FPROJ_W, dout, S(g), N, I, C);
+    pt_linear_backward_weight(b, FC_W, S(dh), S(ln2), N, C, I);
+    k->layernorm_backward_weight(g[LN2_W], g[LN2_B], S(dln2), S(x2), F(mean2), F(rstd2), N, C);
+    pt_linear_backward_weight(b, APROJ_W, S(dx2), S(y), N, C, C);
+    pt_linear_backward_weight(b, ATTN_W, S(dqkv), S(ln1), N, C, 3 * C);
+    k->layernorm_backward_weight(g[LN1_W], g[LN1_B], S(dln1), in, F(mean1), F(rstd1), N, C);
 }
+
+#undef S
+#undef F
 
 static pt_block_cost transformer_cost(const pt_block *b)
 {
@@ -144,7 +148,7 @@ static pt_block_cost transformer_cost(const pt_block *b)
 
 static const pt_block_ops transformer_ops = {
     .kind = "transformer",
-    .saved_floats = transformer_saved,
+    .saved_bytes = transformer_saved,
     .forward = transformer_forward,
     .backward_input = transformer_backward_input,
     .backward_weight = transformer_backward_weight,

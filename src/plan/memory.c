@@ -3,7 +3,7 @@
  * A worker owns the chunks the schedule places on it:
  *   parameters   every tensor of its chunks' blocks, each aligned as the
  *                stage's arena lays it out (a tied copy counts on each stage
- *                that holds it);
+ *                that holds it), and under bf16 the products' bf16 copy;
  *   gradients    as many bytes again;
  *   moments      one or two copies (SGD momentum, AdamW's two);
  *   stash        asynchronous schedules: one copy of a chunk's weights per
@@ -11,7 +11,8 @@
  *                stashed version is swapped in;
  *   activations  the records its list holds at once per chunk (found by
  *                walking the list), and the boundary buffers on each side of
- *                its chunks;
+ *                its chunks, in the precision's activation type (bf16 halves
+ *                them);
  *   comm         the replicas' gradient sum: the group's root keeps a copy
  *                of each other replica's chunk gradient.
  * The executor's pool is sized by the same walk (pt_plan_worker_records),
@@ -105,7 +106,8 @@ int pt_plan_worker_memory(const pt_memory_plan *mp, int worker, pt_memory_use *o
             continue;
         int first = mp->chunk_first[c], last = mp->chunk_last[c];
         size_t params = pt_model_param_bytes(mp->desc, first, last);
-        out->params += params;
+        bool bf16 = pt_model_get_config(mp->desc)->precision == PT_PRECISION_BF16;
+        out->params += params + (bf16 ? params / 2 : 0);
         out->grads += params;
         out->moments += (size_t)mp->moments * params;
         out->activations +=
@@ -123,9 +125,10 @@ int pt_plan_worker_memory(const pt_memory_plan *mp, int worker, pt_memory_use *o
     }
     for (int b = 1; b < K; b++)
         if (buffered[b]) {
-            size_t floats =
-                (size_t)B * (size_t)pt_model_block_input_floats(mp->desc, mp->chunk_first[b]);
-            out->activations += (size_t)buffers * pt_arena_round(floats) * sizeof(float);
+            size_t bytes = (size_t)B *
+                           (size_t)pt_model_block_input_floats(mp->desc, mp->chunk_first[b]) *
+                           pt_model_activation_size(mp->desc);
+            out->activations += (size_t)buffers * pt_arena_floats_for(bytes) * sizeof(float);
         }
     free(records);
     free(buffered);

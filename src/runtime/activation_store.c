@@ -48,8 +48,10 @@ int pt_store_init(pt_activation_store *s, pt_model *m, int n_chunks, const int *
     for (int c = 0; c < n_chunks; c++) {
         s->acts[c].first = chunk_first[c];
         s->acts[c].last = chunk_last[c];
-        s->boundary[c].floats =
-            c == 0 ? 0 : (size_t)batch * (size_t)pt_model_block_input_floats(m, chunk_first[c]);
+        s->boundary[c].bytes = c == 0 ? 0
+                                      : (size_t)batch *
+                                            (size_t)pt_model_block_input_floats(m, chunk_first[c]) *
+                                            pt_model_activation_size(m);
     }
     return PT_OK;
 }
@@ -89,13 +91,13 @@ static int new_record(pt_activation_store *s, int c)
 
 static int new_buffer(pt_activation_store *s, int c)
 {
-    pt_float_pool *fp = &s->boundary[c];
-    int rc = grow((void ***)&fp->free, &fp->cap, fp->n_alloc + 1);
+    pt_buffer_pool *fp = &s->boundary[c];
+    int rc = grow(&fp->free, &fp->cap, fp->n_alloc + 1);
     if (rc != PT_OK)
         return rc;
-    float *b = pt_alloc_floats(fp->floats);
+    void *b = pt_alloc_floats(pt_arena_floats_for(fp->bytes));
     if (!b)
-        return pt_fail(PT_ENOMEM, "cannot allocate a %zu-float boundary buffer", fp->floats);
+        return pt_fail(PT_ENOMEM, "cannot allocate a %zu-byte boundary buffer", fp->bytes);
     fp->free[fp->n_free++] = b;
     fp->n_alloc++;
     return PT_OK;
@@ -179,32 +181,29 @@ void pt_store_give_acts(pt_activation_store *s, int c, pt_activations *a)
     count(s, ap->bytes, -1, 1);
 }
 
-int pt_store_take_buffer(pt_activation_store *s, int b, float **out)
+int pt_store_take_buffer(pt_activation_store *s, int b, void **out)
 {
-    pt_float_pool *fp = &s->boundary[b];
+    pt_buffer_pool *fp = &s->boundary[b];
     if (fp->n_free == 0) {
         int rc = new_buffer(s, b);
         if (rc != PT_OK)
             return rc;
     }
     *out = fp->free[--fp->n_free];
-    count(s, fp->floats * sizeof(float), +1, 0);
+    count(s, fp->bytes, +1, 0);
     return PT_OK;
 }
 
-void pt_store_give_buffer(pt_activation_store *s, int b, float *buf)
+void pt_store_give_buffer(pt_activation_store *s, int b, void *buf)
 {
     if (!buf)
         return;
-    pt_float_pool *fp = &s->boundary[b];
+    pt_buffer_pool *fp = &s->boundary[b];
     fp->free[fp->n_free++] = buf;
-    count(s, fp->floats * sizeof(float), -1, 0);
+    count(s, fp->bytes, -1, 0);
 }
 
-size_t pt_store_buffer_bytes(const pt_activation_store *s, int b)
-{
-    return s->boundary[b].floats * sizeof(float);
-}
+size_t pt_store_buffer_bytes(const pt_activation_store *s, int b) { return s->boundary[b].bytes; }
 
 size_t pt_store_allocated_bytes(const pt_activation_store *s)
 {
@@ -212,7 +211,7 @@ size_t pt_store_allocated_bytes(const pt_activation_store *s)
     for (int c = 0; s->acts && c < s->n_chunks; c++)
         bytes += (size_t)s->acts[c].n_alloc * s->acts[c].bytes;
     for (int c = 0; s->boundary && c < s->n_chunks; c++)
-        bytes +=
-            (size_t)s->boundary[c].n_alloc * pt_arena_round(s->boundary[c].floats) * sizeof(float);
+        bytes += (size_t)s->boundary[c].n_alloc * pt_arena_floats_for(s->boundary[c].bytes) *
+                 sizeof(float);
     return bytes;
 }

@@ -209,6 +209,8 @@ int pt_coll_tied(pt_worker *w, int ca, int cb, bool mean)
     pt_pipeline *p = w->p;
     pt_model *m = w->stage;
     int D = p->s->replicas, k = w->rank % D;
+    if (mean) /* the values themselves are averaged: bf16's copy follows */
+        pt_model_params_changed(m);
     for (int i = 0; i < pt_model_n_params(m); i++) {
         const pt_param *cp = pt_model_param(m, i);
         if (!cp->tied_to)

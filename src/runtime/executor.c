@@ -78,7 +78,7 @@ static int post_receive(pt_worker *w, const pt_prog_action *a)
     int boundary = grad ? a->chunk + 1 : a->chunk;
     bool *posted = grad ? &sl->gin_posted : &sl->in_posted;
     bool ready = grad ? sl->gin_ready : sl->in_ready;
-    float **buf = grad ? &sl->gin : &sl->in;
+    void **buf = grad ? &sl->gin : &sl->in;
     if (*posted || ready)
         return PT_OK;
     int rc = pt_store_take_buffer(&w->store, boundary, buf);
@@ -172,7 +172,7 @@ static int settle_sends(pt_worker *w, bool all)
 
 /* Sends buf (owned by the store when give_back) to `peer`; the buffer returns to
  * the store once the send is done. */
-static int send_async(pt_worker *w, int peer, int tag, float *buf, int boundary, bool give_back)
+static int send_async(pt_worker *w, int peer, int tag, void *buf, int boundary, bool give_back)
 {
     int i = 0;
     while (i < w->n_sends && w->sends[i].active)
@@ -276,11 +276,11 @@ static int run_send(pt_worker *w, const pt_prog_action *a)
     if (!sl->acts)
         return pt_fail(PT_EDEADLOCK, "worker %d: %s before its forward", w->rank,
                        pt_prog_action_str(a, name, sizeof name));
-    const float *out = pt_activations_output(sl->acts);
+    const void *out = pt_activations_output(sl->acts);
     int tag = tag_of(p, a->chunk + 1, a->mb, DIR_ACT);
     size_t bytes = pt_store_buffer_bytes(&w->store, a->chunk + 1);
     if (!sl->drop_after_send)
-        return send_async(w, a->peer, tag, (float *)out, a->chunk + 1, false);
+        return send_async(w, a->peer, tag, (void *)out, a->chunk + 1, false);
     /* the record goes back to the pool now, so the send must be done */
     pt_request req;
     int rc = pt_transport_isend(w->t, a->peer, tag, out, bytes, &req);
@@ -329,7 +329,7 @@ static int run_backward(pt_worker *w, const pt_action *a, const pt_microbatch *b
         return pt_fail(PT_EDEADLOCK, "worker %d: %s runs before its forward", w->rank,
                        pt_sched_action_str(a, name, sizeof name));
     }
-    float *din = NULL;
+    void *din = NULL;
     if (a->chunk > 0 && (rc = pt_store_take_buffer(&w->store, a->chunk, &din)) != PT_OK)
         return rc;
     rc = pt_model_backward_input(w->stage, first, last, &mb, sl->in, sl->acts,
@@ -579,7 +579,7 @@ int pt_executor_probs(pt_worker *w, const pt_microbatch *mb, float *probs)
         w->probe_batch = mb->batch;
     }
     pt_activation_store *st = &w->probe;
-    float *in = NULL; /* the input of the chunk about to run, when it is local */
+    void *in = NULL; /* the input of the chunk about to run, when it is local */
     for (int c = 0; rc == PT_OK && c < p->n_chunks; c++) {
         if (pt_sched_worker_of(p->s, c, 0) != w->rank)
             continue;
@@ -603,7 +603,7 @@ int pt_executor_probs(pt_worker *w, const pt_microbatch *mb, float *probs)
         if (c > 0)
             pt_store_give_buffer(st, c, in);
         in = NULL;
-        const float *out = pt_activations_output(acts);
+        const void *out = pt_activations_output(acts);
         if (rc == PT_OK && c == p->n_chunks - 1) {
             w->probs_floats = pt_activations_output_floats(acts);
             memcpy(probs, out, w->probs_floats * sizeof(float));

@@ -159,4 +159,5 @@ void pt_optimizer_step(pt_optimizer *o, pt_model *m, int first, int last, long s
         else
             sgd(c, p->data, p->grad, m1, p->numel, lr, clip, decay);
     }
+    pt_model_params_changed(m); /* bf16: the products' copy follows */
 }

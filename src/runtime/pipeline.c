@@ -62,6 +62,7 @@ static void record_error(pt_worker *w, int rc)
  * program takes none. */
 static int train(pt_worker *w)
 {
+    pt_model_params_changed(w->stage); /* a load or a caller may have written them */
     w->losses_shared = false;
     int rc = pt_executor_run(w, w->p->train_program, w->p->job_batch);
     return rc == PT_OK && !w->losses_shared ? pt_coll_share(w, false, true) : rc;
@@ -69,6 +70,7 @@ static int train(pt_worker *w)
 
 static int evaluate(pt_worker *w)
 {
+    pt_model_params_changed(w->stage);
     int rc = pt_executor_run(w, w->p->eval_program, w->p->job_batch);
     return rc == PT_OK ? pt_coll_share(w, false, true) : rc;
 }
@@ -76,6 +78,7 @@ static int evaluate(pt_worker *w)
 static int probs(pt_worker *w)
 {
     pt_pipeline *p = w->p;
+    pt_model_params_changed(w->stage);
     int rc = pt_executor_probs(w, p->job_batch, p->job_probs);
     return rc == PT_OK ? pt_coll_share_probs(w, p->job_probs, w->probs_floats) : rc;
 }

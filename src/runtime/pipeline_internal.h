@@ -43,12 +43,12 @@ typedef struct pt_pipeline pt_pipeline;
 
 /* ---- activation_store.c ---- */
 
-/* Free list of float buffers of one size. */
+/* Free list of boundary buffers of one size (activations: float or bf16). */
 typedef struct {
-    size_t floats;
-    float **free;
+    size_t bytes;
+    void **free;
     int n_free, n_alloc, cap;
-} pt_float_pool;
+} pt_buffer_pool;
 
 /* Free list of activation records of one chunk. */
 typedef struct {
@@ -71,8 +71,8 @@ typedef struct {
     pt_model *m;
     int batch;
     int n_chunks;
-    pt_acts_pool *acts;      /* [n_chunks] */
-    pt_float_pool *boundary; /* [n_chunks]: [c] holds chunk c's input (c >= 1) */
+    pt_acts_pool *acts;       /* [n_chunks] */
+    pt_buffer_pool *boundary; /* [n_chunks]: [c] holds chunk c's input (c >= 1) */
     size_t live_bytes, peak_bytes;
     int live_records;
     pt_store_sample *samples; /* the last step's counters; NULL: not kept */
@@ -88,8 +88,8 @@ int pt_store_reserve(pt_activation_store *s, const bool *own, const int *records
 int pt_store_take_acts(pt_activation_store *s, int chunk, pt_activations **out);
 void pt_store_give_acts(pt_activation_store *s, int chunk, pt_activations *a);
 /* A buffer the size of chunk `boundary`'s input (1 <= boundary < n_chunks). */
-int pt_store_take_buffer(pt_activation_store *s, int boundary, float **out);
-void pt_store_give_buffer(pt_activation_store *s, int boundary, float *buf);
+int pt_store_take_buffer(pt_activation_store *s, int boundary, void **out);
+void pt_store_give_buffer(pt_activation_store *s, int boundary, void *buf);
 size_t pt_store_buffer_bytes(const pt_activation_store *s, int boundary);
 /* Bytes of every record and buffer the store has allocated (taken or free). */
 size_t pt_store_allocated_bytes(const pt_activation_store *s);
@@ -103,10 +103,11 @@ void pt_store_restart_samples(pt_activation_store *s);
 /* One chunk's parameter span in the model's data arena and its stashed
  * versions (PipeDream weight stashing). */
 typedef struct {
-    float *data;   /* start of the chunk's parameters in the arena */
-    float *grad;   /* the same span of the gradient arena */
-    size_t floats; /* length of the span */
-    int version;   /* updates applied to the chunk in this step */
+    pt_model *model; /* the stage: told when a swap changes its parameters */
+    float *data;     /* start of the chunk's parameters in the arena */
+    float *grad;     /* the same span of the gradient arena */
+    size_t floats;   /* length of the span */
+    int version;     /* updates applied to the chunk in this step */
     int n_stash;
     int *stash_version, *stash_refs;
     float **stash;  /* [n_stash] copies; refs 0 = free */
@@ -180,9 +181,9 @@ enum { PT_JOB_NONE, PT_JOB_TRAIN, PT_JOB_EVAL, PT_JOB_PROBS, PT_JOB_RUN, PT_JOB_
 typedef struct {
     pt_activations *acts;
     bool drop_after_send; /* the record goes back once its output is sent */
-    float *din;           /* B's input gradient, until SEND_GRAD sends it */
-    float *in;            /* input of the chunk (chunks > 0), until the last backward piece */
-    float *gin;           /* gradient of the chunk's output, until B has read it */
+    void *din;            /* B's input gradient, until SEND_GRAD sends it */
+    void *in;             /* input of the chunk (chunks > 0), until the last backward piece */
+    void *gin;            /* gradient of the chunk's output, until B has read it */
     pt_request in_req, gin_req;
     bool in_posted, gin_posted; /* a receive is in flight */
     bool in_ready, gin_ready;   /* the buffer holds its data */
@@ -191,7 +192,7 @@ typedef struct {
 
 typedef struct {
     pt_request req;
-    float *buf; /* returned to the store when the send is done (NULL: none) */
+    void *buf; /* returned to the store when the send is done (NULL: none) */
     int boundary;
     bool active;
 } pt_pending_send;

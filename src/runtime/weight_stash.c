@@ -25,6 +25,7 @@ int pt_stash_init(pt_weight_stash *w, pt_model *m, int first, int last)
     if (b > a) {
         const pt_param *p0 = pt_model_param(m, a), *p1 = pt_model_param(m, b - 1);
         w->data = p0->data;
+        w->model = m;
         w->grad = p0->grad;
         w->floats = (size_t)(p1->data + p1->numel - p0->data);
     }
@@ -108,6 +109,7 @@ int pt_stash_enter(pt_weight_stash *w, int version, bool *swapped)
                        version);
     memcpy(w->current, w->data, w->floats * sizeof(float));
     memcpy(w->data, w->stash[i], w->floats * sizeof(float));
+    pt_model_params_changed(w->model);
     *swapped = true;
     return PT_OK;
 }
@@ -116,8 +118,10 @@ void pt_stash_leave(pt_weight_stash *w, int version, bool swapped, bool done)
 {
     if (!w->floats)
         return;
-    if (swapped)
+    if (swapped) {
         memcpy(w->data, w->current, w->floats * sizeof(float));
+        pt_model_params_changed(w->model);
+    }
     int i = done ? find(w, version) : -1;
     if (i >= 0)
         w->stash_refs[i]--;

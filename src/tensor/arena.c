@@ -50,3 +50,5 @@ float *pt_arena_take(pt_arena *a, size_t n)
     a->used += r;
     return p;
 }
+
+size_t pt_arena_floats_for(size_t bytes) { return pt_arena_round((bytes + 3) / 4); }

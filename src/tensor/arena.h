@@ -24,6 +24,9 @@ void pt_arena_free(pt_arena *a);
 float *pt_arena_take(pt_arena *a, size_t n);
 /* n rounded up so consecutive takes stay aligned: size arenas with this. */
 size_t pt_arena_round(size_t n);
+/* The floats (rounded as above) that hold `bytes` bytes: what a tensor of
+ * 2-byte elements takes from an arena. */
+size_t pt_arena_floats_for(size_t bytes);
 
 /* Aligned allocation of n floats, zeroed; free with pt_free(). */
 float *pt_alloc_floats(size_t n);

@@ -1,39 +1,73 @@
 /* kernels.h: the kernel seam. Blocks do arithmetic only through this table.
  *
- * A backend (fp32 on OpenBLAS today; bf16 on oneDNN or CUDA later) is one
- * pt_kernels filled with its functions, chosen at run time. Blocks hold a
- * pointer to the table and never call BLAS or a loop of their own, so a new
- * backend replaces arithmetic without touching a block.
+ * A backend is one pt_kernels filled with its functions, chosen at run time
+ * (pt_kernels_for): fp32 on OpenBLAS, or bf16 mixed precision, whose
+ * products run on the fastest bf16 unit the CPU has (AMX tiles) or on a
+ * portable path (operands rounded to bf16, multiplied by sgemm). Blocks hold
+ * a pointer to the table and never call BLAS or a loop of their own, so a
+ * new backend replaces arithmetic without touching a block.
  *
- * All tensors are row-major float arrays; N counts rows (tokens or samples),
- * C the row width. "Backward" kernels that produce a gradient for an input
- * overwrite it unless their comment says "adds"; weight gradients always
- * add, so micro-batches accumulate.
- */
+ * Tensors are row-major; N counts rows (tokens or samples), C the row width.
+ * Activations (what a block writes and keeps: its outputs, what its backward
+ * reads, the gradients between blocks) are stored in the table's `act`
+ * type: float under fp32, bf16 under bf16. Their arguments are void *; the
+ * float * arguments (parameters, gradients, LayerNorm statistics, scores,
+ * probabilities) are float under every precision. Each kernel computes in
+ * float and rounds an activation once, when it writes it.
+ * "Backward" kernels that produce a gradient for an input overwrite it
+ * unless their comment says "adds"; weight gradients always add, so
+ * micro-batches accumulate. */
 #ifndef PT_TENSOR_KERNELS_H
 #define PT_TENSOR_KERNELS_H
 
 #include <stddef.h>
 
-typedef struct pt_kernels {
-    const char *name;
+#include "pipetrain.h"
 
-    /* C(M,N) = alpha op(A) op(B) + beta C; op transposes when trans* != 0.
-     * lda, ldb, ldc are row strides, so heads can be read in place from a
-     * (T, 3C) qkv row. */
-    void (*matmul)(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
-                   int lda, const float *B, int ldb, float beta, float *C, int ldc);
+typedef enum { PT_F32 = 0, PT_BF16 = 1 } pt_elem_type;
+
+static inline size_t pt_elem_size(pt_elem_type t) { return t == PT_BF16 ? 2 : 4; }
+
+/* A matrix of a product: its first element, its row stride (elements, so
+ * heads are read in place from a (T, 3C) qkv row) and its element type. */
+typedef struct {
+    void *p;
+    int ld;
+    pt_elem_type dt;
+} pt_mat;
+
+static inline pt_mat pt_mat_of(const void *p, int ld, pt_elem_type dt)
+{
+    return (pt_mat){(void *)p, ld, dt};
+}
+
+/* (char *)p advanced by n elements of type t */
+static inline void *pt_elems_at(const void *p, size_t n, pt_elem_type t)
+{
+    return (char *)p + n * pt_elem_size(t);
+}
+
+typedef struct pt_kernels {
+    const char *name;     /* "cpu-fp32", "cpu-bf16-amx", "cpu-bf16-portable" */
+    const char *products; /* what multiplies: "sgemm", "amx" or "portable" */
+    pt_elem_type act;     /* how activations are stored */
+
+    /* C(M,N) = alpha op(A) op(B) + beta C (+ bias (N) on every row when
+     * bias != NULL); op transposes when trans* != 0. Under bf16 the operands
+     * are taken as bf16 (float ones rounded first) and summed in float; a
+     * bf16 C is rounded once at the end. */
+    void (*matmul)(int trans_a, int trans_b, int M, int N, int K, float alpha, pt_mat A, pt_mat B,
+                   float beta, pt_mat C, const float *bias);
 
     /* out (N,C) = normalise(inp) * w + b, with rstd = 1 / sqrt(var + eps);
      * mean, rstd (N) kept for backward */
-    void (*layernorm_forward)(float *out, float *mean, float *rstd, const float *inp,
-                              const float *w, const float *b, int N, int C, float eps);
+    void (*layernorm_forward)(void *out, float *mean, float *rstd, const void *inp, const float *w,
+                              const float *b, int N, int C, float eps);
     /* dinp (N,C) adds the input gradient */
-    void (*layernorm_backward_input)(float *dinp, const float *dout, const float *inp,
-                                     const float *w, const float *mean, const float *rstd, int N,
-                                     int C);
+    void (*layernorm_backward_input)(void *dinp, const void *dout, const void *inp, const float *w,
+                                     const float *mean, const float *rstd, int N, int C);
     /* dw, db (C) add the parameter gradients */
-    void (*layernorm_backward_weight)(float *dw, float *db, const float *dout, const float *inp,
+    void (*layernorm_backward_weight)(float *dw, float *db, const void *dout, const void *inp,
                                       const float *mean, const float *rstd, int N, int C);
 
     /* The activations, elementwise over n, under GPT2Config's names:
@@ -42,27 +76,30 @@ typedef struct pt_kernels {
      * relu                         max(x, 0), gradient 0 at 0;
      * silu                         x sigmoid(x).
      * Each backward overwrites dinp with dout times the derivative at inp. */
-    void (*gelu_forward)(float *out, const float *inp, size_t n);
-    void (*gelu_backward)(float *dinp, const float *inp, const float *dout, size_t n);
-    void (*gelu_erf_forward)(float *out, const float *inp, size_t n);
-    void (*gelu_erf_backward)(float *dinp, const float *inp, const float *dout, size_t n);
-    void (*relu_forward)(float *out, const float *inp, size_t n);
-    void (*relu_backward)(float *dinp, const float *inp, const float *dout, size_t n);
-    void (*silu_forward)(float *out, const float *inp, size_t n);
-    void (*silu_backward)(float *dinp, const float *inp, const float *dout, size_t n);
+    void (*gelu_forward)(void *out, const void *inp, size_t n);
+    void (*gelu_backward)(void *dinp, const void *inp, const void *dout, size_t n);
+    void (*gelu_erf_forward)(void *out, const void *inp, size_t n);
+    void (*gelu_erf_backward)(void *dinp, const void *inp, const void *dout, size_t n);
+    void (*relu_forward)(void *out, const void *inp, size_t n);
+    void (*relu_backward)(void *dinp, const void *inp, const void *dout, size_t n);
+    void (*silu_forward)(void *out, const void *inp, size_t n);
+    void (*silu_backward)(void *dinp, const void *inp, const void *dout, size_t n);
 
-    /* out (N,C) += bias (C) on every row */
-    void (*bias_add)(float *out, const float *bias, int N, int C);
     /* dbias (C) += column sums of dout (N,C) */
-    void (*bias_backward)(float *dbias, const float *dout, int N, int C);
+    void (*bias_backward)(float *dbias, const void *dout, int N, int C);
     /* out = a + b, elementwise over n (out may alias a or b) */
-    void (*add)(float *out, const float *a, const float *b, size_t n);
+    void (*add)(void *out, const void *a, const void *b, size_t n);
+    /* out = a + b from two float rows (the embedding's two tables) */
+    void (*add_floats)(void *out, const float *a, const float *b, size_t n);
+    /* g += d, elementwise over n (a gradient table gathers its rows) */
+    void (*accumulate)(float *g, const void *d, size_t n);
 
-    /* In place over att (T,T): scale, mask j > i, softmax each row. */
-    void (*softmax_causal_forward)(float *att, int T, float scale);
+    /* scores (T,T), in place: scale, mask j > i, softmax each row; the
+     * probabilities are written to att (which may be scores under fp32). */
+    void (*softmax_causal_forward)(void *att, float *scores, int T, float scale);
     /* datt (T,T) = gradient through the causal softmax and its scale, given
-     * the probabilities att and the gradient dprob, both (T,T) */
-    void (*softmax_causal_backward)(float *datt, const float *att, const float *dprob, int T,
+     * the probabilities att and the gradient dprob (datt may alias att) */
+    void (*softmax_causal_backward)(void *datt, const void *att, const float *dprob, int T,
                                     float scale);
 
     /* In place: logits (N,V) become probabilities. When targets != NULL,
@@ -75,5 +112,14 @@ typedef struct pt_kernels {
 
 /* fp32 kernels: products through cblas_sgemm, the rest in single passes. */
 const pt_kernels *pt_kernels_cpu(void);
+/* bf16 kernels with the portable products (rounded operands, sgemm): the
+ * same values stored as the fast path, on every CPU. */
+const pt_kernels *pt_kernels_bf16_portable(void);
+/* bf16 kernels with AMX products; NULL where the CPU or the kernel lacks
+ * AMX (or the permission to use its tiles). */
+const pt_kernels *pt_kernels_bf16_amx(void);
+/* The table a precision runs on: fp32, or bf16 on the product kernel chosen
+ * by pt_bf16_set_kernel() (by default the fastest this CPU has). */
+const pt_kernels *pt_kernels_for(pt_precision precision);
 
 #endif

@@ -209,7 +209,10 @@ static int save(trainer *t)
         t->state.data_rng = t->data.sampler.rng;
     else
         t->state.data_drawn = t->data.digit_sampler.drawn;
-    return pt_stage_checkpoint_save(t->pipe, t->cfg->save, &t->state);
+    int rc = pt_stage_checkpoint_save(t->pipe, t->cfg->save, &t->state);
+    if (rc == PT_OK && t->cfg->save_dtype == PT_PRECISION_BF16 && pt_pipeline_is_main(t->pipe))
+        rc = pt_checkpoint_narrow_bf16(t->cfg->save);
+    return pt_pipeline_agree(t->pipe, rc, NULL, 0);
 }
 
 static int check_config(const pt_train_config *c)
@@ -237,6 +240,14 @@ static int check_config(const pt_train_config *c)
                        "trace steps %ld:%ld: expected a trace file and 1 <= first <= last <= "
                        "steps (%ld)",
                        c->trace_first, c->trace_last, c->steps);
+    if (!pt_precision_name(c->save_dtype))
+        return pt_fail(PT_EINVAL, "save dtype %d is neither fp32 nor bf16", (int)c->save_dtype);
+    if (c->save_dtype == PT_PRECISION_BF16 && !(c->save && pt_checkpoint_is_file(c->save)))
+        return pt_fail(PT_EINVAL,
+                       "bf16 weights are written to a .safetensors file of weights alone, for "
+                       "inference (got %s): a checkpoint folder keeps the float master weights "
+                       "a run resumes from",
+                       c->save ? c->save : "no --save");
     return PT_OK;
 }
 
@@ -288,6 +299,9 @@ static void config_text(const pt_train_config *c, char *buf, size_t n)
     ROW("weight-decay", "%g", o->weight_decay);
     ROW("grad-clip", "%g", o->grad_clip);
     ROW("seed", "%llu", (unsigned long long)c->seed);
+    ROW("precision", "%s", pt_precision_name(m->precision));
+    if (m->precision == PT_PRECISION_BF16)
+        ROW("bf16-kernel", "%s", pt_bf16_kernel());
     ROW("stages", "%d", c->pipeline.stages);
     ROW("replicas", "%d", c->pipeline.replicas);
     ROW("schedule", "%s",

@@ -1,0 +1,147 @@
+/* bench_bf16: what --precision bf16 buys on this machine.
+ *
+ * GPT-small (4 layers, 6 heads, 384 channels, context 256, vocabulary 256),
+ * 8 micro-batches of 2 samples (4096 tokens a step), AdamW, 2 pipeline
+ * stages under 1f1b with one BLAS thread each, in one run:
+ *   the FMA peak      one core's float FMA rate from a register-only loop
+ *                     (AVX-512: 2 x 16 lanes x 2 FLOPs a cycle at best);
+ *   fp32              the baseline;
+ *   bf16              on the product kernel pt_bf16_kernel() chose;
+ *   bf16 portable     the same on the portable products (rounded operands,
+ *                     sgemm), as a machine without a bf16 unit runs it.
+ * For each: tokens/s (median of the steps after a warm-up), its ratio to
+ * fp32, achieved FLOP/s as a share of the two cores' FMA peak, and every
+ * worker's activation bytes (records and boundary buffers, as the memory
+ * report counts them) and their ratio to fp32's.
+ * Usage: bench_bf16 [steps] (default 4). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "bench_common.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* 12 independent chains of FMAs on 16 lanes: the units' throughput, not the
+ * latency of one chain. */
+__attribute__((target("avx512f"))) static double fma_gflops(void)
+{
+    __m512 acc[12], x = _mm512_set1_ps(1.0f - 1e-7f), y = _mm512_set1_ps(1e-7f);
+    for (int i = 0; i < 12; i++)
+        acc[i] = _mm512_set1_ps((float)i);
+    long iters = 20000000;
+    double t0 = bench_now();
+    for (long n = 0; n < iters; n++)
+        for (int i = 0; i < 12; i++)
+            acc[i] = _mm512_fmadd_ps(acc[i], x, y);
+    double secs = bench_now() - t0;
+    float sink = 0;
+    for (int i = 0; i < 12; i++)
+        sink += _mm512_reduce_add_ps(acc[i]);
+    if (sink == 12345.0f)
+        printf(" ");
+    return 12.0 * 16 * 2 * (double)iters / secs / 1e9;
+}
+
+static int has_avx512(void) { return __builtin_cpu_supports("avx512f"); }
+#else
+static double fma_gflops(void) { return 0; }
+static int has_avx512(void) { return 0; }
+#endif
+
+#define P   2
+#define M   8
+#define MBS 2
+
+typedef struct {
+    double step_s;
+    size_t activations[P];
+    float loss;
+} result;
+
+static int run(pt_precision precision, int steps, const pt_microbatch *b, result *res)
+{
+    pt_model_config c = bench_gpt_small();
+    c.precision = precision;
+    pt_optim_config oc = pt_optim_config_default(PT_OPTIM_ADAMW);
+    pt_pipeline_config pc = pt_pipeline_config_default();
+    pc.stages = P, pc.microbatches = M, pc.micro_batch_size = MBS, pc.schedule = "1f1b";
+    pc.blas_threads = 1;
+    int balance[P] = {3, 3}; /* embedding + 2 layers | 2 layers + head */
+    pc.balance = balance, pc.n_balance = P;
+    pt_pipeline *p;
+    if (pt_pipeline_create(&c, &oc, &pc, &p))
+        return fprintf(stderr, "bench_bf16: %s\n", pt_last_error()), 1;
+    double t[32] = {0};
+    for (int s = 0; s <= steps; s++) {
+        double t0 = bench_now();
+        if (pt_pipeline_train_step(p, b, s, oc.lr, &res->loss) != PT_OK)
+            return fprintf(stderr, "bench_bf16: %s\n", pt_last_error()), 1;
+        if (s > 0)
+            t[s - 1] = bench_now() - t0;
+    }
+    res->step_s = bench_median(t, steps);
+    pt_memory_use used[P];
+    if (pt_pipeline_memory(p, used, NULL, NULL) != PT_OK)
+        return fprintf(stderr, "bench_bf16: %s\n", pt_last_error()), 1;
+    for (int w = 0; w < P; w++)
+        res->activations[w] = used[w].activations;
+    pt_pipeline_destroy(p);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int steps = argc > 1 ? atoi(argv[1]) : 4;
+    if (steps < 1 || steps > 32)
+        steps = 4;
+    pt_model_config c = bench_gpt_small();
+    int n = M * MBS, rows = n * c.seq_len;
+    int *tok = malloc(sizeof(int) * (size_t)(rows + 1));
+    pt_rng r;
+    pt_rng_seed(&r, 7);
+    for (int i = 0; i <= rows; i++)
+        tok[i] = (int)pt_rng_below(&r, (uint64_t)c.vocab);
+    pt_microbatch b = {.batch = n, .tokens = tok, .targets = tok + 1};
+    pt_model *m;
+    pt_model_describe(&c, &m);
+    double flops = bench_step_flops(m, n);
+    pt_model_destroy(m);
+
+    const char *fast = pt_bf16_kernel();
+    double peak = has_avx512() ? fma_gflops() : 0;
+    result f32, bf, port;
+    if (run(PT_PRECISION_FP32, steps, &b, &f32) || run(PT_PRECISION_BF16, steps, &b, &bf))
+        return 1;
+    pt_bf16_set_kernel("portable");
+    if (run(PT_PRECISION_BF16, steps, &b, &port))
+        return 1;
+    double peak_after = has_avx512() ? fma_gflops() : 0;
+    double cores = 2 * (peak + peak_after) / 2;
+
+    printf("gpt 4 layers, 6 heads, 384 embd, seq 256, vocab 256; P=2 1f1b --balance 3,3, "
+           "%d micro-batches of %d (%d tokens a step); %.1f GFLOP a step\n",
+           M, MBS, rows, flops / 1e9);
+    printf("one-core float FMA peak: %.1f GFLOP/s before, %.1f after (AVX-512%s); 2 cores %.1f; "
+           "bf16's products: %s\n\n",
+           peak, peak_after, has_avx512() ? "" : " absent: not measured", cores, fast);
+    printf("%-16s %8s %9s %8s %11s %14s %14s %8s\n", "precision", "step s", "tokens/s", "vs fp32",
+           "of FMA peak", "activ. w0 MiB", "activ. w1 MiB", "vs fp32");
+    const char *names[] = {"fp32", "bf16", "bf16 portable"};
+    result *rs[] = {&f32, &bf, &port};
+    for (int i = 0; i < 3; i++) {
+        double worst = 0;
+        for (int w = 0; w < P; w++) {
+            double ratio = (double)rs[i]->activations[w] / (double)f32.activations[w];
+            worst = ratio > worst ? ratio : worst;
+        }
+        printf("%-16s %8.3f %9.0f %7.2fx %10.1f%% %14.1f %14.1f %7.3fx\n", names[i], rs[i]->step_s,
+               rows / rs[i]->step_s, f32.step_s / rs[i]->step_s,
+               cores > 0 ? 100 * flops / rs[i]->step_s / 1e9 / cores : 0,
+               rs[i]->activations[0] / 1048576.0, rs[i]->activations[1] / 1048576.0, worst);
+    }
+    printf("\nloss of the last step: fp32 %.4f, bf16 %.4f, bf16 portable %.4f\n", f32.loss, bf.loss,
+           port.loss);
+    free(tok);
+    return 0;
+}

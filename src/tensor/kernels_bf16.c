@@ -1,0 +1,108 @@
+/* kernels_bf16.c: the bf16 mixed-precision backends of the kernel seam
+ * (kernels.h), and which one a run takes.
+ *
+ * Activations are stored as bf16 (kernels_body.h with pt_bf16: every kernel
+ * widens what it reads, computes in float and rounds what it writes once);
+ * parameters, gradients, LayerNorm statistics, scores and the loss stay
+ * float. Two tables share every kernel but the product (matmul_bf16.h):
+ * "cpu-bf16-amx" where the CPU has AMX, "cpu-bf16-portable" everywhere.
+ * pt_kernels_for() picks by pt_bf16_set_kernel(): "auto" (the default: AMX
+ * when usable, else portable), "amx" or "portable". */
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "tensor/error.h"
+#include "tensor/matmul_bf16.h"
+#include "tensor/scratch.h"
+
+#define ACT      pt_bf16
+#define LD(x)    pt_bf16_widen(x)
+#define ST(x)    pt_bf16_round(x)
+#define KN(name) bf16_##name
+#include "tensor/kernels_body.h"
+
+void pt_matmul_poison(int M, int N, pt_mat C)
+{
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++)
+            pt_matmul_finish(C, i, j, NAN, 1.0f, 0.0f, NULL);
+}
+
+/* stored rows x cols of X, every element as the float of its bf16 */
+static void widen_rounded(float *out, pt_mat X, int rows, int cols)
+{
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++)
+            out[(size_t)r * cols + c] = pt_bf16_widen(pt_mat_bf16(X, 0, r, c));
+}
+
+void pt_matmul_bf16_portable(int trans_a, int trans_b, int M, int N, int K, float alpha, pt_mat A,
+                             pt_mat B, float beta, pt_mat C, const float *bias)
+{
+    /* stored shapes: op(A) is (M,K), so A is (K,M) when transposed */
+    int ar = trans_a ? K : M, ac = trans_a ? M : K, br = trans_b ? N : K, bc = trans_b ? K : N;
+    float *a = pt_scratch(0, sizeof(float) * (size_t)ar * ac);
+    float *b = pt_scratch(1, sizeof(float) * (size_t)br * bc);
+    float *sum = pt_scratch(2, sizeof(float) * (size_t)M * N);
+    if (!a || !b || !sum) {
+        pt_matmul_poison(M, N, C);
+        return;
+    }
+    widen_rounded(a, A, ar, ac);
+    widen_rounded(b, B, br, bc);
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, a, ac, b, bc, 0.0f, sum, N);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++)
+            pt_matmul_finish(C, i, j, sum[(size_t)i * N + j], alpha, beta, bias);
+}
+
+static const pt_kernels portable = {
+    .name = "cpu-bf16-portable",
+    .products = "portable",
+    .act = PT_BF16,
+    .matmul = pt_matmul_bf16_portable,
+    PT_KERNELS_BODY,
+};
+
+static const pt_kernels amx = {
+    .name = "cpu-bf16-amx",
+    .products = "amx",
+    .act = PT_BF16,
+    .matmul = pt_matmul_bf16_amx,
+    PT_KERNELS_BODY,
+};
+
+const pt_kernels *pt_kernels_bf16_portable(void) { return &portable; }
+
+const pt_kernels *pt_kernels_bf16_amx(void) { return pt_amx_usable() ? &amx : NULL; }
+
+/* what pt_bf16_set_kernel asked for: 0 auto, 1 amx, 2 portable */
+static int wanted;
+
+int pt_bf16_set_kernel(const char *name)
+{
+    static const char *const names[] = {"auto", "amx", "portable"};
+    for (int i = 0; i < 3; i++)
+        if (name && !strcmp(name, names[i])) {
+            if (i == 1 && !pt_amx_usable())
+                return pt_fail(PT_EUNSUPPORTED,
+                               "bf16 kernel amx: this CPU has no AMX bf16 tiles, or Linux does "
+                               "not let this process use them (auto or portable run everywhere)");
+            wanted = i;
+            return PT_OK;
+        }
+    return pt_fail(PT_EINVAL, "bf16 kernel '%s' is none of auto, amx, portable",
+                   name ? name : "(null)");
+}
+
+const char *pt_bf16_kernel(void) { return pt_kernels_for(PT_PRECISION_BF16)->products; }
+
+const pt_kernels *pt_kernels_for(pt_precision precision)
+{
+    if (precision != PT_PRECISION_BF16)
+        return pt_kernels_cpu();
+    const pt_kernels *fast = wanted != 2 ? pt_kernels_bf16_amx() : NULL;
+    return fast ? fast : &portable;
+}

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# test_train_bf16: `pipetrain train --precision bf16` end to end on a small
+# text file:
+#   - the loss falls as fp32's does (within 2% of it at the last step), and
+#     the run says which product kernel it took;
+#   - the portable products reach the same losses as AMX's within float
+#     rounding (where the machine has AMX);
+#   - --save-dtype bf16 writes a .safetensors file of BF16 weights, about
+#     half the bytes of the fp32 file, each weight the fp32 one rounded, which
+#     eval loads; with a checkpoint folder it is refused, naming why;
+#   - a bad --precision or --bf16-kernel is refused by name.
+set -euo pipefail
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+for i in $(seq 1 60); do
+    echo "The quick brown fox jumps over the lazy dog number $i."
+    echo "A stitch in time saves nine; a bird in the hand is worth two in the bush."
+done > "$dir/corpus.txt"
+run=(--layers 2 --heads 2 --embd 32 --seq 32 --batch 8 --microbatches 2 --stages 2 --steps 30
+     --lr 5e-3 --seed 3 --data "$dir/corpus.txt")
+last() { sed -n '30s/.*"loss":\([0-9.]*\).*/\1/p' "$1"; }
+"$PIPETRAIN" train "${run[@]}" --metrics "$dir/f.jsonl" --save "$dir/f.safetensors" > /dev/null
+"$PIPETRAIN" train "${run[@]}" --precision bf16 --metrics "$dir/b.jsonl" \
+    --save "$dir/b.safetensors" --save-dtype bf16 > "$dir/b.out"
+grep -q "^precision bf16: products on \(amx\|portable\)" "$dir/b.out" ||
+    { echo "FAIL: the run did not say which products it took:"; cat "$dir/b.out"; exit 1; }
+f=$(last "$dir/f.jsonl"); b=$(last "$dir/b.jsonl")
+echo "step 30 loss: fp32 $f, bf16 $b ($(grep -o 'products on [a-z]*' "$dir/b.out"))"
+awk -v f="$f" -v b="$b" 'BEGIN { d = (b - f) / f; if (d < 0) d = -d; exit !(f < 4.5 && d < 0.02) }' ||
+    { echo "FAIL: bf16's loss $b is not within 2% of fp32's $f (or fp32 did not learn)"; exit 1; }
+"$PIPETRAIN" train "${run[@]}" --precision bf16 --bf16-kernel portable --metrics "$dir/p.jsonl" > /dev/null
+p=$(last "$dir/p.jsonl")
+awk -v p="$p" -v b="$b" 'BEGIN { d = (b - p) / p; if (d < 0) d = -d; exit !(d < 2e-3) }' ||
+    { echo "FAIL: portable products' loss $p, the default's $b"; exit 1; }
+
+# the bf16 weights file: BF16 tensors, half the size, loaded by eval
+head -c 4096 "$dir/b.safetensors" | grep -q '"BF16"' && ! head -c 4096 "$dir/b.safetensors" | grep -q '"F32"' ||
+    { echo "FAIL: --save-dtype bf16 wrote no BF16 (or some F32) tensors"; exit 1; }
+fs=$(stat -c %s "$dir/f.safetensors"); bs=$(stat -c %s "$dir/b.safetensors")
+awk -v f="$fs" -v b="$bs" 'BEGIN { exit !(b < 0.55 * f) }' ||
+    { echo "FAIL: the bf16 file has $bs bytes, the fp32 one $fs"; exit 1; }
+"$PIPETRAIN" eval --load "$dir/b.safetensors" --data "$dir/corpus.txt" > "$dir/eval.out" ||
+    { echo "FAIL: eval cannot load the bf16 weights"; cat "$dir/eval.out"; exit 1; }
+echo "bf16 weights: $bs bytes (fp32 $fs); eval: $(tail -n 1 "$dir/eval.out")"
+
+set +e
+out=$("$PIPETRAIN" train "${run[@]}" --steps 1 --save "$dir/folder" --save-dtype bf16 2>&1); rc=$?
+[ "$rc" -eq 2 ] && echo "$out" | grep -q "master weights" ||
+    { echo "FAIL: --save-dtype bf16 with a folder: $rc $out"; exit 1; }
+out=$("$PIPETRAIN" train "${run[@]}" --precision fp16 2>&1); rc=$?
+[ "$rc" -eq 2 ] && echo "$out" | grep -q "fp16" || { echo "FAIL: --precision fp16: $rc $out"; exit 1; }
+out=$("$PIPETRAIN" train "${run[@]}" --bf16-kernel fast 2>&1); rc=$?
+[ "$rc" -eq 2 ] && echo "$out" | grep -q "fast" || { echo "FAIL: --bf16-kernel fast: $rc $out"; exit 1; }
+echo ok
