@@ -10,5 +10,6 @@ int cmd_train(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 #endif

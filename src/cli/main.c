@@ -12,6 +12,7 @@ static const struct {
 } commands[] = {
     {"train", cmd_train, "train a model (single worker or pipelined)"},
     {"generate", cmd_generate, "sample text from a trained gpt checkpoint"},
+    {"tokenize", cmd_tokenize, "encode text into a token file with a BPE tokenizer"},
     {"schedule", cmd_schedule, "build, check, simulate and draw a pipeline schedule"},
     {"plan", cmd_plan, "profile a model, choose a partition, compare schedules"},
     {"merge", cmd_merge, "merge a checkpoint set (folder) into one safetensors file"},
