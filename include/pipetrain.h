@@ -594,9 +594,9 @@ const char *pt_tokenizer_token(const pt_tokenizer *t, uint32_t id, size_t *len);
 
 /* A place to cut long text so that encoding the two sides one after the
  * other gives the ids of the whole: the first such place at or after from
- * (a line start that begins with a character in ASCII and not with an added
- * token), or len when there is none. Callers encode a large file piece by
- * piece with it. */
+ * (after a newline that stands between two characters in ASCII that are
+ * not whitespace, the second not the start of an added token), or len when
+ * there is none. Callers encode a large file piece by piece with it. */
 size_t pt_tokenizer_cut(const pt_tokenizer *t, const char *text, size_t len, size_t from);
 
 /* ---- Training --------------------------------------------------------- */

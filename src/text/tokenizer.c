@@ -133,13 +133,23 @@ int pt_tokenizer_decode(const pt_tokenizer *t, const uint32_t *ids, size_t n, ch
     return PT_OK;
 }
 
-/* Why a cut after a newline followed by a character in ASCII that is not
- * whitespace changes nothing: GPT-2's pattern always ends a piece there
- * (no alternative joins a newline to what follows it; only a space joins
- * a run), no added token can straddle it when none holds a newline and
- * none starts with that character, and the word and whitespace tests
- * around a match see the same characters on either side. A prefix space,
- * or a text taken as one word, would make every piece a new start. */
+/* A character in ASCII that is not whitespace. */
+static int plain_ascii(unsigned char c)
+{
+    return c < 0x80 && c != ' ' && !(c >= '\t' && c <= '\r');
+}
+
+/* Why a cut after a lone newline (between two characters in ASCII that are
+ * not whitespace) changes nothing: GPT-2's pattern makes that newline a
+ * piece of its own either way (at the end of the left part \s+(?!\S)
+ * takes it alone, in the whole text \s+ does; a longer run of whitespace
+ * would end the left part as one piece but be split before its last
+ * character in the whole), and no piece joins a newline to what follows
+ * it (only a space joins a run). No added token can straddle the cut when
+ * none holds a newline and none starts with the character after it, and
+ * the word and whitespace tests around a match see the same characters on
+ * either side. A prefix space, or a text taken as one word, would make
+ * every part a new start. */
 size_t pt_tokenizer_cut(const pt_tokenizer *t, const char *text, size_t len, size_t from)
 {
     if (t->add_prefix_space || !t->use_regex)
@@ -153,9 +163,8 @@ size_t pt_tokenizer_cut(const pt_tokenizer *t, const char *text, size_t len, siz
         if (!nl)
             return len;
         i = (size_t)(nl - s) + 1;
-        unsigned char c = s[i];
-        int space = c == ' ' || (c >= '\t' && c <= '\r');
-        if (c < 0x80 && !space && !t->sets[0].first[c] && !t->sets[1].first[c])
+        if (i >= 2 && plain_ascii(s[i - 2]) && plain_ascii(s[i]) && !t->sets[0].first[s[i]] &&
+            !t->sets[1].first[s[i]])
             return i;
     }
     return len;
