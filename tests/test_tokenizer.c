@@ -343,7 +343,15 @@ static void refusals(void)
         expect_refusal(pair_cases[i].line, path_of("bad"), PT_EFORMAT, pair_cases[i].problem);
     }
 
+    /* an empty token is a token: it decodes to nothing (found by fuzz_tokenizer) */
     pt_tokenizer *base = NULL;
+    size_t len = 1;
+    CHECK(pt_tokenizer_load(json_with("e.json", "model", "{\"vocab\": {\"\": 6}, \"merges\": []}"),
+                            &base) == PT_OK &&
+              pt_tokenizer_token(base, 6, &len) && len == 0 && !pt_tokenizer_token(base, 5, &len),
+          "a vocabulary of one empty token: %s", pt_last_error());
+    pt_tokenizer_destroy(base);
+    base = NULL;
     CHECK(pt_tokenizer_load(json_with("ok.json", "", NULL), &base) == PT_OK,
           "the base of the refusals below is refused: %s", pt_last_error());
     pt_tokenizer_destroy(base);

@@ -57,10 +57,11 @@ static int grow_ids(pt_tokenizer *t, uint32_t n)
     return PT_OK;
 }
 
-/* Records the bytes id decodes to. */
+/* Records the bytes id decodes to (none for an empty token, whose place
+ * must still be a real address: a null one means no token). */
 static int set_piece(pt_tokenizer *t, uint32_t id, const unsigned char *b, size_t n)
 {
-    if (t->bytes_n + n > t->bytes_cap) {
+    if (!t->bytes || t->bytes_n + n > t->bytes_cap) {
         size_t cap = t->bytes_cap ? t->bytes_cap * 2 : 1 << 16;
         while (cap < t->bytes_n + n)
             cap *= 2;
@@ -70,7 +71,8 @@ static int set_piece(pt_tokenizer *t, uint32_t id, const unsigned char *b, size_
         t->bytes = bytes;
         t->bytes_cap = cap;
     }
-    memcpy(t->bytes + t->bytes_n, b, n);
+    if (n)
+        memcpy(t->bytes + t->bytes_n, b, n);
     t->piece[id] = (uint64_t)t->bytes_n << 32 | n;
     t->bytes_n += n;
     return PT_OK;
