@@ -51,6 +51,8 @@ bench: deps all
 	@$(MPIRUN) -np 2 $(BUILD)/bench/bench_transport
 	@echo "== bench_memory (one process, threads, MPI ranks)"
 	@bash bench/bench_memory.sh $(BUILD)/pipetrain
+	@echo "== bench_tokenizer (pipetrain tokenize against PyPI's tokenizers, one thread)"
+	@bash bench/bench_tokenizer.sh $(BUILD)/pipetrain
 
 fuzz:
 	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=clang -DPT_FUZZ=ON >/dev/null

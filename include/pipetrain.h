@@ -593,11 +593,67 @@ int pt_pipeline_agree(pt_pipeline *p, int status, void *buf, size_t n);
  * pipeline usable; processes learn of each other's with pt_pipeline_agree. */
 int pt_pipeline_run(pt_pipeline *p, int (*fn)(pt_pipeline *p, int worker, void *user), void *user);
 
+/* ---- Tokenizer -------------------------------------------------------- */
+
+/* GPT-2's byte-level BPE: text bytes <-> token ids, the same ids Hugging
+ * Face's tokenizers library gives for the same files (docs/tokenizer.md).
+ * Any bytes encode, also bytes that are not UTF-8, and decoding gives them
+ * back exactly: decode(encode(x)) == x for every x (unless the tokenizer
+ * adds a prefix space). A tokenizer keeps a cache of the words it has
+ * split: use one from one thread at a time. */
+typedef struct pt_tokenizer pt_tokenizer;
+
+/* Loads a tokenizer from path: a tokenizer.json file (any name), or a
+ * folder holding tokenizer.json, or else vocab.json and merges.txt.
+ * PT_EIO if a file cannot be read; PT_EFORMAT with the file and the problem
+ * if one is malformed or asks for what is not implemented (a normalizer,
+ * a pre-tokenizer other than GPT-2's ByteLevel, a model other than BPE). */
+int pt_tokenizer_load(const char *path, pt_tokenizer **out);
+void pt_tokenizer_destroy(pt_tokenizer *t);
+
+/* 1 if folder holds tokenizer files pt_tokenizer_load would look for
+ * (tokenizer.json, or vocab.json and merges.txt), else 0. */
+int pt_tokenizer_find(const char *folder);
+
+/* The number of ids: the largest id of the vocabulary and the added tokens,
+ * plus one. */
+int pt_tokenizer_vocab_size(const pt_tokenizer *t);
+/* The id of <|endoftext|> (an added token, else a vocabulary entry), or -1. */
+int pt_tokenizer_endoftext(const pt_tokenizer *t);
+
+/* A growable array of ids, owned by its caller: start it zeroed, free(ids)
+ * when done. Encoding appends to it. */
+typedef struct {
+    uint32_t *ids;
+    size_t n, cap;
+} pt_token_ids;
+
+/* Appends the ids of text[0..len) to out. Added tokens (<|endoftext|>, ...)
+ * are found in the text first, as the tokenizers library finds them; the
+ * text between them is pre-tokenised and split by BPE. On failure (memory)
+ * out->n is as it was. */
+int pt_tokenizer_encode(pt_tokenizer *t, const char *text, size_t len, pt_token_ids *out);
+
+/* The bytes of ids[0..n) into *text (malloc'ed, NUL-terminated; the NUL is
+ * not counted in *len). PT_EINVAL naming the first id that is no token. */
+int pt_tokenizer_decode(const pt_tokenizer *t, const uint32_t *ids, size_t n, char **text,
+                        size_t *len);
+/* The bytes one id stands for (not NUL-terminated) and their count, or
+ * NULL when id is no token. Valid while t lives. */
+const char *pt_tokenizer_token(const pt_tokenizer *t, uint32_t id, size_t *len);
+
+/* A place to cut long text so that encoding the two sides one after the
+ * other gives the ids of the whole: the first such place at or after from
+ * (after a newline that stands between two characters in ASCII that are
+ * not whitespace, the second not the start of an added token), or len when
+ * there is none. Callers encode a large file piece by piece with it. */
+size_t pt_tokenizer_cut(const pt_tokenizer *t, const char *text, size_t len, size_t from);
+
 /* ---- Training --------------------------------------------------------- */
 
 typedef enum {
     PT_DATA_AUTO = 0, /* gpt: a single *.bin file is tokens, anything else text; mlp: digits */
-    PT_DATA_TEXT,     /* bytes of text files or directories, vocab 256 */
+    PT_DATA_TEXT,     /* text files or directories: bytes (vocab 256) or tokenized */
     PT_DATA_TOKENS,   /* llm.c or nanoGPT token file */
     PT_DATA_DIGITS    /* scikit-learn's digits.csv.gz */
 } pt_data_kind;
@@ -623,7 +679,10 @@ typedef struct {
     const char *const *data; /* files or directories */
     int n_data;
     pt_data_kind data_kind;
-    const char *val_data; /* token file for validation (tokens only) */
+    const char *tokenizer; /* text is encoded with this tokenizer (file or folder, see
+                              pt_tokenizer_load); model.vocab must be its size. NULL:
+                              text is bytes, vocab 256 */
+    const char *val_data;  /* token file for validation (tokens only) */
     double val_fraction;  /* held out when val_data is NULL (default 0.1) */
     int eval_every;       /* validation every K steps and at the end; 0: only at the end */
     int eval_batches;     /* batches per validation (default 8; mlp: the whole test set) */

@@ -4,9 +4,10 @@
  * last tenth is validation, loading twice gives the same split; the same
  * seed gives the same batches and a saved rng state resumes them; targets
  * are inputs shifted by one; evaluation batches are fixed. llm.c and
- * nanoGPT token files written here read back exactly, and a token past the
- * vocabulary, a bad version, a truncation or an odd size is refused naming
- * the file and the problem. */
+ * nanoGPT token files written here read back exactly (llm.c's version 2,
+ * uint32 tokens, too, and the files pt_token_writer writes), and a token
+ * past the vocabulary, a bad version, a truncation or an odd size is
+ * refused naming the file and the problem. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +32,7 @@ static void put(const char *name, const void *data, size_t n)
     fclose(f);
 }
 
-static int stream_is(const uint16_t *got, size_t n_got, const char *want)
+static int stream_is(const uint32_t *got, size_t n_got, const char *want)
 {
     if (n_got != strlen(want))
         return 0;
@@ -80,7 +81,7 @@ static void directory_rule(void)
     r = pt_text_data_load(with_file, 2, 0.1, &d2);
     CHECK(r == PT_OK, "load: %s", pt_last_error());
     CHECK(d2.n_files == 2 && d2.n_train == d.n_train && d2.n_val == d.n_val &&
-              memcmp(d2.train, d.train, d.n_train * 2) == 0,
+              memcmp(d2.train, d.train, d.n_train * sizeof *d.train) == 0,
           "naming a.txt and its directory changed the corpus");
     pt_token_data_free(&d2);
     r = pt_text_data_load(twice, 2, 0.1, &d2);
@@ -88,8 +89,9 @@ static void directory_rule(void)
           pt_last_error());
     pt_token_data_free(&d2);
     r = pt_text_data_load(paths, 1, 0.1, &d2);
-    CHECK(r == PT_OK && d2.n_train == d.n_train && memcmp(d2.train, d.train, d.n_train * 2) == 0 &&
-              d2.n_val == d.n_val && memcmp(d2.val, d.val, d.n_val * 2) == 0,
+    CHECK(r == PT_OK && d2.n_train == d.n_train &&
+              memcmp(d2.train, d.train, d.n_train * sizeof *d.train) == 0 && d2.n_val == d.n_val &&
+              memcmp(d2.val, d.val, d.n_val * sizeof *d.val) == 0,
           "a second load differs");
     pt_token_data_free(&d2);
     pt_token_data_free(&d);
@@ -140,9 +142,9 @@ static void batches(void)
 {
     /* Token i is i: windows are recognisable. */
     enum { N = 1000, B = 4, T = 16 };
-    uint16_t tokens[N];
+    uint32_t tokens[N];
     for (int i = 0; i < N; i++)
-        tokens[i] = (uint16_t)i;
+        tokens[i] = (uint32_t)i;
     int in1[B * T], tg1[B * T], in2[B * T], tg2[B * T];
     pt_batch_sampler s1, s2, s3;
     CHECK(pt_batch_sampler_init(&s1, tokens, N, B, T, 42) == PT_OK, "init");
@@ -201,14 +203,15 @@ static void batches(void)
     CHECK(pt_eval_batch_count(B * T + 1, B, T) == 1, "B*T+1 tokens hold no batch");
 }
 
-static void write_llmc(const char *name, int32_t version, int32_t count, const uint16_t *tok,
-                       size_t n_tok)
+/* n_tok tokens of `width` bytes each (tok holds them so) */
+static void write_llmc(const char *name, int32_t version, int32_t count, const void *tok,
+                       size_t n_tok, size_t width)
 {
     int32_t header[256] = {20240520, version, count};
-    size_t n = sizeof header + n_tok * 2;
+    size_t n = sizeof header + n_tok * width;
     unsigned char *buf = malloc(n);
     memcpy(buf, header, sizeof header); /* the machine is little-endian */
-    memcpy(buf + sizeof header, tok, n_tok * 2);
+    memcpy(buf + sizeof header, tok, n_tok * width);
     put(name, buf, n);
     free(buf);
 }
@@ -218,7 +221,7 @@ static void expect_token_refusal(int line, const char *name, int vocab, int stat
 {
     char p[512];
     snprintf(p, sizeof p, "%s/%s", dir, name);
-    uint16_t *t;
+    uint32_t *t;
     size_t n;
     int r = pt_token_file_read(p, vocab, &t, &n);
     if (r != status || !strstr(pt_last_error(), want) || !strstr(pt_last_error(), name)) {
@@ -234,21 +237,22 @@ static void token_files(void)
 {
     enum { N = 500 };
     uint16_t tok[N];
+    uint32_t want[N];
     for (int i = 0; i < N; i++)
-        tok[i] = (uint16_t)((i * 7919) % 50257);
-    write_llmc("llmc.bin", 1, N, tok, N);
+        want[i] = tok[i] = (uint16_t)((i * 7919) % 50257);
+    write_llmc("llmc.bin", 1, N, tok, N, 2);
     put("nanogpt.bin", tok, sizeof tok);
 
     const char *names[2] = {"llmc.bin", "nanogpt.bin"};
     for (int f = 0; f < 2; f++) {
         char p[512];
         snprintf(p, sizeof p, "%s/%s", dir, names[f]);
-        uint16_t *t;
+        uint32_t *t;
         size_t n;
         int r = pt_token_file_read(p, 50257, &t, &n);
         CHECK(r == PT_OK, "%s: %s", names[f], pt_last_error());
         if (r == PT_OK) {
-            CHECK(n == N && memcmp(t, tok, sizeof tok) == 0, "%s: %zu tokens, not as written",
+            CHECK(n == N && memcmp(t, want, sizeof want) == 0, "%s: %zu tokens, not as written",
                   names[f], n);
             free(t);
         }
@@ -256,7 +260,7 @@ static void token_files(void)
         pt_token_data d;
         r = pt_token_data_load_files(p, NULL, 50257, 0.1, &d);
         CHECK(r == PT_OK && d.n_train == 450 && d.n_val == 50 &&
-                  memcmp(d.train, tok, 450 * 2) == 0 && memcmp(d.val, tok + 450, 50 * 2) == 0,
+                  memcmp(d.train, want, 450 * 4) == 0 && memcmp(d.val, want + 450, 50 * 4) == 0,
               "%s: split %zu + %zu", names[f], d.n_train, d.n_val);
         pt_token_data_free(&d);
     }
@@ -273,17 +277,20 @@ static void token_files(void)
     expect_token_refusal(__LINE__, "llmc.bin", 20000, PT_EFORMAT,
                          "token 3 is 23757, not below the vocabulary size 20000");
     expect_token_refusal(__LINE__, "nanogpt.bin", 20000, PT_EFORMAT, "token 3 is 23757");
-    expect_token_refusal(__LINE__, "nanogpt.bin", 70000, PT_EINVAL, "70000");
+    expect_token_refusal(__LINE__, "nanogpt.bin", 0, PT_EINVAL, "vocabulary size 0");
 
-    write_llmc("v2.bin", 2, N, tok, N);
-    expect_token_refusal(__LINE__, "v2.bin", 50257, PT_EFORMAT, "version 2 is not supported");
-    write_llmc("short.bin", 1, N, tok, N - 1);
+    write_llmc("v3.bin", 3, N, tok, N, 2);
+    expect_token_refusal(__LINE__, "v3.bin", 50257, PT_EFORMAT, "version 3 is not supported");
+    write_llmc("v2_short.bin", 2, N, tok, N, 2);
+    expect_token_refusal(__LINE__, "v2_short.bin", 50257, PT_EFORMAT,
+                         "header says 500 tokens (2000 bytes) but 1000 bytes follow");
+    write_llmc("short.bin", 1, N, tok, N - 1, 2);
     expect_token_refusal(__LINE__, "short.bin", 50257, PT_EFORMAT,
                          "header says 500 tokens (1000 bytes) but 998 bytes follow the header "
                          "(truncated)");
-    write_llmc("long.bin", 1, N - 2, tok, N);
+    write_llmc("long.bin", 1, N - 2, tok, N, 2);
     expect_token_refusal(__LINE__, "long.bin", 50257, PT_EFORMAT, "trailing bytes");
-    write_llmc("zero.bin", 1, 0, tok, 0);
+    write_llmc("zero.bin", 1, 0, tok, 0, 2);
     expect_token_refusal(__LINE__, "zero.bin", 50257, PT_EFORMAT, "gives 0 tokens");
     int32_t head_only[25] = {20240520, 1, 10};
     put("cut_header.bin", head_only, sizeof head_only);
@@ -296,6 +303,60 @@ static void token_files(void)
     expect_token_refusal(__LINE__, "absent.bin", 50257, PT_EIO, "absent.bin");
 }
 
+/* Version 2 (uint32 tokens) read, and the writer's files of both versions
+ * read back; a token past the vocabulary is refused by the writer. */
+static void token_versions(void)
+{
+    enum { N = 300 };
+    uint32_t big[N];
+    for (int i = 0; i < N; i++)
+        big[i] = (uint32_t)((i * 104729u) % 128000u);
+    write_llmc("v2.bin", 2, N, big, N, 4);
+    char p[512];
+    snprintf(p, sizeof p, "%s/v2.bin", dir);
+    uint32_t *t;
+    size_t n;
+    int r = pt_token_file_read(p, 128000, &t, &n);
+    CHECK(r == PT_OK && n == N && memcmp(t, big, sizeof big) == 0, "v2.bin: %s", pt_last_error());
+    if (r == PT_OK)
+        free(t);
+    expect_token_refusal(__LINE__, "v2.bin", 100000, PT_EFORMAT, "not below the vocabulary size");
+
+    const int vocabs[2] = {50257, 128000};
+    for (int v = 0; v < 2; v++) {
+        snprintf(p, sizeof p, "%s/written%d.bin", dir, v);
+        pt_token_writer *w;
+        r = pt_token_writer_open(p, vocabs[v], &w);
+        CHECK(r == PT_OK, "writer: %s", pt_last_error());
+        if (r != PT_OK)
+            continue;
+        uint32_t part[N];
+        for (int i = 0; i < N; i++)
+            part[i] = big[i] % (uint32_t)vocabs[v];
+        CHECK(pt_token_writer_add(w, part, 100) == PT_OK &&
+                  pt_token_writer_add(w, part + 100, N - 100) == PT_OK,
+              "writer add: %s", pt_last_error());
+        CHECK(pt_token_writer_commit(w) == PT_OK, "commit: %s", pt_last_error());
+        struct stat sb;
+        CHECK(stat(p, &sb) == 0 && sb.st_size == 1024 + N * (v ? 4 : 2), "%s: %lld bytes", p,
+              (long long)sb.st_size);
+        r = pt_token_file_read(p, vocabs[v], &t, &n);
+        CHECK(r == PT_OK && n == N && memcmp(t, part, sizeof part) == 0, "%s: %s", p,
+              pt_last_error());
+        if (r == PT_OK)
+            free(t);
+    }
+    snprintf(p, sizeof p, "%s/refused.bin", dir);
+    pt_token_writer *w;
+    CHECK(pt_token_writer_open(p, 1000, &w) == PT_OK, "writer: %s", pt_last_error());
+    uint32_t bad = 1000;
+    r = pt_token_writer_add(w, &bad, 1);
+    CHECK(r == PT_EINVAL && strstr(pt_last_error(), "token 1000"), "token 1000 of 1000: %d %s", r,
+          pt_last_error());
+    pt_token_writer_abort(w);
+    CHECK(access(p, F_OK) != 0, "an aborted token file exists");
+}
+
 int main(void)
 {
     if (!mkdtemp(dir)) {
@@ -306,6 +367,7 @@ int main(void)
     fortunes();
     batches();
     token_files();
+    token_versions();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)

@@ -77,8 +77,8 @@ static void on_report(const pt_train_report *r, void *user)
 static int check_modes(const flag *flags, int n, const char *model, const char *optimizer,
                        const char *data_format, const flag_list *data)
 {
-    static const char *const gpt_only[] = {"layers", "heads",        "embd", "seq",
-                                           "vocab",  "eval-batches", NULL};
+    static const char *const gpt_only[] = {"layers", "heads",        "embd",      "seq",
+                                           "vocab",  "eval-batches", "tokenizer", NULL};
     static const char *const mlp_only[] = {"widths", NULL};
     static const char *const adamw_only[] = {"beta1", "beta2", NULL};
     static const char *const sgd_only[] = {"momentum", NULL};
@@ -88,6 +88,7 @@ static int check_modes(const flag *flags, int n, const char *model, const char *
     static const char *const not_with_balance[] = {"max-stage-memory", NULL};
     static const char *const tokens_only[] = {"val-data", NULL};
     static const char *const trace_only[] = {"trace-steps", NULL};
+    static const char *const text_only[] = {"tokenizer", NULL};
     int gpt = !strcmp(model, "gpt");
     if (!gpt && strcmp(model, "mlp")) {
         fprintf(stderr, "pipetrain train: --model '%s': expected gpt or mlp\n", model);
@@ -113,6 +114,10 @@ static int check_modes(const flag *flags, int n, const char *model, const char *
     int tokens =
         !strcmp(data_format, "tokens") || (!strcmp(data_format, "auto") && gpt && data->n == 1 &&
                                            len > 4 && !strcmp(data->items[0] + len - 4, ".bin"));
+    if (gpt && tokens &&
+        flags_refuse_given("train", flags, n, text_only,
+                           "for token data (*.bin or --data-format tokens): it holds ids already"))
+        return 2;
     if (gpt ? flags_refuse_given("train", flags, n, mlp_only,
                                  "for a gpt: it sets an mlp's widths (add --model mlp)")
             : flags_refuse_given("train", flags, n, gpt_only,
@@ -165,8 +170,32 @@ static int check_optim(const flag *flags, int n, float min_lr, float lr, long de
     return 0;
 }
 
+/* With --tokenizer, the gpt's vocabulary is the tokenizer's size: --vocab
+ * may only repeat it. Returns 0, or the exit status after saying why not:
+ * 1 when the tokenizer does not load, 2 for a contradicting --vocab. */
+static int tokenizer_vocab(const flag *flags, int n, pt_train_config *cfg)
+{
+    pt_tokenizer *tok;
+    if (pt_tokenizer_load(cfg->tokenizer, &tok) != PT_OK) {
+        fprintf(stderr, "pipetrain train: --tokenizer: %s\n", pt_last_error());
+        return 1;
+    }
+    int size = pt_tokenizer_vocab_size(tok);
+    pt_tokenizer_destroy(tok);
+    if (flags_given(flags, n, "vocab") && cfg->model.vocab != size) {
+        fprintf(stderr,
+                "pipetrain train: --vocab %d contradicts --tokenizer %s, which has %d tokens\n",
+                cfg->model.vocab, cfg->tokenizer, size);
+        return 2;
+    }
+    cfg->model.vocab = size;
+    return 0;
+}
+
 static const char summary[] =
-    "Trains a gpt on text (or token files) or an mlp on the digits data set.\n"
+    "Trains a gpt on text (or token files) or an mlp on the digits data set. Text is\n"
+    "bytes, or with --tokenizer the ids of a BPE tokenizer (each file's head and tail\n"
+    "encoded after its <|endoftext|>, as pipetrain tokenize joins documents).\n"
     "To resume, repeat the command that saved the checkpoint and add --resume PATH:\n"
     "the model flags must match the checkpoint's (a mismatch is refused), and the\n"
     "run continues its parameters, optimizer moments and data position. --steps\n"
@@ -196,7 +225,8 @@ int cmd_train(int argc, char **argv)
         FLAG_RANGED("seq", FLAG_INT, &cfg.model.seq_len, "N", "gpt tokens per sample (default 128)",
                     LIMIT_SEQ),
         FLAG_RANGED("vocab", FLAG_INT, &cfg.model.vocab, "N",
-                    "gpt vocabulary; text is bytes (default 256)", LIMIT_VOCAB),
+                    "gpt vocabulary (default 256: text is bytes; with --tokenizer its size)",
+                    LIMIT_VOCAB),
         FLAG("widths", FLAG_STRING, &widths, "W0,W1,..",
              "mlp layer widths, 2 to 16, each in [1, 16777216] (default 64,256,10)"),
         FLAG_RANGED("batch", FLAG_INT, &cfg.batch, "B", "samples per optimizer step (default 16)",
@@ -239,6 +269,9 @@ int cmd_train(int argc, char **argv)
              "on any CPU (default auto: amx where the CPU has it)"),
         FLAG("data", FLAG_LIST, &data, "PATH",
              "text file or directory, token file (*.bin), or digits.csv.gz; repeatable"),
+        FLAG("tokenizer", FLAG_STRING, &cfg.tokenizer, "PATH",
+             "encode the text with this BPE tokenizer: tokenizer.json, or a folder holding it or "
+             "vocab.json and merges.txt (default: text is bytes)"),
         FLAG("data-format", FLAG_STRING, &data_format, "auto|text|tokens|digits",
              "how to read --data (default auto: mlp digits, *.bin tokens, else text)"),
         FLAG("val-data", FLAG_STRING, &cfg.val_data, "FILE",
@@ -377,6 +410,8 @@ int cmd_train(int argc, char **argv)
         cfg.pipeline.balance = balance_list;
         cfg.pipeline.n_balance = nb;
     }
+    if (cfg.tokenizer && (rc = tokenizer_vocab(flags, n, &cfg)) != 0)
+        return rc;
     /* the sizes the flags ask for, before anything is allocated; a batch
      * that the micro-batches do not divide is pt_train's to refuse */
     if (model_limits_shape("train", &cfg.model, cfg.batch) ||

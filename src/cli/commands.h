@@ -11,5 +11,6 @@ int cmd_generate(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 #endif

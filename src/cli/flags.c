@@ -3,13 +3,17 @@
 
 #include <string.h>
 
-void flags_help(FILE *f, const char *command, const char *summary, const flag *flags, int n)
+static void help(FILE *f, const char *command, const char *summary, const flag *flags, int n,
+                 const char *args_meta)
 {
-    fprintf(f, "usage: pipetrain %s [FLAGS]\n\n%s\n\nflags:\n", command, summary);
+    fprintf(f, "usage: pipetrain %s [FLAGS]%s%s\n\n%s\n\nflags:\n", command, args_meta ? " " : "",
+            args_meta ? args_meta : "", summary);
     for (int i = 0; i < n; i++) {
         const flag *fl = &flags[i];
-        char left[64];
-        snprintf(left, sizeof left, "--%s%s%s", fl->name, fl->meta ? " " : "",
+        char left[64], alias[8] = "";
+        if (fl->alias)
+            snprintf(alias, sizeof alias, "-%c, ", fl->alias);
+        snprintf(left, sizeof left, "%s--%s%s%s", alias, fl->name, fl->meta ? " " : "",
                  fl->meta ? fl->meta : "");
         int number = fl->kind == FLAG_INT || fl->kind == FLAG_LONG || fl->kind == FLAG_FLOAT;
         size_t len = strlen(fl->help);
@@ -23,6 +27,11 @@ void flags_help(FILE *f, const char *command, const char *summary, const flag *f
         fprintf(f, "\n");
     }
     fprintf(f, "  %-28s %s\n", "--help", "print this list and exit");
+}
+
+void flags_help(FILE *f, const char *command, const char *summary, const flag *flags, int n)
+{
+    help(f, command, summary, flags, n, NULL);
 }
 
 static int set_value(const char *command, const flag *fl, const char *text)
@@ -48,25 +57,53 @@ static int set_value(const char *command, const flag *fl, const char *text)
     return 2;
 }
 
-int flags_parse(const char *command, const char *summary, flag *flags, int n, int argc, char **argv)
+/* The flag an argument names ("--name", "--name=value", or "-a" for a
+ * flag whose alias is 'a'), or NULL; *eq points at "=value" or is NULL. */
+static flag *find_flag(flag *flags, int n, const char *arg, const char **eq)
 {
+    *eq = NULL;
+    if (arg[0] == '-' && arg[1] && arg[1] != '-' && !arg[2]) {
+        for (int k = 0; k < n; k++)
+            if (flags[k].alias == arg[1])
+                return &flags[k];
+        return NULL;
+    }
+    const char *name = arg + 2;
+    *eq = strchr(name, '=');
+    size_t len = *eq ? (size_t)(*eq - name) : strlen(name);
+    for (int k = 0; k < n; k++)
+        if (strlen(flags[k].name) == len && !strncmp(flags[k].name, name, len))
+            return &flags[k];
+    return NULL;
+}
+
+int flags_parse_args(const char *command, const char *summary, flag *flags, int n, int argc,
+                     char **argv, const char *args_meta, const char **args, int *n_args)
+{
+    int only_args = 0;
+    if (n_args)
+        *n_args = 0;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
+        if (args && (only_args || arg[0] != '-' || !arg[1])) {
+            args[(*n_args)++] = arg;
+            continue;
+        }
+        if (args && !strcmp(arg, "--")) {
+            only_args = 1;
+            continue;
+        }
         if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
-            flags_help(stdout, command, summary, flags, n);
+            help(stdout, command, summary, flags, n, args_meta);
             return 1;
         }
-        if (strncmp(arg, "--", 2)) {
+        if (arg[0] != '-' || (arg[1] == '-' && !arg[2])) {
             fprintf(stderr, "pipetrain %s: unexpected argument '%s' (flags start with --)\n",
                     command, arg);
             return 2;
         }
-        const char *name = arg + 2, *eq = strchr(name, '=');
-        size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        flag *fl = NULL;
-        for (int k = 0; k < n; k++)
-            if (strlen(flags[k].name) == len && !strncmp(flags[k].name, name, len))
-                fl = &flags[k];
+        const char *eq;
+        flag *fl = find_flag(flags, n, arg, &eq);
         if (!fl) {
             fprintf(stderr, "pipetrain %s: unknown flag '%s' (see pipetrain %s --help)\n", command,
                     arg, command);
@@ -92,6 +129,11 @@ int flags_parse(const char *command, const char *summary, flag *flags, int n, in
         fl->text = value;
     }
     return 0;
+}
+
+int flags_parse(const char *command, const char *summary, flag *flags, int n, int argc, char **argv)
+{
+    return flags_parse_args(command, summary, flags, n, argc, argv, NULL, NULL, NULL);
 }
 
 const char *flags_given(const flag *flags, int n, const char *name)

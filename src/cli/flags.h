@@ -36,17 +36,23 @@ typedef struct {
     const char *help; /* ends with its default, as "(default 16)" */
     num_range range;  /* FLAG_INT, FLAG_LONG, FLAG_FLOAT: the values allowed */
     const char *text; /* set by flags_parse: the last value given (bools: "1"), or NULL */
+    char alias;       /* 'o': -o works as --name too; 0: none */
 } flag;
 
 /* Table rows: FLAG for a string, bool, list or seed, FLAG_RANGED for an int,
  * long or float, with the values it allows. */
-#define FLAG(name, kind, value, meta, help)                  \
-    {                                                        \
-        name, kind, value, meta, help, NUM_RANGE(0, 0), NULL \
+#define FLAG(name, kind, value, meta, help)                     \
+    {                                                           \
+        name, kind, value, meta, help, NUM_RANGE(0, 0), NULL, 0 \
     }
 #define FLAG_RANGED(name, kind, value, meta, help, range) \
     {                                                     \
-        name, kind, value, meta, help, range, NULL        \
+        name, kind, value, meta, help, range, NULL, 0     \
+    }
+/* A string flag with a one-letter alias (-o FILE). */
+#define FLAG_ALIAS(name, alias, value, meta, help)                         \
+    {                                                                      \
+        name, FLAG_STRING, value, meta, help, NUM_RANGE(0, 0), NULL, alias \
     }
 
 /* Parses argv[1..argc) (argv[0] is the command's name). Values come as
@@ -54,6 +60,12 @@ typedef struct {
  * success, 1 when --help was printed, 2 after printing a message. */
 int flags_parse(const char *command, const char *summary, flag *flags, int n, int argc,
                 char **argv);
+/* As flags_parse, for a command that also takes arguments: those that do
+ * not start with '-' (and "-" itself, and every one after "--") go to
+ * args[0..*n_args), which has room for argc; args_meta names them in the
+ * usage line ("FILES..."). */
+int flags_parse_args(const char *command, const char *summary, flag *flags, int n, int argc,
+                     char **argv, const char *args_meta, const char **args, int *n_args);
 /* The help of a number ends with its range: "(default 4; range [1, 1024])". */
 void flags_help(FILE *f, const char *command, const char *summary, const flag *flags, int n);
 

@@ -13,6 +13,7 @@ static const struct {
     {"train", cmd_train, "train a model (single worker or pipelined)"},
     {"generate", cmd_generate, "sample text from a trained gpt checkpoint"},
     {"eval", cmd_eval, "a gpt checkpoint's mean loss on text or token data"},
+    {"tokenize", cmd_tokenize, "encode text into a token file with a BPE tokenizer"},
     {"schedule", cmd_schedule, "build, check, simulate and draw a pipeline schedule"},
     {"plan", cmd_plan, "profile a model, choose a partition, compare schedules"},
     {"merge", cmd_merge, "merge a checkpoint set (folder) into one safetensors file"},

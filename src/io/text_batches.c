@@ -6,7 +6,7 @@
 #include "io/text_data.h"
 #include "tensor/error.h"
 
-int pt_batch_sampler_init(pt_batch_sampler *s, const uint16_t *tokens, size_t n, int B, int T,
+int pt_batch_sampler_init(pt_batch_sampler *s, const uint32_t *tokens, size_t n, int B, int T,
                           uint64_t seed)
 {
     if (B < 1 || T < 1)
@@ -24,7 +24,7 @@ int pt_batch_sampler_init(pt_batch_sampler *s, const uint16_t *tokens, size_t n,
     return PT_OK;
 }
 
-static void fill_row(const uint16_t *window, int T, int *inputs, int *targets)
+static void fill_row(const uint32_t *window, int T, int *inputs, int *targets)
 {
     for (int t = 0; t < T; t++) {
         inputs[t] = window[t];
@@ -50,7 +50,7 @@ size_t pt_eval_batch_count(size_t n, int B, int T)
     return (n - 1) / ((size_t)B * (size_t)T);
 }
 
-int pt_eval_batch(const uint16_t *tokens, size_t n, int B, int T, size_t k, int *inputs,
+int pt_eval_batch(const uint32_t *tokens, size_t n, int B, int T, size_t k, int *inputs,
                   int *targets)
 {
     size_t count = pt_eval_batch_count(n, B, T);

@@ -1,6 +1,8 @@
-/* text_corpus.c: byte-level text corpora from files and directories (see
- * text_data.h for the rules). Called by the train command through
- * pt_text_data_load().
+/* text_corpus.c: text corpora from files and directories (see text_data.h
+ * for the rules): the listing of their files, which every reader of text
+ * shares (byte-level corpora here, tokenized ones in
+ * src/text/text_tokens.c, `pipetrain tokenize`), and byte-level corpora,
+ * which the train command loads through pt_text_data_load().
  *
  * Why these directory rules: a directory of text as Debian ships it
  * (/usr/share/games/fortunes) holds each text once as a regular file, a
@@ -17,121 +19,61 @@
 #include <sys/stat.h>
 
 #include "io/text_data.h"
+#include "io/whole_file.h"
 #include "tensor/error.h"
 
-typedef struct {
-    uint16_t *data;
-    size_t n, cap;
-} token_buf;
-
-static int buf_append(token_buf *b, const unsigned char *bytes, size_t n)
+int pt_token_ids_reserve(pt_token_ids *ids, size_t k)
 {
-    if (b->n + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + n)
-            cap *= 2;
-        uint16_t *d = realloc(b->data, cap * sizeof *d);
-        if (!d)
-            return pt_fail(PT_ENOMEM, "out of memory for the text corpus");
-        b->data = d;
-        b->cap = cap;
-    }
-    for (size_t i = 0; i < n; i++)
-        b->data[b->n + i] = bytes[i];
-    b->n += n;
+    if (ids->n + k <= ids->cap)
+        return PT_OK;
+    size_t cap = ids->cap ? ids->cap : 1024;
+    while (cap < ids->n + k)
+        cap *= 2;
+    uint32_t *grown = realloc(ids->ids, cap * sizeof *grown);
+    if (!grown)
+        return pt_fail(PT_ENOMEM, "out of memory for %zu tokens", cap);
+    ids->ids = grown;
+    ids->cap = cap;
     return PT_OK;
 }
 
+/* ---- Listing ----------------------------------------------------------- */
+
 typedef struct {
-    token_buf train, val;
-    double val_fraction;
-    int n_files;
+    pt_text_file *files;
+    size_t n, cap;
     struct file_id {
         dev_t dev;
         ino_t ino;
     } * seen;
-    size_t n_seen, cap_seen;
-} corpus;
+} listing;
 
-/* 1 if this file was read already (hard link or named twice), else records
- * it and returns 0; negative on allocation failure. */
-static int seen_before(corpus *c, const struct stat *sb)
+/* Lists path unless it was listed already (hard link or named twice). */
+static int list_file(listing *l, const char *path, const struct stat *sb, int in_folder)
 {
-    for (size_t i = 0; i < c->n_seen; i++)
-        if (c->seen[i].dev == sb->st_dev && c->seen[i].ino == sb->st_ino)
-            return 1;
-    if (c->n_seen == c->cap_seen) {
-        size_t cap = c->cap_seen ? c->cap_seen * 2 : 64;
-        struct file_id *s = realloc(c->seen, cap * sizeof *s);
-        if (!s)
+    for (size_t i = 0; i < l->n; i++)
+        if (l->seen[i].dev == sb->st_dev && l->seen[i].ino == sb->st_ino)
+            return PT_OK;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        pt_text_file *f = realloc(l->files, cap * sizeof *f);
+        if (f)
+            l->files = f;
+        struct file_id *s = realloc(l->seen, cap * sizeof *s);
+        if (s)
+            l->seen = s;
+        if (!f || !s)
             return pt_fail(PT_ENOMEM, "out of memory");
-        c->seen = s;
-        c->cap_seen = cap;
+        l->cap = cap;
     }
-    c->seen[c->n_seen].dev = sb->st_dev;
-    c->seen[c->n_seen].ino = sb->st_ino;
-    c->n_seen++;
-    return 0;
-}
-
-static int read_whole_file(const char *path, unsigned char **out, size_t *out_n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return pt_fail(PT_EIO, "%s: %s", path, strerror(errno));
-    unsigned char *data = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 65536;
-            unsigned char *d = realloc(data, ncap);
-            if (!d) {
-                free(data);
-                fclose(f);
-                return pt_fail(PT_ENOMEM, "%s: out of memory", path);
-            }
-            data = d;
-            cap = ncap;
-        }
-        size_t got = fread(data + n, 1, cap - n, f);
-        n += got;
-        if (got == 0)
-            break;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (err) {
-        free(data);
-        return pt_fail(PT_EIO, "%s: read failed", path);
-    }
-    *out = data;
-    *out_n = n;
+    char *copy = strdup(path);
+    if (!copy)
+        return pt_fail(PT_ENOMEM, "out of memory");
+    l->files[l->n] = (pt_text_file){copy, (uint64_t)sb->st_size, in_folder};
+    l->seen[l->n].dev = sb->st_dev;
+    l->seen[l->n].ino = sb->st_ino;
+    l->n++;
     return PT_OK;
-}
-
-/* Adds one file: its head to training, its tail to validation. With
- * skip_binary, a file holding a NUL byte is passed over. */
-static int add_file(corpus *c, const char *path, const struct stat *sb, int skip_binary)
-{
-    int r = seen_before(c, sb);
-    if (r != 0)
-        return r < 0 ? r : PT_OK;
-    unsigned char *bytes = NULL;
-    size_t n = 0;
-    r = read_whole_file(path, &bytes, &n);
-    if (r != PT_OK)
-        return r;
-    if (n == 0 || (skip_binary && memchr(bytes, 0, n))) {
-        free(bytes);
-        return PT_OK;
-    }
-    size_t n_val = (size_t)((double)n * c->val_fraction);
-    r = buf_append(&c->train, bytes, n - n_val);
-    if (r == PT_OK)
-        r = buf_append(&c->val, bytes + (n - n_val), n_val);
-    free(bytes);
-    c->n_files++;
-    return r;
 }
 
 static int compare_names(const void *a, const void *b)
@@ -139,7 +81,7 @@ static int compare_names(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int add_directory(corpus *c, const char *dir)
+static int list_directory(listing *l, const char *dir)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -182,7 +124,7 @@ static int add_directory(corpus *c, const char *dir)
         if (lstat(path, &sb) != 0)
             r = pt_fail(PT_EIO, "%s: %s", path, strerror(errno));
         else if (S_ISREG(sb.st_mode))
-            r = add_file(c, path, &sb, 1);
+            r = list_file(l, path, &sb, 1);
         free(path);
     }
     for (size_t i = 0; i < n; i++)
@@ -191,16 +133,13 @@ static int add_directory(corpus *c, const char *dir)
     return r;
 }
 
-int pt_text_data_load(const char *const *paths, int n_paths, double val_fraction,
-                      pt_token_data *out)
+int pt_text_files_list(const char *const *paths, int n_paths, pt_text_file **files, size_t *n)
 {
-    memset(out, 0, sizeof *out);
+    *files = NULL;
+    *n = 0;
     if (n_paths < 1)
         return pt_fail(PT_EINVAL, "no text data given");
-    if (!(val_fraction >= 0.0 && val_fraction < 1.0))
-        return pt_fail(PT_EINVAL, "validation fraction %g is not in [0, 1)", val_fraction);
-    corpus c = {0};
-    c.val_fraction = val_fraction;
+    listing l = {0};
     int r = PT_OK;
     for (int i = 0; i < n_paths && r == PT_OK; i++) {
         struct stat sb;
@@ -208,28 +147,107 @@ int pt_text_data_load(const char *const *paths, int n_paths, double val_fraction
         if (stat(paths[i], &sb) != 0)
             r = pt_fail(PT_EIO, "%s: %s", paths[i], strerror(errno));
         else if (S_ISDIR(sb.st_mode))
-            r = add_directory(&c, paths[i]);
+            r = list_directory(&l, paths[i]);
         else
-            r = add_file(&c, paths[i], &sb, 0);
+            r = list_file(&l, paths[i], &sb, 0);
     }
-    free(c.seen);
-    if (r == PT_OK && c.train.n == 0)
-        r = pt_fail(PT_EINVAL,
-                    "%s%s: no text found (directories give their regular files "
-                    "without NUL bytes)",
-                    paths[0], n_paths > 1 ? " and the other paths" : "");
+    free(l.seen);
     if (r != PT_OK) {
-        free(c.train.data);
-        free(c.val.data);
+        pt_text_files_free(l.files, l.n);
         return r;
     }
-    out->train = c.train.data;
-    out->n_train = c.train.n;
-    out->val = c.val.data;
-    out->n_val = c.val.n;
-    out->vocab = 256;
-    out->n_files = c.n_files;
+    *files = l.files;
+    *n = l.n;
     return PT_OK;
+}
+
+void pt_text_files_free(pt_text_file *files, size_t n)
+{
+    for (size_t i = 0; files && i < n; i++)
+        free(files[i].path);
+    free(files);
+}
+
+int pt_text_file_read(const pt_text_file *f, unsigned char **bytes, size_t *n)
+{
+    int r = pt_read_whole_file(f->path, bytes, n);
+    if (r == PT_OK && (*n == 0 || (f->in_folder && memchr(*bytes, 0, *n)))) {
+        free(*bytes);
+        *bytes = NULL;
+        *n = 0;
+    }
+    return r;
+}
+
+/* ---- Corpora ----------------------------------------------------------- */
+
+int pt_text_none_found(const char *const *paths, int n_paths)
+{
+    return pt_fail(PT_EINVAL,
+                   "%s%s: no text found (directories give their regular files without NUL "
+                   "bytes)",
+                   paths[0], n_paths > 1 ? " and the other paths" : "");
+}
+
+int pt_text_data_load_with(const char *const *paths, int n_paths, double val_fraction,
+                           pt_text_encoder encode, void *user, int vocab, pt_token_data *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!(val_fraction >= 0.0 && val_fraction < 1.0))
+        return pt_fail(PT_EINVAL, "validation fraction %g is not in [0, 1)", val_fraction);
+    pt_text_file *files;
+    size_t n_files;
+    int r = pt_text_files_list(paths, n_paths, &files, &n_files);
+    if (r != PT_OK)
+        return r;
+    pt_token_ids train = {0}, val = {0};
+    for (size_t i = 0; i < n_files && r == PT_OK; i++) {
+        unsigned char *bytes;
+        size_t n;
+        r = pt_text_file_read(&files[i], &bytes, &n);
+        if (r != PT_OK || !bytes)
+            continue;
+        size_t n_val = (size_t)((double)n * val_fraction);
+        r = encode(user, bytes, n - n_val, &train);
+        if (r == PT_OK && n_val > 0)
+            r = encode(user, bytes + (n - n_val), n_val, &val);
+        free(bytes);
+        out->n_files++;
+    }
+    pt_text_files_free(files, n_files);
+    if (r == PT_OK && train.n == 0)
+        r = pt_text_none_found(paths, n_paths);
+    if (r != PT_OK) {
+        free(train.ids);
+        free(val.ids);
+        out->n_files = 0;
+        return r;
+    }
+    out->train = train.ids;
+    out->n_train = train.n;
+    out->val = val.ids;
+    out->n_val = val.n;
+    out->vocab = vocab;
+    return PT_OK;
+}
+
+/* Every byte is a token. */
+static int bytes_as_tokens(void *user, const unsigned char *text, size_t n, pt_token_ids *out)
+{
+    (void)user;
+    int r = pt_token_ids_reserve(out, n);
+    if (r != PT_OK)
+        return r;
+    for (size_t i = 0; i < n; i++)
+        out->ids[out->n + i] = text[i];
+    out->n += n;
+    return PT_OK;
+}
+
+int pt_text_data_load(const char *const *paths, int n_paths, double val_fraction,
+                      pt_token_data *out)
+{
+    return pt_text_data_load_with(paths, n_paths, val_fraction, bytes_as_tokens, NULL, 256, out);
 }
 
 void pt_token_data_free(pt_token_data *d)

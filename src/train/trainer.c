@@ -28,6 +28,7 @@
 #include "io/tensorboard.h"
 #include "io/text_data.h"
 #include "runtime/optimizer.h"
+#include "text/text_tokens.h"
 #include "tensor/error.h"
 #include "train/stage_checkpoint.h"
 
@@ -82,6 +83,25 @@ static int single_bin_file(const pt_train_config *c)
     return n > 4 && !strcmp(c->data[0] + n - 4, ".bin");
 }
 
+/* Text encoded with the configured tokenizer, whose size the gpt's vocab
+ * must be. */
+static int open_tokenized_text(const pt_train_config *c, pt_token_data *out)
+{
+    pt_tokenizer *tok;
+    int rc = pt_tokenizer_load(c->tokenizer, &tok);
+    if (rc != PT_OK)
+        return rc;
+    int size = pt_tokenizer_vocab_size(tok);
+    if (c->model.vocab != size)
+        rc = pt_fail(PT_EINVAL,
+                     "the tokenizer %s has %d tokens: the gpt's vocab must be %d (got %d)",
+                     c->tokenizer, size, size, c->model.vocab);
+    else
+        rc = pt_text_data_encode(c->data, c->n_data, c->val_fraction, tok, out);
+    pt_tokenizer_destroy(tok);
+    return rc;
+}
+
 static int open_data(trainer *t)
 {
     const pt_train_config *c = t->cfg;
@@ -109,13 +129,18 @@ static int open_data(trainer *t)
             rc = pt_digits_sampler_init(&d->digit_sampler, &d->digits.train, c->seed);
         return rc;
     }
-    if (kind == PT_DATA_TEXT) {
+    if (kind == PT_DATA_TEXT && c->tokenizer) {
+        rc = open_tokenized_text(c, &d->tokens);
+    } else if (kind == PT_DATA_TEXT) {
         if (c->model.vocab != 256)
             return pt_fail(PT_EINVAL,
                            "text is read as bytes: the gpt's vocab must be 256 "
                            "(got %d)",
                            c->model.vocab);
         rc = pt_text_data_load(c->data, c->n_data, c->val_fraction, &d->tokens);
+    } else if (c->tokenizer) {
+        return pt_fail(PT_EINVAL,
+                       "a tokenizer does nothing for token files: they hold ids already");
     } else {
         rc = pt_token_data_load_files(c->data[0], c->val_data, c->model.vocab, c->val_fraction,
                                       &d->tokens);
@@ -310,6 +335,8 @@ static void config_text(const pt_train_config *c, char *buf, size_t n)
     ROW("checkpoint-activations", "%s", c->pipeline.checkpoint_activations ? "yes" : "no");
     for (int i = 0; i < c->n_data; i++)
         ROW("data", "%s", c->data[i]);
+    if (c->tokenizer)
+        ROW("tokenizer", "%s", c->tokenizer);
     if (c->resume)
         ROW("resume", "%s", c->resume);
     if (c->init_from)
