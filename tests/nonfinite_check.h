@@ -90,7 +90,7 @@ static int nf_check(int stages, pt_pipeline_transport transport, const char *dir
     char a_path[512], b_path[512];
     snprintf(a_path, sizeof a_path, "%s/a.safetensors", dir);
     snprintf(b_path, sizeof b_path, "%s/b.safetensors", dir);
-    REQUIRE(pt_stage_checkpoint_save(p, a_path, &st) == PT_OK, "save A: %s", pt_last_error());
+    REQUIRE(pt_stage_checkpoint_save(p, a_path, &st, NULL) == PT_OK, "save A: %s", pt_last_error());
     unsigned char held[64];
     pipeline_copy_out(p, before, ob, held);
 
@@ -115,7 +115,7 @@ static int nf_check(int stages, pt_pipeline_transport transport, const char *dir
                           pt_optimizer_state(oa, after, i, which), q->numel * sizeof(float)),
                   "a moment of %s changed", q->name);
     }
-    REQUIRE(pt_stage_checkpoint_save(p, b_path, &st) == PT_OK, "save B: %s", pt_last_error());
+    REQUIRE(pt_stage_checkpoint_save(p, b_path, &st, NULL) == PT_OK, "save B: %s", pt_last_error());
     if (pt_pipeline_is_main(p))
         CHECK(nf_same_file(a_path, b_path), "the checkpoint after the skipped step differs");
 

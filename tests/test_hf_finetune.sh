@@ -14,7 +14,9 @@ corpus=/usr/share/games/fortunes
 newtext=/usr/share/common-licenses
 [ -d "$corpus" ] && [ -d "$newtext" ] ||
     { echo "skipped: $corpus or $newtext is missing (scripts/install-deps.sh)"; exit 77; }
-. "$PT_SOURCE_DIR/tests/hf_env.sh"
+source "$PT_SOURCE_DIR/tests/python_env.sh" "PyPI's transformers, safetensors and numpy"
+hf="$py $PT_SOURCE_DIR/tests/hf_gpt2.py"
+export TRANSFORMERS_VERBOSITY=error
 model=(--layers 2 --heads 4 --embd 64 --seq 64)
 "$PIPETRAIN" train "${model[@]}" --batch 8 --steps 60 --lr 3e-3 --data "$corpus" \
     --save "$dir/pre" --quiet >/dev/null

@@ -12,7 +12,9 @@
 # that contradict config.json are refused. Skipped (77) when the Python
 # packages cannot be installed (scripts/install-test-python.sh).
 set -euo pipefail
-. "$PT_SOURCE_DIR/tests/hf_env.sh"
+source "$PT_SOURCE_DIR/tests/python_env.sh" "PyPI's transformers, safetensors and numpy"
+hf="$py $PT_SOURCE_DIR/tests/hf_gpt2.py"
+export TRANSFORMERS_VERBOSITY=error
 $hf tokens "$dir/tokens.bin" 4000 64
 B=4 T=16 K=3
 fail=0

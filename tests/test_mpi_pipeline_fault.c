@@ -103,7 +103,7 @@ static int job(const char *mode, const char *ckpt)
         if (rc == PT_OK && s + 1 == SAVE_AFTER) {
             pt_train_state st = {.step = SAVE_AFTER};
             pt_rng_seed(&st.data_rng, 1);
-            rc = pt_stage_checkpoint_save(p, ckpt, &st);
+            rc = pt_stage_checkpoint_save(p, ckpt, &st, NULL);
         }
         if (rc != PT_OK) {
             fprintf(stderr, "pipetrain: rank %d: %s\n", me, pt_last_error());

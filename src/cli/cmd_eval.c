@@ -11,20 +11,29 @@
 #include "cli/model_limits.h"
 #include "cli/model_source.h"
 #include "io/text_data.h"
+#include "text/text_tokens.h"
 #include "tensor/error.h"
 #include "train/stage_checkpoint.h"
 #include "pipetrain.h"
 
-static int load_tokens(const char *format, const flag_list *data, const pt_model_config *cfg,
-                       pt_token_data *d)
+static int load_tokens(int tokens, const flag_list *data, const pt_model_config *cfg,
+                       const char *tokenizer, pt_token_data *d)
 {
-    size_t len = strlen(data->items[0]);
-    int tokens = !strcmp(format, "tokens") || (!strcmp(format, "auto") && data->n == 1 && len > 4 &&
-                                               !strcmp(data->items[0] + len - 4, ".bin"));
     if (tokens && data->n > 1)
         return pt_fail(PT_EINVAL, "token data is one file (got %d)", data->n);
     if (tokens)
         return pt_token_data_load_files(data->items[0], NULL, cfg->vocab, 0.0, d);
+    if (tokenizer) {
+        pt_tokenizer *tok;
+        int rc = pt_tokenizer_load(tokenizer, &tok);
+        if (rc == PT_OK && pt_tokenizer_vocab_size(tok) != cfg->vocab)
+            rc = pt_fail(PT_EINVAL, "the tokenizer %s has %d tokens but the model's vocab is %d",
+                         tokenizer, pt_tokenizer_vocab_size(tok), cfg->vocab);
+        if (rc == PT_OK)
+            rc = pt_text_data_encode(data->items, data->n, 0.0, tok, d);
+        pt_tokenizer_destroy(tok);
+        return rc;
+    }
     if (cfg->vocab != 256)
         return pt_fail(PT_EINVAL, "text is read as bytes: the gpt's vocab must be 256 (got %d)",
                        cfg->vocab);
@@ -58,7 +67,7 @@ static int evaluate(pt_pipeline *pipe, const pt_token_data *d, int B, int T, lon
 
 int cmd_eval(int argc, char **argv)
 {
-    const char *load = NULL, *format = "auto";
+    const char *load = NULL, *format = "auto", *tokenizer = NULL;
     flag_list data = {.n = 0};
     int batch = 8, stages = 1, microbatches = 1;
     long batches = 0;
@@ -72,6 +81,9 @@ int cmd_eval(int argc, char **argv)
              "text file or directory, or one token file (*.bin); repeatable (required)"),
         FLAG("data-format", FLAG_STRING, &format, "auto|text|tokens",
              "how to read --data (default auto: *.bin tokens, else text)"),
+        FLAG("tokenizer", FLAG_STRING, &tokenizer, "PATH",
+             "encode the text with this BPE tokenizer (default: the model folder's tokenizer if "
+             "it has one, else bytes)"),
         FLAG_RANGED("batch", FLAG_INT, &batch, "B", "sequences per batch (default 8)", LIMIT_BATCH),
         FLAG_RANGED("batches", FLAG_LONG, &batches, "K",
                     "batches to average; 0: every whole batch the data holds (default 0)",
@@ -125,7 +137,17 @@ int cmd_eval(int argc, char **argv)
     pc.micro_batch_size = batch / microbatches;
     double loss = 0;
     long used = 0;
-    rc = load_tokens(format, &data, &cfg, &d);
+    size_t len = strlen(data.items[0]);
+    int tokens = !strcmp(format, "tokens") ||
+                 (!strcmp(format, "auto") && len > 4 && !strcmp(data.items[0] + len - 4, ".bin"));
+    if (tokens && tokenizer) {
+        fprintf(stderr, "pipetrain eval: --tokenizer does nothing for token data: it holds ids\n");
+        return 2;
+    }
+    char folder_tokenizer[4096];
+    if (!tokenizer && !tokens)
+        tokenizer = model_tokenizer(load, folder_tokenizer, sizeof folder_tokenizer);
+    rc = load_tokens(tokens, &data, &cfg, tokenizer, &d);
     if (rc == PT_OK)
         rc = pt_pipeline_create(&cfg, NULL, &pc, &pipe);
     if (rc == PT_OK)

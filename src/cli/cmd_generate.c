@@ -78,7 +78,7 @@ int cmd_generate(int argc, char **argv)
         FLAG("tokenizer", FLAG_STRING, &tokenizer, "PATH",
              "the BPE tokenizer the model was trained with (tokenizer.json, or a folder holding "
              "it or vocab.json and merges.txt): the prompt is encoded, the output decoded "
-             "(default: tokens are bytes)"),
+             "(default: the model folder's tokenizer if it has one, else tokens are bytes)"),
         FLAG_RANGED("tokens", FLAG_INT, &tokens, "N", "tokens to sample (default 200)",
                     NUM_RANGE(1, 1 << 24)),
         FLAG_RANGED("temperature", FLAG_FLOAT, &temperature, "X",
@@ -119,13 +119,16 @@ int cmd_generate(int argc, char **argv)
         return rc;
     pt_tokenizer *tok = NULL;
     int *ids = NULL, n_prompt = 0;
+    char folder_tokenizer[4096];
+    if (!tokenizer)
+        tokenizer = model_tokenizer(load, folder_tokenizer, sizeof folder_tokenizer);
     if (tokenizer && pt_tokenizer_load(tokenizer, &tok) != PT_OK) {
-        fprintf(stderr, "pipetrain generate: --tokenizer: %s\n", pt_last_error());
+        fprintf(stderr, "pipetrain generate: tokenizer: %s\n", pt_last_error());
         return 1;
     }
     if (tok && pt_tokenizer_vocab_size(tok) != cfg.vocab) {
         fprintf(stderr,
-                "pipetrain generate: --tokenizer %s has %d tokens but the model %s has a "
+                "pipetrain generate: the tokenizer %s has %d tokens but the model %s has a "
                 "vocabulary of %d\n",
                 tokenizer, pt_tokenizer_vocab_size(tok), load, cfg.vocab);
         rc = 2;

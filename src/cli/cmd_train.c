@@ -72,6 +72,14 @@ static void on_report(const pt_train_report *r, void *user)
     fflush(stdout);
 }
 
+/* As pt_train reads --data: auto takes one *.bin file of a gpt as tokens. */
+static int reads_tokens(const char *data_format, int gpt, const flag_list *data)
+{
+    size_t len = strlen(data->items[0]);
+    return !strcmp(data_format, "tokens") || (!strcmp(data_format, "auto") && gpt && data->n == 1 &&
+                                              len > 4 && !strcmp(data->items[0] + len - 4, ".bin"));
+}
+
 /* Flags that would do nothing in the mode the others chose are refused:
  * a run that silently ignores one is not the run its user asked for. */
 static int check_modes(const flag *flags, int n, const char *model, const char *optimizer,
@@ -109,11 +117,7 @@ static int check_modes(const flag *flags, int n, const char *model, const char *
         fprintf(stderr, "pipetrain train: --data is required (see pipetrain train --help)\n");
         return 2;
     }
-    /* as pt_train reads them: auto takes one *.bin file of a gpt as tokens */
-    size_t len = strlen(data->items[0]);
-    int tokens =
-        !strcmp(data_format, "tokens") || (!strcmp(data_format, "auto") && gpt && data->n == 1 &&
-                                           len > 4 && !strcmp(data->items[0] + len - 4, ".bin"));
+    int tokens = reads_tokens(data_format, gpt, data);
     if (gpt && tokens &&
         flags_refuse_given("train", flags, n, text_only,
                            "for token data (*.bin or --data-format tokens): it holds ids already"))
@@ -182,6 +186,12 @@ static int tokenizer_vocab(const flag *flags, int n, pt_train_config *cfg)
     }
     int size = pt_tokenizer_vocab_size(tok);
     pt_tokenizer_destroy(tok);
+    if (cfg->init_from && cfg->model.vocab != size) {
+        fprintf(stderr,
+                "pipetrain train: the tokenizer %s has %d tokens but %s's vocab_size is %d\n",
+                cfg->tokenizer, size, cfg->init_from, cfg->model.vocab);
+        return 2;
+    }
     if (flags_given(flags, n, "vocab") && cfg->model.vocab != size) {
         fprintf(stderr,
                 "pipetrain train: --vocab %d contradicts --tokenizer %s, which has %d tokens\n",
@@ -410,6 +420,14 @@ int cmd_train(int argc, char **argv)
         cfg.pipeline.balance = balance_list;
         cfg.pipeline.n_balance = nb;
     }
+    /* text goes through the tokenizer of the model folder it starts from */
+    const char *from = cfg.init_from ? cfg.init_from : cfg.resume;
+    char folder_tokenizer[4096];
+    if (!cfg.tokenizer && from && cfg.model.kind == PT_MODEL_GPT &&
+        !reads_tokens(data_format, 1, &data) &&
+        (cfg.tokenizer = model_tokenizer(from, folder_tokenizer, sizeof folder_tokenizer)))
+        fprintf(stderr, "pipetrain train: the text is encoded with the tokenizer in %s\n",
+                cfg.tokenizer);
     if (cfg.tokenizer && (rc = tokenizer_vocab(flags, n, &cfg)) != 0)
         return rc;
     /* the sizes the flags ask for, before anything is allocated; a batch

@@ -2,6 +2,7 @@
 #include "cli/model_source.h"
 
 #include <string.h>
+#include <sys/stat.h>
 
 #include "io/checkpoint.h"
 #include "io/hf_config.h"
@@ -83,4 +84,17 @@ void model_note_dropout(const char *cmd, const char *path)
                 "pipetrain %s: note: %s asks for dropout (%s %g); pipetrain trains without "
                 "dropout\n",
                 cmd, path, field, p);
+}
+
+const char *model_tokenizer(const char *path, char *buf, size_t n)
+{
+    struct stat sb;
+    const char *slash = strrchr(path, '/');
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        snprintf(buf, n, "%s", path);
+    else if (slash)
+        snprintf(buf, n, "%.*s", (int)(slash - path), path);
+    else
+        snprintf(buf, n, ".");
+    return pt_tokenizer_find(buf) ? buf : NULL;
 }

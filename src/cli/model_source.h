@@ -18,6 +18,11 @@
 int model_from_checkpoint(const char *cmd, const char *path, const flag *flags, int n,
                           pt_model_config *cfg);
 
+/* The folder holding the tokenizer files of the model at path (the folder
+ * itself, or the one a file is in), written into buf; NULL when it has
+ * none. */
+const char *model_tokenizer(const char *path, char *buf, size_t n);
+
 /* A note on stderr when path's config.json asks for dropout, which pipetrain
  * does not apply. */
 void model_note_dropout(const char *cmd, const char *path);

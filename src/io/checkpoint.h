@@ -73,6 +73,13 @@ int pt_checkpoint_begin(const char *dest, char *staging, size_t n);
 int pt_checkpoint_write_shard(const char *staging, int shard, int n_shards, const pt_model *stage,
                               pt_optimizer *opt, const pt_train_state *state, const char *run_id);
 
+/* Copies the tokenizer a run used into the staging folder, each file
+ * atomically: tokenizer, a tokenizer.json file or a folder holding
+ * tokenizer.json or vocab.json and merges.txt (what pt_tokenizer_load
+ * reads), so the set is a model folder with its tokenizer. One worker calls
+ * it, before publish. */
+int pt_checkpoint_write_tokenizer(const char *staging, const char *tokenizer);
+
 /* After every stage's write_shard returned: reads the shards' headers,
  * checks that every parameter of the model (desc: any model of the run's
  * config, a description will do) is in exactly one shard with its shape,

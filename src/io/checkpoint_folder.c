@@ -66,6 +66,9 @@ static int set_member(const char *name)
 {
     if (starts_with(name, PT_SET_STATE) || starts_with(name, PT_SET_CONFIG))
         return 1;
+    for (int i = 0; pt_set_tokenizer_files[i]; i++)
+        if (starts_with(name, pt_set_tokenizer_files[i]))
+            return 1;
     return (starts_with(name, PT_SET_WEIGHTS) || starts_with(name, PT_SET_MOMENTS)) &&
            strstr(name, ".safetensors");
 }

@@ -17,6 +17,8 @@
 #define PT_SET_STATE   "trainer_state.json"
 #define PT_SET_CONFIG  "config.json"
 #define PT_NAME_MAX    256
+/* The tokenizer files a set may carry (NULL-terminated). */
+extern const char *const pt_set_tokenizer_files[];
 /* GPT2LMHeadModel's names start with it; GPT2Model's (the "gpt2" files on
  * the Hugging Face hub) do not, and are read as the same tensors. */
 #define PT_GPT_PREFIX "transformer."

@@ -103,7 +103,8 @@ static int write_shard(pt_pipeline *p, int worker, void *user)
         j->file ? NULL : pt_pipeline_stage_optimizer(p, worker), j->state, j->plan->run_id);
 }
 
-int pt_stage_checkpoint_save(pt_pipeline *p, const char *path, const pt_train_state *state)
+int pt_stage_checkpoint_save(pt_pipeline *p, const char *path, const pt_train_state *state,
+                             const char *tokenizer)
 {
     save_plan *plan = calloc(1, sizeof *plan);
     if (!plan)
@@ -118,6 +119,8 @@ int pt_stage_checkpoint_save(pt_pipeline *p, const char *path, const pt_train_st
     save_job j = {.plan = plan, .state = state, .file = pt_checkpoint_is_file(path)};
     if (rc == PT_OK)
         rc = pt_pipeline_agree(p, pt_pipeline_run(p, write_shard, &j), NULL, 0);
+    if (rc == PT_OK && main && tokenizer && !j.file)
+        rc = pt_checkpoint_write_tokenizer(plan->staging, tokenizer);
     if (rc == PT_OK && main)
         rc = pt_checkpoint_publish(
             plan->staging, path, pt_pipeline_stages(p), pt_pipeline_description(p),

@@ -17,6 +17,7 @@ int pt_stage_checkpoint_load(pt_pipeline *p, const char *path, pt_train_state *s
 /* Saves the pipeline's parameters, moments and the run state under path: a
  * set (folder), or one file when path ends in ".safetensors". Every process
  * of the pipeline calls it. */
-int pt_stage_checkpoint_save(pt_pipeline *p, const char *path, const pt_train_state *state);
+int pt_stage_checkpoint_save(pt_pipeline *p, const char *path, const pt_train_state *state,
+                             const char *tokenizer);
 
 #endif

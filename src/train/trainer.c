@@ -234,7 +234,7 @@ static int save(trainer *t)
         t->state.data_rng = t->data.sampler.rng;
     else
         t->state.data_drawn = t->data.digit_sampler.drawn;
-    int rc = pt_stage_checkpoint_save(t->pipe, t->cfg->save, &t->state);
+    int rc = pt_stage_checkpoint_save(t->pipe, t->cfg->save, &t->state, t->cfg->tokenizer);
     if (rc == PT_OK && t->cfg->save_dtype == PT_PRECISION_BF16 && pt_pipeline_is_main(t->pipe))
         rc = pt_checkpoint_narrow_bf16(t->cfg->save);
     return pt_pipeline_agree(t->pipe, rc, NULL, 0);
