@@ -222,3 +222,16 @@ int pt_atomic_commit(pt_atomic_file *af)
     release(af);
     return PT_OK;
 }
+
+int pt_atomic_write_file(const char *path, const void *data, size_t n)
+{
+    pt_atomic_file af;
+    int rc = pt_atomic_open(&af, path);
+    if (rc == PT_OK)
+        rc = pt_atomic_write(&af, data, n);
+    if (rc == PT_OK)
+        rc = pt_atomic_commit(&af);
+    else if (af.f)
+        pt_atomic_abort(&af);
+    return rc;
+}

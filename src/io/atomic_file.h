@@ -33,6 +33,8 @@ int pt_atomic_write(pt_atomic_file *af, const void *data, size_t n);
 int pt_atomic_commit(pt_atomic_file *af);
 /* Closes and removes the temporary file; the final name is untouched. */
 void pt_atomic_abort(pt_atomic_file *af);
+/* The whole file at once: open, write n bytes, commit (abort on failure). */
+int pt_atomic_write_file(const char *path, const void *data, size_t n);
 /* Makes renames and creations inside a directory durable (fsync of the
  * directory). Some filesystems refuse that; the files' data is safe by then,
  * so a failure is ignored. */

@@ -209,14 +209,7 @@ static int write_json(const char *dir, const char *name, char *text, size_t len)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    pt_atomic_file af;
-    int rc = pt_atomic_open(&af, path);
-    if (rc == PT_OK)
-        rc = pt_atomic_write(&af, text, len);
-    if (rc == PT_OK)
-        rc = pt_atomic_commit(&af);
-    else if (af.f)
-        pt_atomic_abort(&af);
+    int rc = pt_atomic_write_file(path, text, len);
     free(text);
     return rc;
 }

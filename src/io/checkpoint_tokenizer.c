@@ -22,14 +22,7 @@ static int copy_into(const char *from, const char *dir, const char *name)
         return rc;
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    pt_atomic_file af;
-    rc = pt_atomic_open(&af, path);
-    if (rc == PT_OK)
-        rc = pt_atomic_write(&af, bytes, n);
-    if (rc == PT_OK)
-        rc = pt_atomic_commit(&af);
-    else if (af.f)
-        pt_atomic_abort(&af);
+    rc = pt_atomic_write_file(path, bytes, n);
     free(bytes);
     return rc;
 }
