@@ -130,12 +130,38 @@ static void *worker_main(void *arg)
     }
 }
 
+/* Most messages a program sends from one worker to one peer in a step. */
+static int most_sends_per_link(const pt_program *prog, int P)
+{
+    int most = 0;
+    int *count = calloc((size_t)P, sizeof *count);
+    for (int w = 0; count && prog && w < P; w++) {
+        memset(count, 0, sizeof *count * (size_t)P);
+        for (int i = 0; i < prog->n_actions[w]; i++) {
+            const pt_prog_action *a = &prog->actions[w][i];
+            if (pt_prog_is_send(a->kind) && ++count[a->peer] > most)
+                most = count[a->peer];
+        }
+    }
+    free(count);
+    return most;
+}
+
 static int new_world(pt_pipeline *p)
 {
     if (p->world)
         pt_threads_world_destroy(p->world);
     p->world = NULL;
-    int rc = pt_threads_world_create(p->P, NULL, &p->world);
+    /* every message of a step fits a link's queue, so a send completes as
+     * it is made and a worker's buffers do not wait on a slower peer: its
+     * memory is what the planner counts, whatever the timing */
+    pt_threads_options o = pt_threads_options_default();
+    int most = most_sends_per_link(p->train_program, p->P);
+    int eval = most_sends_per_link(p->eval_program, p->P);
+    o.queue_slots = most > eval ? most : eval;
+    if (o.queue_slots < 8)
+        o.queue_slots = 8;
+    int rc = pt_threads_world_create(p->P, &o, &p->world);
     if (rc != PT_OK)
         return rc;
     for (int r = 0; r < p->P; r++)
