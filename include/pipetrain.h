@@ -242,9 +242,24 @@ size_t pt_process_peak_rss(void);
  * docs/schedules.md describes the families and the text format. */
 typedef struct pt_schedule pt_schedule;
 
+/* Costs for the simulator, in any time unit. A fused BW costs b + w. */
 typedef struct {
-    const char *name;   /* gpipe 1f1b interleaved loopedbfs zbh1 zbv pipedream
-                           1f1b-rr (default "1f1b") */
+    double f, b, w;    /* time of one chunk's F, B, W (defaults 1, 1, 1) */
+    double latency;    /* per transfer between two workers (default 0) */
+    double send;       /* worker time one transfer takes its sender: 0 when sends
+                          overlap compute, the transfer's time on a runtime whose
+                          sends block (default 0); the data leaves when it ends */
+    double collective; /* programs: one REDUCE, TIED or NORM (default 0) */
+    int n_chunk_costs; /* 0, or pt_schedule_chunks(): then chunk_f[c],
+                          chunk_b[c], chunk_w[c] replace f, b, w */
+    const double *chunk_f, *chunk_b, *chunk_w;
+} pt_schedule_costs;
+
+pt_schedule_costs pt_schedule_costs_default(void);
+
+typedef struct {
+    const char *name;   /* gpipe 1f1b interleaved loopedbfs zbh1 zbh2 zbv zb1p
+                           zb2p pipedream 1f1b-rr (default "1f1b") */
     int stages;         /* P, pipeline stages, >= 1 (default 4) */
     int microbatches;   /* M, micro-batches per mini-batch, >= 1 (default 8) */
     int virtual_stages; /* v, chunks per worker: interleaved and loopedbfs take
@@ -255,11 +270,21 @@ typedef struct {
                            pipedream (PipeDream's 1F1B-RR; workers = stages x
                            replicas); 0 = the schedule's own (2 for 1f1b-rr,
                            1 otherwise) (default 0) */
+    /* zb1p, zb2p: the zero-bubble paper's automatic schedules, searched for
+     * these times of one stage's F, B, W (per-chunk costs allowed) and of one
+     * transfer (latency) under a limit on the activations a worker holds
+     * (NULL: F = B = W = 1, no latency) (default NULL) */
+    const pt_schedule_costs *costs;
+    double memory_limit; /* in micro-batches' activations; 0 = the schedule's own:
+                            P for zb1p (1f1b's), 2P for zb2p (default 0) */
+    double w_memory;     /* share of a micro-batch's activations kept from its B to
+                            its W, in [0, 1] (default 0.5) */
 } pt_schedule_config;
 
 pt_schedule_config pt_schedule_config_default(void);
 /* Generates a schedule; PT_EINVAL names the parameter the schedule cannot
- * take (M < P for interleaved, v != 2 for zbv, P = 0, ...). */
+ * take (M < P for interleaved, v != 2 for zbv, P = 0, a memory limit zb1p
+ * cannot keep, ...). */
 int pt_schedule_create(const pt_schedule_config *cfg, pt_schedule **out);
 /* The same with replicas left to the schedule. */
 int pt_schedule_generate(const char *name, int stages, int microbatches, int virtual_stages,
@@ -290,24 +315,16 @@ int pt_schedule_replicas(const pt_schedule *s);
  * the message names the worker, the action and what it waits for. */
 int pt_schedule_validate(const pt_schedule *s);
 
-/* Costs for the simulator, in any time unit. A fused BW costs b + w. */
-typedef struct {
-    double f, b, w;    /* time of one chunk's F, B, W (defaults 1, 1, 1) */
-    double latency;    /* per transfer between two workers (default 0) */
-    double collective; /* programs: one REDUCE, TIED or NORM (default 0) */
-    int n_chunk_costs; /* 0, or pt_schedule_chunks(): then chunk_f[c],
-                          chunk_b[c], chunk_w[c] replace f, b, w */
-    const double *chunk_f, *chunk_b, *chunk_w;
-} pt_schedule_costs;
-
-pt_schedule_costs pt_schedule_costs_default(void);
-
 /* What playing a schedule against a cost model gives. Arrays have one entry
  * per worker; start[w][i] and end[w][i] time worker w's i-th action. */
 typedef struct {
     int workers;
     double makespan;
     double bubble_fraction; /* sum of idle / (workers x makespan) */
+    double span;            /* the longest time any worker is at work: from the start
+                               of its first action to the end of its last (Qi et al.'s
+                               "cost"; their bubble rate is 1 - busy / span when every
+                               stage costs the same) */
     double *busy, *idle;
     int *peak_activations; /* most (chunk, micro-batch) pairs whose F is done
                               and whose last backward piece is not */

@@ -38,7 +38,8 @@ static void check_grid(const char *name, int P, int M, int v, int R)
 {
     char what[96];
     snprintf(what, sizeof what, "%s P=%d M=%d v=%d R=%d", name, P, M, v, R);
-    pt_schedule_config cfg = {name, P, M, v, R};
+    pt_schedule_config cfg = {
+        .name = name, .stages = P, .microbatches = M, .virtual_stages = v, .replicas = R};
     pt_schedule *s = NULL;
     if (pt_schedule_create(&cfg, &s) != PT_OK) {
         CHECK(0, "%s: %s", what, pt_last_error());

@@ -19,6 +19,15 @@
  *         chunks; later chunk first, then oldest micro-batch), else a pending
  *         W (oldest first), else waits. The order is what is kept; the
  *         simulator may play it against any costs.
+ *   zbh2  ZB-H2: one chunk per worker, the same greedy rule with worker r
+ *         allowed 2(P-r)-1 micro-batches between F and B (Qi et al.'s
+ *         (2p-2i+1) M_B, worker i = r+1), the forwards that fill the
+ *         warm-up bubble before the first B, and no cap until W. On unit
+ *         costs the steady state is 1F-1B-1W and the drain is all W: a
+ *         parallelogram, bubble (P-1)(F+B-2W) per worker.
+ *
+ * The automatic schedules zb1p and zb2p, searched for measured times and a
+ * memory limit, are in gen_zb_auto.c.
  *
  * Called by pt_schedule_create() in schedule.c.
  */
@@ -197,6 +206,34 @@ int pt_sched_gen_zbh1(int P, int M, pt_schedule **out)
     return rc;
 }
 
+/* Plays the greedy rule on the placed schedule *out under cap (2 x workers
+ * entries: F-to-B in flight, then live until W), then frees cap; on failure
+ * frees the schedule too. */
+static int play_capped(pt_schedule **out, int *cap)
+{
+    int rc = cap ? play_greedy(*out, cap, cap + (*out)->n_workers)
+                 : pt_fail(PT_ENOMEM, "out of memory generating a schedule");
+    free(cap);
+    if (rc != PT_OK) {
+        pt_schedule_destroy(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+int pt_sched_gen_zbh2(int P, int M, pt_schedule **out)
+{
+    int rc = pt_sched_alloc(P, P, M, 1, out);
+    if (rc != PT_OK)
+        return rc;
+    int *cap = malloc(2 * (size_t)P * sizeof(int));
+    for (int r = 0; cap && r < P; r++) {
+        cap[r] = 2 * (P - r) - 1;
+        cap[P + r] = M; /* W pending costs M_W, less than M_B: no cap of its own */
+    }
+    return play_capped(out, cap);
+}
+
 int pt_sched_gen_zbv(int P, int M, pt_schedule **out)
 {
     int rc = pt_sched_alloc(P, 2 * P, M, 1, out);
@@ -205,16 +242,7 @@ int pt_sched_gen_zbv(int P, int M, pt_schedule **out)
     for (int c = 0; c < 2 * P; c++)
         (*out)->chunk_worker[c] = c < P ? c : 2 * P - 1 - c;
     int *cap = malloc(2 * (size_t)P * sizeof(int));
-    if (!cap)
-        rc = pt_fail(PT_ENOMEM, "out of memory generating a schedule");
-    for (int r = 0; rc == PT_OK && r < 2 * P; r++)
+    for (int r = 0; cap && r < 2 * P; r++)
         cap[r] = 2 * P; /* F-to-B in flight, and live until W */
-    if (rc == PT_OK)
-        rc = play_greedy(*out, cap, cap + P);
-    free(cap);
-    if (rc != PT_OK) {
-        pt_schedule_destroy(*out);
-        *out = NULL;
-    }
-    return rc;
+    return play_capped(out, cap);
 }
