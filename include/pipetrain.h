@@ -408,6 +408,151 @@ int pt_program_simulate(const pt_program *p, const pt_schedule_costs *costs, pt_
  * take time (sends, receives and steps take none). */
 int pt_program_draw_ascii(const pt_program *p, const pt_schedule_sim *sim, char **text);
 
+/* ---- Planning a run on a cluster --------------------------------------- */
+
+/* Before a cluster is rented: which layout of pipeline (P), tensor (T) and
+ * data (D) parallelism, micro-batch size, schedule, recomputation and ZeRO
+ * stage trains a model fastest on it, and does it fit? The planner models
+ * every pass of every block from the model's description and the device's
+ * (its FLOP/s, memory and bandwidth), plays the schedule through the
+ * simulator and adds the collectives the layout implies. docs/planning.md
+ * gives the formulas and how they were checked against published runs. */
+
+typedef enum {
+    PT_PREC_FP32 = 0, /* 32-bit storage and products */
+    PT_PREC_TF32,     /* 32-bit storage, TF32 products */
+    PT_PREC_FP16,     /* 16-bit activations and products, fp32 master weights and moments */
+    PT_PREC_BF16,     /* the same in bfloat16 */
+    PT_PREC_FP8,      /* fp8 products, 16-bit activations */
+    PT_N_PRECISIONS
+} pt_precision;
+
+/* "fp32" "tf32" "fp16" "bf16" "fp8"; -1 for another name */
+int pt_precision_parse(const char *name);
+const char *pt_precision_name(pt_precision p);
+
+/* A device: what it computes and holds. A product runs at the roofline of
+ * its shape: max(FLOPs / (peak x gemm_efficiency), bytes it moves /
+ * (bandwidth x memory_efficiency)); elementwise work at the second term. */
+typedef struct {
+    char name[32];
+    double peak_flops[PT_N_PRECISIONS]; /* dense products, FLOP/s; 0: not supported */
+    double memory_bytes;                /* device memory */
+    double memory_bandwidth;            /* bytes per second */
+    double gemm_efficiency;             /* share of peak a compute-bound product reaches */
+    double memory_efficiency;           /* share of the bandwidth memory-bound work reaches */
+} pt_device;
+
+/* The built-in devices, NULL-terminated: a100-40gb a100-80gb h100 h200 cpu. */
+const char *const *pt_device_names(void);
+/* A built-in device; "cpu" is this machine, measured (sgemm rate and copy
+ * bandwidth) the first time it is asked for. PT_EINVAL for another name. */
+int pt_device_builtin(const char *name, pt_device *out);
+/* Seconds of `batch` products (m x k)(k x n) in precision p, by the roofline. */
+double pt_device_gemm_seconds(const pt_device *d, pt_precision p, double m, double n, double k,
+                              double batch);
+/* Seconds to move `bytes` through device memory (elementwise work). */
+double pt_device_memory_seconds(const pt_device *d, double bytes);
+
+/* A link: a transfer of n bytes takes latency + n / bandwidth. */
+typedef struct {
+    double latency;   /* seconds */
+    double bandwidth; /* bytes per second, per device, each direction */
+} pt_interconnect;
+
+/* A cluster: nodes of identical devices, a fast link inside a node and a
+ * network between nodes (each device's share of its node's network). */
+typedef struct {
+    char name[64];
+    pt_device device;
+    int nodes, devices_per_node;
+    pt_interconnect intra_node, inter_node;
+} pt_cluster;
+
+/* Reads a cluster description (JSON, docs/planning.md); PT_EFORMAT names the
+ * field that is missing or wrong. */
+int pt_cluster_load(const char *path, pt_cluster *out);
+/* Seconds of a ring all-reduce of `bytes` over n devices (n consecutive
+ * groups of `stride` devices apart; inside a node while they fit in one). */
+double pt_cluster_allreduce_seconds(const pt_cluster *c, double bytes, int n, int stride);
+
+/* How a run is laid out on the cluster. */
+typedef struct {
+    int pipeline, tensor, data; /* P, T, D: P x T x D devices; devices of a tensor group
+                                   sit in one node when they fit, then data replicas,
+                                   then pipeline stages (Megatron-LM's order) */
+    int virtual_stages;         /* chunks per pipeline worker (interleaved; zbv 2) */
+    int micro_batch_size;       /* samples per micro-batch */
+    int microbatches;           /* M per replica per iteration: batch = M x mbs x D */
+    const char *schedule;       /* 1f1b interleaved gpipe zbh1 zbh2 zbv zb1p zb2p */
+    int recompute;              /* 1: keep each layer's input only; recompute it in B */
+    int zero;                   /* ZeRO stage over D: 0; 1 shards the optimizer state, 2
+                                   also the gradients, 3 also the weights */
+    pt_precision precision;
+} pt_layout;
+
+/* What the runtime does that the model alone does not say. */
+typedef struct {
+    int blocking_sends;    /* a send holds its sender for the transfer (Megatron-LM's p2p) */
+    int post_validation;   /* the optimizer step is not synchronized across workers, but
+                              validated afterwards (Qi et al. section 4): an iteration
+                              lasts the longest worker's span, not the makespan */
+    int overlap_dp_reduce; /* the data-parallel gradient reduce overlaps the last
+                              micro-batch's backward (PyTorch DDP) */
+} pt_runtime;
+
+/* Sends that overlap compute, a synchronized optimizer step, the
+ * data-parallel reduce overlapped. */
+pt_runtime pt_runtime_default(void);
+
+/* What a layout is predicted to do. */
+typedef struct {
+    double iteration_s;      /* one optimizer step */
+    double tokens_per_s;     /* for the whole cluster */
+    double flops_per_device; /* executed FLOP/s per device, recomputation included */
+    double mfu;              /* model FLOPs (no recomputation) / (time x devices x peak) */
+    double bubble;           /* the pipeline's idle share of its time */
+    double pipeline_s;       /* the schedule's part of an iteration */
+    double dp_comm_s;        /* the exposed data-parallel (and tied-embedding) reduce */
+    double optimizer_s;      /* the optimizer step */
+    double tp_share;         /* share of a pass spent in tensor-parallel all-reduces */
+    pt_memory_use memory;    /* the fullest device, by kind */
+    size_t memory_bytes;     /* its total */
+    int fits;                /* memory_bytes <= the device's memory */
+} pt_prediction;
+
+/* Predicts one layout of a gpt (its description: layers, heads, embd, seq,
+ * vocab, n_inner) on the cluster. PT_EINVAL names what the layout cannot do
+ * (P x T x D above the devices, T not dividing the heads, P x v above the
+ * layers, a schedule that cannot take P and M, ...). */
+int pt_plan_predict(const pt_cluster *c, const pt_model_config *m, const pt_layout *l,
+                    const pt_runtime *rt, pt_prediction *out);
+
+typedef struct {
+    int global_batch;         /* samples per iteration (required) */
+    int devices;              /* devices to use, P x T x D (0: the whole cluster) */
+    int max_micro_batch_size; /* (default 8) */
+    int max_virtual_stages;   /* (default 8) */
+    int include_zero;         /* also try ZeRO stages 1 to 3 (default 1) */
+    int include_no_recompute; /* also try without recomputation (default 1) */
+    pt_precision precision;   /* (default bf16) */
+} pt_search_config;
+
+pt_search_config pt_search_config_default(void);
+
+typedef struct {
+    pt_layout layout;
+    pt_prediction prediction;
+} pt_plan_candidate;
+
+/* Every layout of the devices that fits their memory, ranked by predicted
+ * iteration time; the best `top` into best[] (*n_best of them), and how many
+ * layouts were weighed into *n_tried (may be NULL). PT_EINVAL when none fits
+ * (the message says how close the nearest came). */
+int pt_plan_search(const pt_cluster *c, const pt_model_config *m, const pt_search_config *cfg,
+                   const pt_runtime *rt, pt_plan_candidate *best, int top, int *n_best,
+                   long *n_tried);
+
 /* ---- Pipelines ---------------------------------------------------------- */
 
 /* A pipeline trains one model on P workers, each holding a contiguous range

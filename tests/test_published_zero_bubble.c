@@ -18,6 +18,7 @@
 #include "plan/published.h"
 
 #include "check.h"
+#include "published_data.h"
 
 static void sourced(const pt_published_zb *r, const pt_cited *c, const char *what)
 {
@@ -27,11 +28,8 @@ static void sourced(const pt_published_zb *r, const pt_cited *c, const char *wha
 
 int main(void)
 {
-    const char *data = getenv("PT_TEST_DATA");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/published_runs.json", data ? data : "tests/data");
-    pt_published *p;
-    REQUIRE(pt_published_load(path, &p) == PT_OK, "%s", pt_last_error());
+    pt_published *p = load_published();
+    REQUIRE(p, "no published runs to check");
     REQUIRE(p->n_zb == 12, "%d zero-bubble rows, want the paper's 12", p->n_zb);
     double worst_bubble = 0, worst_ratio = 0;
     printf("%-6s %4s %-12s %9s %9s %6s %9s %9s %6s\n", "model", "m", "schedule", "bubble", "paper",

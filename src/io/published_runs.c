@@ -200,6 +200,29 @@ static int megatron_row(reader *r, const pt_json *row, void *rows, int i)
                        m);
 }
 
+/* The "megatron" table's cluster: its device and links. */
+static int read_cluster(reader *r, const pt_json *root)
+{
+    const pt_json *t = pt_json_get(root, "megatron");
+    if (!t)
+        return PT_OK;
+    static const field fields[] = {
+        {"peak_tflops", offsetof(pt_published_cluster, peak_tflops), 1},
+        {"devices_per_node", offsetof(pt_published_cluster, devices_per_node), 1},
+        {"intra_node_gbs", offsetof(pt_published_cluster, intra_node_gbs), 1},
+        {"inter_node_gbs", offsetof(pt_published_cluster, inter_node_gbs), 1},
+    };
+    pt_published_cluster *c = &r->p->megatron_cluster;
+    r->table = "megatron";
+    r->row = -1;
+    const pt_json *d = pt_json_get(t, "device");
+    if (!d || d->type != PT_JSON_ARRAY || d->n != 2 || d->items[0]->type != PT_JSON_STRING)
+        return pt_fail(PT_EFORMAT, "%s: \"megatron\" needs \"device\": [\"name\", \"source\"]",
+                       r->path);
+    snprintf(c->device, sizeof c->device, "%s", d->items[0]->string);
+    return read_fields(r, t, fields, sizeof fields / sizeof fields[0], c);
+}
+
 /* Table `name`'s rows (none when the file has no such table) into *out, an
  * array of *n rows of `size` bytes each that the caller frees. */
 static int read_table(reader *r, const pt_json *root, const char *name, size_t size,
@@ -236,6 +259,8 @@ int pt_published_load(const char *path, pt_published **out)
     if (!r.p)
         rc = pt_fail(PT_ENOMEM, "%s: out of memory", path);
     void *rows;
+    if (rc == PT_OK)
+        rc = read_cluster(&r, root);
     if (rc == PT_OK) {
         rc =
             read_table(&r, root, "zero_bubble", sizeof(pt_published_zb), zb_row, &rows, &r.p->n_zb);

@@ -48,11 +48,18 @@ typedef struct {
     pt_cited overlapped_dp_reduce; /* 1: PyTorch DDP (overlaps the backward), 0: after it */
 } pt_published_megatron;
 
+/* The cluster Narayanan et al. ran on (their section 5). */
+typedef struct {
+    char device[32]; /* a built-in device (pt_device_builtin) */
+    pt_cited peak_tflops, devices_per_node, intra_node_gbs, inter_node_gbs;
+} pt_published_cluster;
+
 typedef struct {
     pt_published_zb *zb;
     int n_zb;
     pt_published_megatron *megatron;
     int n_megatron;
+    pt_published_cluster megatron_cluster;
     char **strings; /* the sources, owned */
     int n_strings;
 } pt_published;
@@ -74,5 +81,25 @@ int pt_replay_zb_speedups(const pt_published_zb *r, double speedup[PT_ZB_N_SCHED
  * the first and last stage one layer short (section 5.1), so the middle
  * stages' (L + 2) / P. */
 int pt_zb_interleaved_chunks(const pt_published_zb *r);
+
+/* ---- replay_megatron.c ---- */
+
+/* The rows (0-based) of Narayanan et al.'s Table 1 that the A100's two
+ * efficiencies are fitted on. */
+extern const int pt_megatron_fit_rows[2];
+
+/* The cluster row r ran on: the published one, with `gpus` devices. */
+int pt_megatron_cluster(const pt_published_cluster *h, int gpus, pt_cluster *out);
+/* Row r's model, layout and runtime, from its configuration alone. */
+int pt_megatron_layout(const pt_published_megatron *r, pt_model_config *m, pt_layout *l,
+                       pt_runtime *rt);
+/* Predicts row r on cluster c; *tflops receives the predicted TFLOP/s per
+ * GPU as the paper counts it (its equation 3's FLOPs over the iteration). */
+int pt_replay_megatron(const pt_cluster *c, const pt_published_megatron *r, pt_prediction *out,
+                       double *tflops);
+/* Fits the device's gemm_efficiency and memory_efficiency so that rows[0]
+ * and rows[1] (0-based; pt_megatron_fit_rows by default) come out at their
+ * published TFLOP/s. */
+int pt_fit_megatron(const pt_published *p, const int rows[2], pt_device *fitted);
 
 #endif
