@@ -88,6 +88,11 @@ typedef struct {
 
 pt_model_config pt_model_config_gpt(void);
 pt_model_config pt_model_config_mlp(int n_widths, const int *widths);
+/* The shape of a published GPT by name (gpt2 ... gpt2-xl, gpt3-175b, the
+ * models of Megatron-LM's weak-scaling table megatron-1.7b ... megatron-1t),
+ * for planning; PT_EINVAL lists the names for another. */
+int pt_model_config_named(const char *name, pt_model_config *out);
+const char *const *pt_model_config_names(void); /* NULL-terminated */
 
 int pt_model_create(const pt_model_config *cfg, pt_model **out);
 /* A model that holds only some of its blocks, as a pipeline stage does:

@@ -29,8 +29,13 @@ typedef struct {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: pipetrain plan --stages P [--microbatches M,...] [model flags]\n\n"
-               "profile the model, choose a partition and compare schedules by simulation\n\n"
+    fprintf(f, "usage: pipetrain plan --stages P [--microbatches M,...] [model flags]\n"
+               "       pipetrain plan --cluster FILE --model NAME|FILE --global-batch B [...]\n"
+               "       pipetrain plan --check FILE\n\n"
+               "profile the model, choose a partition and compare schedules by simulation;\n"
+               "with --cluster, rank layouts for a cluster described in FILE, and with\n"
+               "--check, replay published runs ('pipetrain plan --cluster x --help' lists\n"
+               "their flags)\n\n"
                "  --stages P            pipeline stages (default 2; range [1, 1024])\n"
                "  --microbatches LIST   micro-batch counts to compare, like 4,8,16, up to 16\n"
                "                        counts in [1, 1048576] (default P, 2P, 4P, 8P)\n"
@@ -198,6 +203,9 @@ static int print_memory(const options *o, const pt_model *m, const pt_block_prof
 
 int cmd_plan(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--cluster") || !strcmp(argv[i], "--check"))
+            return cmd_plan_cluster(argc, argv);
     options o;
     int rc = parse(argc, argv, &o);
     if (rc)

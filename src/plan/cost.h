@@ -56,4 +56,26 @@ void pt_cost_head(const pt_cost_shape *s, pt_block_plan *out);
 /* Bytes of one 16-bit (or 32-bit) activation element in this precision. */
 double pt_cost_element_bytes(pt_precision p);
 
+/* predict.c: what a layout costs at least, without playing its schedule:
+ * its workers' passes after the forwards each waits for before its first
+ * input (none under post-validation), the reduce and the optimizer step, and
+ * the weights, gradients and optimizer state with one micro-batch's
+ * activations of the largest chunk. The search (search.c) ranks layouts by
+ * it and plays only those that can still win. One entry per ZeRO stage from
+ * l->zero to zero_last. */
+typedef struct {
+    double iteration_s;
+    double memory_bytes;
+} pt_plan_bound;
+int pt_plan_bounds(const pt_cluster *c, const pt_model_config *m, const pt_layout *l,
+                   const pt_runtime *rt, int zero_last, pt_plan_bound *out);
+/* pt_plan_predict at every ZeRO stage from l->zero to zero_last from one
+ * play of the schedule (the stages differ in memory and communication,
+ * not in passes). */
+int pt_plan_predict_stages(const pt_cluster *c, const pt_model_config *m, const pt_layout *l,
+                           const pt_runtime *rt, int zero_last, pt_prediction *out);
+/* The layout's schedule and its play, in seconds, for drawing. */
+int pt_plan_schedule(const pt_cluster *c, const pt_model_config *m, const pt_layout *l,
+                     const pt_runtime *rt, pt_schedule **s, pt_schedule_sim **sim);
+
 #endif

@@ -143,10 +143,10 @@ static double peak_activations(const plan *p, const pt_schedule *s, int w)
             held += p->act[c];
         else if (a->kind == PT_ACT_B || a->kind == PT_ACT_BW)
             most = fmax(most, held + transient);
-        if (a->kind == PT_ACT_B)
-            held -= p->act[c] - fmin(p->keep_w[c], p->act[c]);
+        if (a->kind == PT_ACT_B) /* what W needs may outgrow a recomputed chunk's input */
+            held += p->keep_w[c] - p->act[c];
         else if (a->kind == PT_ACT_W)
-            held -= fmin(p->keep_w[c], p->act[c]);
+            held -= p->keep_w[c];
         else if (a->kind == PT_ACT_BW)
             held -= p->act[c];
         most = fmax(most, held);
@@ -154,23 +154,91 @@ static double peak_activations(const plan *p, const pt_schedule *s, int w)
     return most;
 }
 
-static double params_of_worker(const plan *p, const pt_schedule *s, int w)
+/* The worker holding chunk c: the V of zbv, else the loop of interleaving. */
+static int holder(const plan *p, int c)
 {
-    double n = 0;
-    for (int c = 0; c < p->K; c++)
-        if (pt_sched_holds(s, w, c, NULL))
-            n += p->layers[c] * p->layer.params + (c == 0 ? p->emb.params : 0) +
-                 (c == p->K - 1 ? p->head.params : 0);
-    return n;
+    int P = p->l->pipeline;
+    if (p->l->schedule && !strcmp(p->l->schedule, "zbv"))
+        return c < P ? c : 2 * P - 1 - c;
+    return c % P;
 }
 
-static double backward_of_worker(const plan *p, const pt_schedule *s, int w)
+/* What worker w holds and costs whatever the schedule's order. */
+typedef struct {
+    double params;   /* parameters */
+    double state;    /* bytes of weights, gradients and optimizer state */
+    double most_act; /* the largest chunk's activations of one micro-batch */
+    double start;    /* the forwards before its first chunk: it idles at least that */
+    double busy;     /* seconds of its passes over the iteration */
+    double bwd;      /* one micro-batch's B and W over its chunks */
+    double reduce;   /* the exposed data-parallel (ZeRO) communication */
+    double optimizer;
+    pt_memory_use use; /* without activations */
+} worker_static;
+
+static bool mixed_precision(pt_precision p) { return p != PT_PREC_FP32 && p != PT_PREC_TF32; }
+
+/* The exposed data-parallel communication of a worker whose gradients are
+ * `bytes` and whose last micro-batch's backward takes bwd. Only the one
+ * reduce of an iteration overlaps the backward (when the runtime overlaps
+ * it); ZeRO-2's and ZeRO-3's per-micro-batch collectives are charged in
+ * full, a conservative choice (docs/planning.md). */
+static double exposed_reduce(const plan *p, int zero, double bytes, double bwd)
 {
-    double t = 0;
-    for (int c = 0; c < p->K; c++)
-        if (pt_sched_holds(s, w, c, NULL))
-            t += p->cb[c] + p->cw[c];
-    return t;
+    const pt_layout *l = p->l;
+    double all = pt_cluster_allreduce_seconds(p->c, bytes, l->data, l->tensor), half = all / 2;
+    double M = l->microbatches;
+    if (zero <= 1) /* one all-reduce (ZeRO-1: reduce-scatter, then all-gather) */
+        return p->rt->overlap_dp_reduce ? fmax(0, all - bwd) : all;
+    if (zero == 2) /* a reduce-scatter after every micro-batch, one all-gather */
+        return M * half + half;
+    /* ZeRO-3: the weights gathered for every F and every B, the gradients scattered */
+    return M * 3 * half;
+}
+
+/* Every worker's static figures at ZeRO stage `zero` into ws[P]. */
+static void workers_of(const plan *p, int zero, worker_static *ws)
+{
+    const pt_layout *l = p->l;
+    int P = l->pipeline;
+    bool mixed = mixed_precision(l->precision);
+    double wbytes = mixed ? 2 : 4, obytes = mixed ? 12 : 8, D = l->data, before = 0;
+    for (int w = 0; w < P; w++)
+        ws[w] = (worker_static){.start = -1};
+    for (int c = 0; c < p->K; c++) {
+        worker_static *x = &ws[holder(p, c)];
+        x->params += p->layers[c] * p->layer.params + (c == 0 ? p->emb.params : 0) +
+                     (c == p->K - 1 ? p->head.params : 0);
+        x->most_act = fmax(x->most_act, p->act[c]);
+        x->busy += p->cf[c] + p->cb[c] + p->cw[c];
+        if (x->start < 0)
+            x->start = before;
+        before += p->cf[c];
+        x->bwd += p->cb[c] + p->cw[c];
+    }
+    for (int w = 0; w < P; w++) {
+        worker_static *x = &ws[w];
+        double n = x->params;
+        x->busy *= l->microbatches;
+        x->use.params = (size_t)(n * wbytes / (zero >= 3 ? D : 1));
+        x->use.grads = (size_t)(n * wbytes / (zero >= 2 ? D : 1));
+        x->use.moments = (size_t)(n * obytes / (zero >= 1 ? D : 1));
+        x->state = (double)pt_memory_total(&x->use);
+        /* gradients reduced in their 16-bit (or 32-bit) storage */
+        x->reduce = exposed_reduce(p, zero, n * wbytes, x->bwd);
+        double shard = n / (zero >= 1 ? D : 1);
+        x->optimizer = pt_device_memory_seconds(&p->c->device, shard * (mixed ? 34 : 28));
+    }
+}
+
+/* The tied embedding's gradient summed between the first and last stage. */
+static double tied_reduce(const plan *p)
+{
+    const pt_layout *l = p->l;
+    double wbytes = mixed_precision(l->precision) ? 2 : 4;
+    return l->pipeline > 1 ? pt_cluster_allreduce_seconds(p->c, p->emb.params * wbytes, 2,
+                                                          l->tensor * l->data * (l->pipeline - 1))
+                           : 0;
 }
 
 static int make_schedule(const plan *p, double transfer, pt_schedule **s)
@@ -188,39 +256,27 @@ static int make_schedule(const plan *p, double transfer, pt_schedule **s)
     return pt_schedule_create(&cfg, s);
 }
 
-static void account(const plan *p, const pt_schedule *s, const pt_schedule_sim *sim,
-                    pt_prediction *out)
+/* The prediction at one ZeRO stage from the played schedule, each worker's
+ * peak activations and static figures. */
+static void account(const plan *p, const pt_schedule_sim *sim, const double *acts,
+                    const worker_static *ws, pt_prediction *out)
 {
     const pt_layout *l = p->l;
     const pt_device *d = &p->c->device;
-    bool mixed = l->precision != PT_PREC_FP32 && l->precision != PT_PREC_TF32;
-    double wbytes = mixed ? 2 : 4, gbytes = wbytes, obytes = mixed ? 12 : 8;
     double D = l->data;
     /* the fullest worker decides memory; the slowest reduce decides time */
     double worst_mem = -1, dp = 0, opt = 0;
-    for (int w = 0; w < s->n_workers; w++) {
-        double n = params_of_worker(p, s, w);
-        pt_memory_use u = {0};
-        u.params = (size_t)(n * wbytes / (l->zero >= 3 ? D : 1));
-        u.grads = (size_t)(n * gbytes / (l->zero >= 2 ? D : 1));
-        u.moments = (size_t)(n * obytes / (l->zero >= 1 ? D : 1));
-        u.activations = (size_t)peak_activations(p, s, w);
+    for (int w = 0; w < l->pipeline; w++) {
+        pt_memory_use u = ws[w].use;
+        u.activations = (size_t)acts[w];
         if ((double)pt_memory_total(&u) > worst_mem) {
             worst_mem = (double)pt_memory_total(&u);
             out->memory = u;
         }
-        double reduce = pt_cluster_allreduce_seconds(p->c, n * gbytes, l->data, l->tensor);
-        if (l->zero >= 3)
-            reduce *= 1.5;
-        if (p->rt->overlap_dp_reduce)
-            reduce = fmax(0, reduce - backward_of_worker(p, s, w));
-        dp = fmax(dp, reduce);
-        double shard = n / (l->zero >= 1 ? D : 1);
-        opt = fmax(opt, pt_device_memory_seconds(d, shard * (mixed ? 34 : 28)));
+        dp = fmax(dp, ws[w].reduce);
+        opt = fmax(opt, ws[w].optimizer);
     }
-    if (l->pipeline > 1) /* the tied embedding's gradient, first stage with last */
-        dp += pt_cluster_allreduce_seconds(p->c, p->emb.params * gbytes, 2,
-                                           l->tensor * l->data * (l->pipeline - 1));
+    dp += tied_reduce(p);
     out->memory_bytes = pt_memory_total(&out->memory);
     out->fits = (double)out->memory_bytes <= d->memory_bytes;
     out->pipeline_s = p->rt->post_validation ? sim->span : sim->makespan;
@@ -246,50 +302,145 @@ static void account(const plan *p, const pt_schedule *s, const pt_schedule_sim *
     out->tp_share = fb > 0 ? (ly->f.tp_seconds + ly->b.tp_seconds) / fb : 0;
 }
 
-int pt_plan_predict(const pt_cluster *c, const pt_model_config *m, const pt_layout *l,
-                    const pt_runtime *rt, pt_prediction *out)
+/* Checks the layout and models its blocks and chunks into *p; undo with
+ * release(). */
+static int prepare(plan *p, const pt_cluster *c, const pt_model_config *m, const pt_layout *l,
+                   const pt_runtime *rt)
 {
-    memset(out, 0, sizeof *out);
-    pt_runtime dflt = pt_runtime_default();
     int v = chunks_per_worker(l);
     int rc = check_layout(c, m, l, v);
     if (rc != PT_OK)
         return rc;
-    plan p = {.c = c, .m = m, .l = l, .rt = rt ? rt : &dflt, .v = v, .K = l->pipeline * v};
+    *p = (plan){.c = c, .m = m, .l = l, .rt = rt, .v = v, .K = l->pipeline * v};
     pt_cost_shape shape = {.model = m,
                            .cluster = c,
                            .tensor = l->tensor,
                            .micro_batch_size = l->micro_batch_size,
                            .recompute = l->recompute,
                            .precision = l->precision};
-    pt_cost_layer(&shape, &p.layer);
-    pt_cost_embedding(&shape, &p.emb);
-    pt_cost_head(&shape, &p.head);
-    size_t K = (size_t)p.K;
-    p.layers = malloc(K * sizeof(int));
-    double *buf = malloc(5 * K * sizeof(double));
-    if (!p.layers || !buf) {
-        free(p.layers), free(buf);
+    pt_cost_layer(&shape, &p->layer);
+    pt_cost_embedding(&shape, &p->emb);
+    pt_cost_head(&shape, &p->head);
+    size_t K = (size_t)p->K;
+    p->layers = malloc(K * sizeof(int));
+    p->cf = malloc(5 * K * sizeof(double));
+    if (!p->layers || !p->cf) {
+        free(p->layers), free(p->cf);
         return pt_fail(PT_ENOMEM, "out of memory predicting a layout");
     }
-    p.cf = buf, p.cb = buf + K, p.cw = buf + 2 * K, p.act = buf + 3 * K, p.keep_w = buf + 4 * K;
-    cut(&p);
-    double transfer = transfer_seconds(&p);
-    pt_schedule *s = NULL;
-    pt_schedule_sim *sim = NULL;
-    rc = make_schedule(&p, transfer, &s);
+    p->cb = p->cf + K, p->cw = p->cf + 2 * K, p->act = p->cf + 3 * K, p->keep_w = p->cf + 4 * K;
+    cut(p);
+    return PT_OK;
+}
+
+static void release(plan *p)
+{
+    free(p->layers);
+    free(p->cf);
+}
+
+int pt_plan_bounds(const pt_cluster *c, const pt_model_config *m, const pt_layout *l,
+                   const pt_runtime *rt, int zero_last, pt_plan_bound *out)
+{
+    pt_runtime dflt = pt_runtime_default();
+    plan p;
+    int rc = prepare(&p, c, m, l, rt ? rt : &dflt);
+    if (rc != PT_OK)
+        return rc;
+    worker_static *ws = malloc((size_t)l->pipeline * sizeof *ws);
+    if (!ws) {
+        release(&p);
+        return pt_fail(PT_ENOMEM, "out of memory bounding a layout");
+    }
+    for (int z = l->zero; z <= zero_last; z++) {
+        workers_of(&p, z, ws);
+        double busy = 0, dp = 0, opt = 0, mem = 0;
+        for (int w = 0; w < l->pipeline; w++) {
+            /* a worker idles before its first input arrives, unless the
+             * iteration is counted from each worker's own start */
+            double idle = p.rt->post_validation ? 0 : ws[w].start;
+            busy = fmax(busy, idle + ws[w].busy);
+            dp = fmax(dp, ws[w].reduce);
+            opt = fmax(opt, ws[w].optimizer);
+            mem = fmax(mem, ws[w].state + ws[w].most_act);
+        }
+        out[z - l->zero].iteration_s = busy + dp + tied_reduce(&p) + opt;
+        out[z - l->zero].memory_bytes = mem;
+    }
+    free(ws);
+    release(&p);
+    return PT_OK;
+}
+
+/* Generates the layout's schedule and plays it with its chunks' costs. */
+static int play(const plan *p, pt_schedule **s, pt_schedule_sim **sim)
+{
+    double transfer = transfer_seconds(p);
+    int rc = make_schedule(p, transfer, s);
     if (rc == PT_OK) {
         pt_schedule_costs costs = pt_schedule_costs_default();
-        costs.n_chunk_costs = p.K, costs.chunk_f = p.cf, costs.chunk_b = p.cb, costs.chunk_w = p.cw;
-        costs.latency = p.rt->blocking_sends ? 0 : transfer;
-        costs.send = p.rt->blocking_sends ? transfer : 0;
-        rc = pt_schedule_simulate(s, &costs, &sim);
+        costs.n_chunk_costs = p->K, costs.chunk_f = p->cf, costs.chunk_b = p->cb,
+        costs.chunk_w = p->cw;
+        costs.latency = p->rt->blocking_sends ? 0 : transfer;
+        costs.send = p->rt->blocking_sends ? transfer : 0;
+        rc = pt_schedule_simulate(*s, &costs, sim);
     }
-    if (rc == PT_OK)
-        account(&p, s, sim, out);
+    return rc;
+}
+
+int pt_plan_schedule(const pt_cluster *c, const pt_model_config *m, const pt_layout *l,
+                     const pt_runtime *rt, pt_schedule **s, pt_schedule_sim **sim)
+{
+    *s = NULL, *sim = NULL;
+    pt_runtime dflt = pt_runtime_default();
+    plan p;
+    int rc = prepare(&p, c, m, l, rt ? rt : &dflt);
+    if (rc != PT_OK)
+        return rc;
+    rc = play(&p, s, sim);
+    release(&p);
+    if (rc != PT_OK) {
+        pt_schedule_sim_destroy(*sim);
+        pt_schedule_destroy(*s);
+        *s = NULL, *sim = NULL;
+    }
+    return rc;
+}
+
+int pt_plan_predict_stages(const pt_cluster *c, const pt_model_config *m, const pt_layout *l,
+                           const pt_runtime *rt, int zero_last, pt_prediction *out)
+{
+    int n = zero_last - l->zero + 1;
+    memset(out, 0, (size_t)(n > 0 ? n : 0) * sizeof *out);
+    pt_runtime dflt = pt_runtime_default();
+    plan p;
+    int rc = prepare(&p, c, m, l, rt ? rt : &dflt);
+    if (rc != PT_OK)
+        return rc;
+    pt_schedule *s = NULL;
+    pt_schedule_sim *sim = NULL;
+    rc = play(&p, &s, &sim);
+    int P = l->pipeline;
+    worker_static *ws = rc == PT_OK ? malloc((size_t)P * sizeof *ws) : NULL;
+    double *acts = rc == PT_OK ? malloc((size_t)P * sizeof *acts) : NULL;
+    if (rc == PT_OK && (!ws || !acts))
+        rc = pt_fail(PT_ENOMEM, "out of memory predicting a layout");
+    for (int w = 0; rc == PT_OK && w < P; w++)
+        acts[w] = peak_activations(&p, s, w);
+    for (int z = l->zero; rc == PT_OK && z <= zero_last; z++) {
+        workers_of(&p, z, ws);
+        account(&p, sim, acts, ws, &out[z - l->zero]);
+    }
+    free(ws);
+    free(acts);
     pt_schedule_sim_destroy(sim);
     pt_schedule_destroy(s);
-    free(p.layers);
-    free(buf);
+    release(&p);
     return rc;
+}
+
+int pt_plan_predict(const pt_cluster *c, const pt_model_config *m, const pt_layout *l,
+                    const pt_runtime *rt, pt_prediction *out)
+{
+    return pt_plan_predict_stages(c, m, l, rt, l->zero, out);
 }
