@@ -550,13 +550,19 @@ typedef struct {
     pt_prediction prediction;
 } pt_plan_candidate;
 
+typedef struct {
+    long layouts; /* layouts weighed (each ZeRO stage one) */
+    long played;  /* schedules generated and played in full */
+} pt_search_stats;
+
 /* Every layout of the devices that fits their memory, ranked by predicted
- * iteration time; the best `top` into best[] (*n_best of them), and how many
- * layouts were weighed into *n_tried (may be NULL). PT_EINVAL when none fits
- * (the message says how close the nearest came). */
+ * iteration time (then memory); of layouts that differ in their ZeRO stage
+ * alone, the better. The best `top` into best[] (*n_best of them); stats
+ * may be NULL. PT_EINVAL when none fits (the message says how close the
+ * nearest came). */
 int pt_plan_search(const pt_cluster *c, const pt_model_config *m, const pt_search_config *cfg,
                    const pt_runtime *rt, pt_plan_candidate *best, int top, int *n_best,
-                   long *n_tried);
+                   pt_search_stats *stats);
 
 /* ---- Pipelines ---------------------------------------------------------- */
 

@@ -294,13 +294,14 @@ static int plan_cluster(options *o)
            o->rt.overlap_dp_reduce ? "overlaps the backward" : "after the backward");
     pt_plan_candidate best[MAX_TOP];
     int n;
-    long tried;
+    pt_search_stats stats;
     double t0 = seconds_now();
-    if (pt_plan_search(&c, &o->m, &o->search, &o->rt, best, o->top, &n, &tried) != PT_OK) {
+    if (pt_plan_search(&c, &o->m, &o->search, &o->rt, best, o->top, &n, &stats) != PT_OK) {
         fprintf(stderr, "pipetrain plan: %s\n", pt_last_error());
         return 1;
     }
-    printf("%ld layouts played in %.2f s; the best %d:\n\n", tried, seconds_now() - t0, n);
+    printf("%ld layouts weighed, %ld of them played in full, in %.2f s; the best %d:\n\n",
+           stats.layouts, stats.played, seconds_now() - t0, n);
     printf("%-4s %4s %3s %5s %3s %4s %5s %-12s %-4s %4s %9s %11s %8s %6s %6s %7s\n", "rank", "P",
            "T", "D", "v", "mbs", "M", "schedule", "rec", "zero", "iter s", "tokens/s", "TFLOP/s",
            "MFU", "bubble", "mem GB");

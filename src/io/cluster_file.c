@@ -49,7 +49,7 @@ static int read_device(const pt_json *d, const char *path, pt_device *out)
 {
     if (d && d->type == PT_JSON_STRING) {
         int rc = pt_device_builtin(d->string, out);
-        return rc == PT_OK ? rc : pt_fail(rc, "%s: \"device\": %s", path, pt_last_error());
+        return rc == PT_OK ? rc : pt_fail_within(rc, "%s: \"device\"", path);
     }
     if (!d || d->type != PT_JSON_OBJECT)
         return pt_fail(PT_EFORMAT,

@@ -95,7 +95,7 @@ int pt_replay_megatron(const pt_cluster *c, const pt_published_megatron *r, pt_p
     if (rc == PT_OK)
         rc = pt_plan_predict(c, &m, &l, &rt, out);
     if (rc != PT_OK)
-        return pt_fail(rc, "%s: %s", r->model, pt_last_error());
+        return pt_fail_within(rc, "%s", r->model);
     *tflops = out->flops_per_device / 1e12;
     return PT_OK;
 }

@@ -63,8 +63,7 @@ static int play(const pt_published_zb *r, int k, int blocking, double *span, dou
     if (rc == PT_OK)
         *span = sim->span, *makespan = sim->makespan;
     else
-        pt_fail(rc, "%s (%s, %d micro-batches): %s", r->model, cfg.name, cfg.microbatches,
-                pt_last_error());
+        pt_fail_within(rc, "%s (%s, %d micro-batches)", r->model, cfg.name, cfg.microbatches);
     pt_schedule_sim_destroy(sim);
     pt_schedule_destroy(s);
     return rc;

@@ -52,6 +52,7 @@ typedef struct {
     option *options;
     long n, cap;
     double nearest_memory; /* the least memory any layout needs at least */
+    long weighed;          /* layouts bounded */
 } searcher;
 
 static int add(searcher *s, const pt_layout *l, int zero_last)
@@ -60,6 +61,7 @@ static int add(searcher *s, const pt_layout *l, int zero_last)
     if (pt_plan_bounds(s->c, s->m, l, s->rt, zero_last, b) != PT_OK)
         return PT_OK; /* a layout the model cannot take (chunks beyond the layers, ...) */
     double bound = INFINITY;
+    s->weighed += zero_last - l->zero + 1;
     for (int z = 0; z <= zero_last - l->zero; z++) {
         s->nearest_memory = fmin(s->nearest_memory, b[z].memory_bytes);
         if (b[z].memory_bytes <= s->c->device.memory_bytes)
@@ -179,11 +181,13 @@ static void rank(pt_plan_candidate *best, int top, int *n, const pt_plan_candida
 
 int pt_plan_search(const pt_cluster *c, const pt_model_config *m, const pt_search_config *cfg,
                    const pt_runtime *rt, pt_plan_candidate *best, int top, int *n_best,
-                   long *n_tried)
+                   pt_search_stats *stats)
 {
+    pt_search_stats none;
+    if (!stats)
+        stats = &none;
     *n_best = 0;
-    if (n_tried)
-        *n_tried = 0;
+    *stats = (pt_search_stats){0};
     long devices = cfg->devices > 0 ? cfg->devices : (long)c->nodes * c->devices_per_node;
     if (cfg->global_batch < 1 || top < 1 || devices < 1 ||
         devices > (long)c->nodes * c->devices_per_node)
@@ -194,6 +198,7 @@ int pt_plan_search(const pt_cluster *c, const pt_model_config *m, const pt_searc
     pt_runtime dflt = pt_runtime_default();
     searcher s = {.c = c, .m = m, .cfg = cfg, .rt = rt ? rt : &dflt, .nearest_memory = INFINITY};
     int rc = enumerate(&s, (int)devices);
+    stats->layouts = s.weighed;
     if (rc == PT_OK)
         qsort(s.options, (size_t)s.n, sizeof *s.options, by_bound);
     for (long i = 0; rc == PT_OK && i < s.n; i++) {
@@ -201,8 +206,7 @@ int pt_plan_search(const pt_cluster *c, const pt_model_config *m, const pt_searc
             break; /* no later layout can do better than the list's last */
         const option *o = &s.options[i];
         pt_prediction pred[4];
-        if (n_tried)
-            (*n_tried)++;
+        stats->played++;
         if (pt_plan_predict_stages(c, m, &o->l, s.rt, o->zero_last, pred) != PT_OK)
             continue; /* a schedule that cannot take this P and M */
         for (int z = o->l.zero; z <= o->zero_last; z++) {
