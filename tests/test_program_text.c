@@ -108,8 +108,8 @@ int main(void)
 {
     for (int P = 1; P <= 6; P++)
         for (int M = 1; M <= 8; M++) {
-            const char *flat[] = {"gpipe", "1f1b", "zbh1"};
-            for (int i = 0; i < 3; i++)
+            const char *flat[] = {"gpipe", "1f1b", "zbh1", "zbh2", "zb1p", "zb2p"};
+            for (int i = 0; i < 6; i++)
                 check_grid(flat[i], P, M, 1, 1);
             for (int R = 1; R <= 2; R++) {
                 check_grid("pipedream", P, M, 1, R);

@@ -103,8 +103,8 @@ int main(void)
     int n = 0;
     for (int P = 1; P <= 8; P++)
         for (int M = 1; M <= 32; M++) {
-            const char *flat[] = {"gpipe", "1f1b", "zbh1", "pipedream"};
-            for (int i = 0; i < 4; i++, n++)
+            const char *flat[] = {"gpipe", "1f1b", "zbh1", "zbh2", "zb1p", "zb2p", "pipedream"};
+            for (int i = 0; i < 7; i++, n++)
                 check_one(&(pt_schedule_config){.name = flat[i],
                                                 .stages = P,
                                                 .microbatches = M,

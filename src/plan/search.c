@@ -199,7 +199,7 @@ int pt_plan_search(const pt_cluster *c, const pt_model_config *m, const pt_searc
     searcher s = {.c = c, .m = m, .cfg = cfg, .rt = rt ? rt : &dflt, .nearest_memory = INFINITY};
     int rc = enumerate(&s, (int)devices);
     stats->layouts = s.weighed;
-    if (rc == PT_OK)
+    if (rc == PT_OK && s.n > 0)
         qsort(s.options, (size_t)s.n, sizeof *s.options, by_bound);
     for (long i = 0; rc == PT_OK && i < s.n; i++) {
         if (*n_best == top && s.options[i].bound >= best[top - 1].prediction.iteration_s)
