@@ -311,6 +311,14 @@ static int plan_cluster(options *o)
            "mbs samples per micro-batch, M micro-batches per replica; TFLOP/s and MFU per "
            "device, memory on the fullest device of %.0f GB)\n",
            c.device.memory_bytes / 1e9);
+    const pt_prediction *p = &best[0].prediction;
+    const pt_memory_use *u = &p->memory;
+    printf("\nthe best: an iteration of %.3f s = pipeline %.3f + data-parallel %.3f + optimizer "
+           "%.3f; tensor-parallel all-reduces %.1f%% of a pass; %.1f GB on the fullest device = "
+           "weights %.1f + gradients %.1f + optimizer state %.1f + activations %.1f\n",
+           p->iteration_s, p->pipeline_s, p->dp_comm_s, p->optimizer_s, 100 * p->tp_share,
+           p->memory_bytes / 1e9, u->params / 1e9, u->grads / 1e9, u->moments / 1e9,
+           u->activations / 1e9);
     return o->draw ? draw(o, &c, &best[0]) : 0;
 }
 

@@ -362,8 +362,9 @@ static void print_json(const pt_schedule *s, const pt_schedule_sim *sim, const c
            pt_schedule_name(s), pt_schedule_stages(s), pt_schedule_microbatches(s),
            pt_schedule_virtual_stages(s), pt_schedule_workers(s), pt_schedule_replicas(s));
     if (sim) {
-        printf(",\"makespan\":%.10g,\"bubble_fraction\":%.10g,\"peak_activations\":[",
-               sim->makespan, sim->bubble_fraction);
+        printf(",\"makespan\":%.10g,\"span\":%.10g,\"bubble_fraction\":%.10g,"
+               "\"peak_activations\":[",
+               sim->makespan, sim->span, sim->bubble_fraction);
         for (int w = 0; w < sim->workers; w++)
             printf("%s%d", w ? "," : "", sim->peak_activations[w]);
         printf("],\"busy\":[");
