@@ -49,7 +49,9 @@ static const char *keep(reader *r, const char *s)
         return NULL;
     }
     r->p->strings = more;
-    return r->p->strings[r->p->n_strings++] = copy;
+    r->p->strings[r->p->n_strings] = copy;
+    r->p->n_strings++;
+    return copy;
 }
 
 /* Words a field may hold instead of a number, and the number they stand for. */
