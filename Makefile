@@ -45,7 +45,7 @@ check: deps all
 
 bench: deps all
 	@cmake --build $(BUILD) --target benches -j $(JOBS)
-	@for b in model pipeline transport; do echo "== bench_$$b"; $(BUILD)/bench/bench_$$b || exit 1; done
+	@for b in model pipeline transport plan_search; do echo "== bench_$$b"; $(BUILD)/bench/bench_$$b || exit 1; done
 	@echo "== bench_mpi (2 ranks) and bench_transport over MPI"
 	@$(MPIRUN) -np 2 $(BUILD)/bench/bench_mpi
 	@$(MPIRUN) -np 2 $(BUILD)/bench/bench_transport

@@ -112,6 +112,11 @@ typedef struct {
 
 pt_model_config pt_model_config_gpt(void);
 pt_model_config pt_model_config_mlp(int n_widths, const int *widths);
+/* The shape of a published GPT by name (gpt2 ... gpt2-xl, gpt3-175b, the
+ * models of Megatron-LM's weak-scaling table megatron-1.7b ... megatron-1t),
+ * for planning; PT_EINVAL lists the names for another. */
+int pt_model_config_named(const char *name, pt_model_config *out);
+const char *const *pt_model_config_names(void); /* NULL-terminated */
 
 int pt_model_create(const pt_model_config *cfg, pt_model **out);
 /* A model that holds only some of its blocks, as a pipeline stage does:
@@ -276,9 +281,24 @@ size_t pt_process_peak_rss(void);
  * docs/schedules.md describes the families and the text format. */
 typedef struct pt_schedule pt_schedule;
 
+/* Costs for the simulator, in any time unit. A fused BW costs b + w. */
 typedef struct {
-    const char *name;   /* gpipe 1f1b interleaved loopedbfs zbh1 zbv pipedream
-                           1f1b-rr (default "1f1b") */
+    double f, b, w;    /* time of one chunk's F, B, W (defaults 1, 1, 1) */
+    double latency;    /* per transfer between two workers (default 0) */
+    double send;       /* worker time one transfer takes its sender: 0 when sends
+                          overlap compute, the transfer's time on a runtime whose
+                          sends block (default 0); the data leaves when it ends */
+    double collective; /* programs: one REDUCE, TIED or NORM (default 0) */
+    int n_chunk_costs; /* 0, or pt_schedule_chunks(): then chunk_f[c],
+                          chunk_b[c], chunk_w[c] replace f, b, w */
+    const double *chunk_f, *chunk_b, *chunk_w;
+} pt_schedule_costs;
+
+pt_schedule_costs pt_schedule_costs_default(void);
+
+typedef struct {
+    const char *name;   /* gpipe 1f1b interleaved loopedbfs zbh1 zbh2 zbv zb1p
+                           zb2p pipedream 1f1b-rr (default "1f1b") */
     int stages;         /* P, pipeline stages, >= 1 (default 4) */
     int microbatches;   /* M, micro-batches per mini-batch, >= 1 (default 8) */
     int virtual_stages; /* v, chunks per worker: interleaved and loopedbfs take
@@ -289,11 +309,21 @@ typedef struct {
                            pipedream (PipeDream's 1F1B-RR; workers = stages x
                            replicas); 0 = the schedule's own (2 for 1f1b-rr,
                            1 otherwise) (default 0) */
+    /* zb1p, zb2p: the zero-bubble paper's automatic schedules, searched for
+     * these times of one stage's F, B, W (per-chunk costs allowed) and of one
+     * transfer (latency) under a limit on the activations a worker holds
+     * (NULL: F = B = W = 1, no latency) (default NULL) */
+    const pt_schedule_costs *costs;
+    double memory_limit; /* in micro-batches' activations; 0 = the schedule's own:
+                            P for zb1p (1f1b's), 2P for zb2p (default 0) */
+    double w_memory;     /* share of a micro-batch's activations kept from its B to
+                            its W, in [0, 1] (default 0.5) */
 } pt_schedule_config;
 
 pt_schedule_config pt_schedule_config_default(void);
 /* Generates a schedule; PT_EINVAL names the parameter the schedule cannot
- * take (M < P for interleaved, v != 2 for zbv, P = 0, ...). */
+ * take (M < P for interleaved, v != 2 for zbv, P = 0, a memory limit zb1p
+ * cannot keep, ...). */
 int pt_schedule_create(const pt_schedule_config *cfg, pt_schedule **out);
 /* The same with replicas left to the schedule. */
 int pt_schedule_generate(const char *name, int stages, int microbatches, int virtual_stages,
@@ -324,24 +354,16 @@ int pt_schedule_replicas(const pt_schedule *s);
  * the message names the worker, the action and what it waits for. */
 int pt_schedule_validate(const pt_schedule *s);
 
-/* Costs for the simulator, in any time unit. A fused BW costs b + w. */
-typedef struct {
-    double f, b, w;    /* time of one chunk's F, B, W (defaults 1, 1, 1) */
-    double latency;    /* per transfer between two workers (default 0) */
-    double collective; /* programs: one REDUCE, TIED or NORM (default 0) */
-    int n_chunk_costs; /* 0, or pt_schedule_chunks(): then chunk_f[c],
-                          chunk_b[c], chunk_w[c] replace f, b, w */
-    const double *chunk_f, *chunk_b, *chunk_w;
-} pt_schedule_costs;
-
-pt_schedule_costs pt_schedule_costs_default(void);
-
 /* What playing a schedule against a cost model gives. Arrays have one entry
  * per worker; start[w][i] and end[w][i] time worker w's i-th action. */
 typedef struct {
     int workers;
     double makespan;
     double bubble_fraction; /* sum of idle / (workers x makespan) */
+    double span;            /* the longest time any worker is at work: from the start
+                               of its first action to the end of its last (Qi et al.'s
+                               "cost"; their bubble rate is 1 - busy / span when every
+                               stage costs the same) */
     double *busy, *idle;
     int *peak_activations; /* most (chunk, micro-batch) pairs whose F is done
                               and whose last backward piece is not */
@@ -424,6 +446,159 @@ int pt_program_simulate(const pt_program *p, const pt_schedule_costs *costs, pt_
  * schedule's picture draws them, collectives by their tokens where they
  * take time (sends, receives and steps take none). */
 int pt_program_draw_ascii(const pt_program *p, const pt_schedule_sim *sim, char **text);
+
+/* ---- Planning a run on a cluster --------------------------------------- */
+
+/* Before a cluster is rented: which layout of pipeline (P), tensor (T) and
+ * data (D) parallelism, micro-batch size, schedule, recomputation and ZeRO
+ * stage trains a model fastest on it, and does it fit? The planner models
+ * every pass of every block from the model's description and the device's
+ * (its FLOP/s, memory and bandwidth), plays the schedule through the
+ * simulator and adds the collectives the layout implies. docs/planning.md
+ * gives the formulas and how they were checked against published runs. */
+
+/* The number formats a planned device computes in (the runtime trains in
+ * pt_precision: fp32 or bf16). */
+typedef enum {
+    PT_PLAN_FP32 = 0, /* 32-bit storage and products */
+    PT_PLAN_TF32,     /* 32-bit storage, TF32 products */
+    PT_PLAN_FP16,     /* 16-bit activations and products, fp32 master weights and moments */
+    PT_PLAN_BF16,     /* the same in bfloat16 */
+    PT_PLAN_FP8,      /* fp8 products, 16-bit activations */
+    PT_PLAN_N_PRECISIONS
+} pt_plan_precision;
+
+/* "fp32" "tf32" "fp16" "bf16" "fp8"; -1 for another name */
+int pt_plan_precision_parse(const char *name);
+const char *pt_plan_precision_name(pt_plan_precision p);
+
+/* A device: what it computes and holds. A product runs at the roofline of
+ * its shape: max(FLOPs / (peak x gemm_efficiency), bytes it moves /
+ * (bandwidth x memory_efficiency)); elementwise work at the second term. */
+typedef struct {
+    char name[32];
+    double peak_flops[PT_PLAN_N_PRECISIONS]; /* dense products, FLOP/s; 0: not supported */
+    double memory_bytes;                     /* device memory */
+    double memory_bandwidth;                 /* bytes per second */
+    double gemm_efficiency;                  /* share of peak a compute-bound product reaches */
+    double memory_efficiency;                /* share of the bandwidth memory-bound work reaches */
+} pt_device;
+
+/* The built-in devices, NULL-terminated: a100-40gb a100-80gb h100 h200 cpu. */
+const char *const *pt_device_names(void);
+/* A built-in device; "cpu" is this machine, measured (sgemm rate and copy
+ * bandwidth) the first time it is asked for. PT_EINVAL for another name. */
+int pt_device_builtin(const char *name, pt_device *out);
+/* Seconds of `batch` products (m x k)(k x n) in precision p, by the roofline. */
+double pt_device_gemm_seconds(const pt_device *d, pt_plan_precision p, double m, double n, double k,
+                              double batch);
+/* Seconds to move `bytes` through device memory (elementwise work). */
+double pt_device_memory_seconds(const pt_device *d, double bytes);
+
+/* A link: a transfer of n bytes takes latency + n / bandwidth. */
+typedef struct {
+    double latency;   /* seconds */
+    double bandwidth; /* bytes per second, per device, each direction */
+} pt_interconnect;
+
+/* A cluster: nodes of identical devices, a fast link inside a node and a
+ * network between nodes (each device's share of its node's network). */
+typedef struct {
+    char name[64];
+    pt_device device;
+    int nodes, devices_per_node;
+    pt_interconnect intra_node, inter_node;
+} pt_cluster;
+
+/* Reads a cluster description (JSON, docs/planning.md); PT_EFORMAT names the
+ * field that is missing or wrong. */
+int pt_cluster_load(const char *path, pt_cluster *out);
+/* Seconds of a ring all-reduce of `bytes` over n devices (n consecutive
+ * groups of `stride` devices apart; inside a node while they fit in one). */
+double pt_cluster_allreduce_seconds(const pt_cluster *c, double bytes, int n, int stride);
+
+/* How a run is laid out on the cluster. */
+typedef struct {
+    int pipeline, tensor, data; /* P, T, D: P x T x D devices; devices of a tensor group
+                                   sit in one node when they fit, then data replicas,
+                                   then pipeline stages (Megatron-LM's order) */
+    int virtual_stages;         /* chunks per pipeline worker (interleaved; zbv 2) */
+    int micro_batch_size;       /* samples per micro-batch */
+    int microbatches;           /* M per replica per iteration: batch = M x mbs x D */
+    const char *schedule;       /* 1f1b interleaved gpipe zbh1 zbh2 zbv zb1p zb2p */
+    int recompute;              /* 1: keep each layer's input only; recompute it in B */
+    int zero;                   /* ZeRO stage over D: 0; 1 shards the optimizer state, 2
+                                   also the gradients, 3 also the weights */
+    pt_plan_precision precision;
+} pt_layout;
+
+/* What the runtime does that the model alone does not say. */
+typedef struct {
+    int blocking_sends;    /* a send holds its sender for the transfer (Megatron-LM's p2p) */
+    int post_validation;   /* the optimizer step is not synchronized across workers, but
+                              validated afterwards (Qi et al. section 4): an iteration
+                              lasts the longest worker's span, not the makespan */
+    int overlap_dp_reduce; /* the data-parallel gradient reduce overlaps the last
+                              micro-batch's backward (PyTorch DDP) */
+} pt_runtime;
+
+/* Sends that overlap compute, a synchronized optimizer step, the
+ * data-parallel reduce overlapped. */
+pt_runtime pt_runtime_default(void);
+
+/* What a layout is predicted to do. */
+typedef struct {
+    double iteration_s;      /* one optimizer step */
+    double tokens_per_s;     /* for the whole cluster */
+    double flops_per_device; /* executed FLOP/s per device, recomputation included */
+    double mfu;              /* model FLOPs (no recomputation) / (time x devices x peak) */
+    double bubble;           /* the pipeline's idle share of its time */
+    double pipeline_s;       /* the schedule's part of an iteration */
+    double dp_comm_s;        /* the exposed data-parallel (and tied-embedding) reduce */
+    double optimizer_s;      /* the optimizer step */
+    double tp_share;         /* share of a pass spent in tensor-parallel all-reduces */
+    pt_memory_use memory;    /* the fullest device, by kind */
+    size_t memory_bytes;     /* its total */
+    int fits;                /* memory_bytes <= the device's memory */
+} pt_prediction;
+
+/* Predicts one layout of a gpt (its description: layers, heads, embd, seq,
+ * vocab, n_inner) on the cluster. PT_EINVAL names what the layout cannot do
+ * (P x T x D above the devices, T not dividing the heads, P x v above the
+ * layers, a schedule that cannot take P and M, ...). */
+int pt_plan_predict(const pt_cluster *c, const pt_model_config *m, const pt_layout *l,
+                    const pt_runtime *rt, pt_prediction *out);
+
+typedef struct {
+    int global_batch;            /* samples per iteration (required) */
+    int devices;                 /* devices to use, P x T x D (0: the whole cluster) */
+    int max_micro_batch_size;    /* (default 8) */
+    int max_virtual_stages;      /* (default 8) */
+    int include_zero;            /* also try ZeRO stages 1 to 3 (default 1) */
+    int include_no_recompute;    /* also try without recomputation (default 1) */
+    pt_plan_precision precision; /* (default bf16) */
+} pt_search_config;
+
+pt_search_config pt_search_config_default(void);
+
+typedef struct {
+    pt_layout layout;
+    pt_prediction prediction;
+} pt_plan_candidate;
+
+typedef struct {
+    long layouts; /* layouts weighed (each ZeRO stage one) */
+    long played;  /* schedules generated and played in full */
+} pt_search_stats;
+
+/* Every layout of the devices that fits their memory, ranked by predicted
+ * iteration time (then memory); of layouts that differ in their ZeRO stage
+ * alone, the better. The best `top` into best[] (*n_best of them); stats
+ * may be NULL. PT_EINVAL when none fits (the message says how close the
+ * nearest came). */
+int pt_plan_search(const pt_cluster *c, const pt_model_config *m, const pt_search_config *cfg,
+                   const pt_runtime *rt, pt_plan_candidate *best, int top, int *n_best,
+                   pt_search_stats *stats);
 
 /* ---- Pipelines ---------------------------------------------------------- */
 
@@ -683,12 +858,12 @@ typedef struct {
                               pt_tokenizer_load); model.vocab must be its size. NULL:
                               text is bytes, vocab 256 */
     const char *val_data;  /* token file for validation (tokens only) */
-    double val_fraction;  /* held out when val_data is NULL (default 0.1) */
-    int eval_every;       /* validation every K steps and at the end; 0: only at the end */
-    int eval_batches;     /* batches per validation (default 8; mlp: the whole test set) */
-    const char *save;     /* checkpoint: a set (folder: every stage writes its own shard)
-                             or, for a path ending in .safetensors, one file; written at
-                             the end and every save_every steps */
+    double val_fraction;   /* held out when val_data is NULL (default 0.1) */
+    int eval_every;        /* validation every K steps and at the end; 0: only at the end */
+    int eval_batches;      /* batches per validation (default 8; mlp: the whole test set) */
+    const char *save;      /* checkpoint: a set (folder: every stage writes its own shard)
+                              or, for a path ending in .safetensors, one file; written at
+                              the end and every save_every steps */
     long save_every;
     pt_precision save_dtype;      /* fp32 (default), or bf16: a .safetensors save holds its
                                      weights as BF16, rounded, for inference (a folder keeps

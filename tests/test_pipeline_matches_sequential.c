@@ -1,7 +1,8 @@
 /* test_pipeline_matches_sequential: a synchronous pipeline computes what one
  * worker computes.
  *
- * For gpipe, 1f1b, interleaved (v = 2), loopedbfs (v = 2), zbh1 and zbv; P
+ * For gpipe, 1f1b, interleaved (v = 2), loopedbfs (v = 2), zbh1, zbh2, zbv
+ * and zb2p (the automatic zero-bubble order on unit times); P
  * in {1, 2, 3, 4}; M
  * in {1, 4, 8} (where the schedule takes them); an even and an uneven
  * balance; with and without activation checkpointing: the parameters and
@@ -275,9 +276,10 @@ static int grid(const pt_model_config *gc, pt_model **ref, float **ref_losses)
         REQUIRE(sequential(gc, Ms[i], &ref[i], ref_losses[i]) == 0, "reference M=%d", Ms[i]);
     }
     int n_blocks = pt_model_n_blocks(ref[0]);
-    const char *scheds[] = {"gpipe", "1f1b", "interleaved", "loopedbfs", "zbh1", "zbv"};
+    const char *scheds[] = {"gpipe", "1f1b", "interleaved", "loopedbfs",
+                            "zbh1",  "zbh2", "zbv",         "zb2p"};
     int ran = 0, refused = 0;
-    for (int si = 0; si < 6; si++)
+    for (int si = 0; si < 8; si++)
         for (int P = 1; P <= 4; P++)
             for (int mi = 0; mi < 3; mi++)
                 for (int bal = 0; bal < 2; bal++)

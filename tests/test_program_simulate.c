@@ -72,7 +72,8 @@ static void check_replicated(const char *name, int P, int M, int R)
 {
     char what[96];
     snprintf(what, sizeof what, "%s P=%d M=%d R=%d", name, P, M, R);
-    pt_schedule_config cfg = {name, P, M, 1, R};
+    pt_schedule_config cfg = {
+        .name = name, .stages = P, .microbatches = M, .virtual_stages = 1, .replicas = R};
     pt_schedule *s = NULL;
     pt_schedule_sim *a = NULL, *b = NULL;
     if (pt_schedule_create(&cfg, &s) != PT_OK) {

@@ -38,7 +38,8 @@ static void check_grid(const char *name, int P, int M, int v, int R)
 {
     char what[96];
     snprintf(what, sizeof what, "%s P=%d M=%d v=%d R=%d", name, P, M, v, R);
-    pt_schedule_config cfg = {name, P, M, v, R};
+    pt_schedule_config cfg = {
+        .name = name, .stages = P, .microbatches = M, .virtual_stages = v, .replicas = R};
     pt_schedule *s = NULL;
     if (pt_schedule_create(&cfg, &s) != PT_OK) {
         CHECK(0, "%s: %s", what, pt_last_error());
@@ -107,8 +108,8 @@ int main(void)
 {
     for (int P = 1; P <= 6; P++)
         for (int M = 1; M <= 8; M++) {
-            const char *flat[] = {"gpipe", "1f1b", "zbh1"};
-            for (int i = 0; i < 3; i++)
+            const char *flat[] = {"gpipe", "1f1b", "zbh1", "zbh2", "zb1p", "zb2p"};
+            for (int i = 0; i < 6; i++)
                 check_grid(flat[i], P, M, 1, 1);
             for (int R = 1; R <= 2; R++) {
                 check_grid("pipedream", P, M, 1, R);

@@ -103,14 +103,26 @@ int main(void)
     int n = 0;
     for (int P = 1; P <= 8; P++)
         for (int M = 1; M <= 32; M++) {
-            const char *flat[] = {"gpipe", "1f1b", "zbh1", "pipedream"};
-            for (int i = 0; i < 4; i++, n++)
-                check_one(&(pt_schedule_config){flat[i], P, M, 1, 1});
+            const char *flat[] = {"gpipe", "1f1b", "zbh1", "zbh2", "zb1p", "zb2p", "pipedream"};
+            for (int i = 0; i < 7; i++, n++)
+                check_one(&(pt_schedule_config){.name = flat[i],
+                                                .stages = P,
+                                                .microbatches = M,
+                                                .virtual_stages = 1,
+                                                .replicas = 1});
             for (int v = 1; v <= 4; v++) {
-                check_one(&(pt_schedule_config){"loopedbfs", P, M, v, 1});
+                check_one(&(pt_schedule_config){.name = "loopedbfs",
+                                                .stages = P,
+                                                .microbatches = M,
+                                                .virtual_stages = v,
+                                                .replicas = 1});
                 n++;
                 if (v == 1 || M % P == 0) {
-                    check_one(&(pt_schedule_config){"interleaved", P, M, v, 1});
+                    check_one(&(pt_schedule_config){.name = "interleaved",
+                                                    .stages = P,
+                                                    .microbatches = M,
+                                                    .virtual_stages = v,
+                                                    .replicas = 1});
                     n++;
                 } else {
                     check_refused("interleaved", P, M, v, 0);
@@ -122,10 +134,15 @@ int main(void)
                     check_refused("1f1b-rr", P, M, v, 0);
                 }
             }
-            check_one(&(pt_schedule_config){"zbv", P, M, 2, 1});
+            check_one(&(pt_schedule_config){
+                .name = "zbv", .stages = P, .microbatches = M, .virtual_stages = 2, .replicas = 1});
             n++;
             for (int R = 1; R <= 3; R++, n++)
-                check_one(&(pt_schedule_config){"1f1b-rr", P, M, 1, R});
+                check_one(&(pt_schedule_config){.name = "1f1b-rr",
+                                                .stages = P,
+                                                .microbatches = M,
+                                                .virtual_stages = 1,
+                                                .replicas = R});
         }
     check_refused("gpipe", 0, 4, 0, 0);
     check_refused("1f1b", 4, 0, 0, 0);

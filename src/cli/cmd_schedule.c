@@ -44,8 +44,9 @@ static void usage(FILE *f)
             "usage: pipetrain schedule --schedule NAME --stages P --microbatches M [FLAGS]\n"
             "       pipetrain schedule --from FILE [FLAGS]\n\n"
             "build, check, simulate and draw a pipeline schedule\n\n"
-            "  --schedule NAME     gpipe 1f1b interleaved loopedbfs zbh1 zbv pipedream 1f1b-rr\n"
-            "                      (default 1f1b)\n"
+            "  --schedule NAME     gpipe 1f1b interleaved loopedbfs zbh1 zbh2 zbv zb1p zb2p\n"
+            "                      pipedream 1f1b-rr (default 1f1b); zb1p and zb2p are searched\n"
+            "                      for --cost-f, -b, -w and --latency under --memory-limit\n"
             "  --stages P          pipeline stages (default 4; range [1, 1024])\n"
             "  --microbatches M    micro-batches (default 8; range [1, 1048576])\n"
             "  --virtual V         chunks per worker: interleaved, loopedbfs (default 2), zbv\n"
@@ -57,6 +58,12 @@ static void usage(FILE *f)
             "  --cost-b Y          time of one chunk's input gradient (default 1)\n"
             "  --cost-w Z          time of one chunk's weight gradient (default 1; BW = B + W)\n"
             "  --latency L         time of one transfer between workers (default 0)\n"
+            "  --send S            time a transfer holds its sender (a runtime whose sends\n"
+            "                      block; default 0)\n"
+            "  --memory-limit X    zb1p, zb2p: activations a worker may hold, in micro-batches\n"
+            "                      (default P for zb1p, 2P for zb2p; range [1, 1e6])\n"
+            "  --w-memory X        zb1p, zb2p: share of a micro-batch's activations kept from\n"
+            "                      its B to its W (default 0.5; range [0, 1])\n"
             "  --cost-collective C time of one REDUCE, TIED or NORM, for --program (default 0)\n"
             "                      (every time, here and in --costs, is in [0, 1e9])\n"
             "  --costs FILE        per-chunk costs: one line 'F B W' per chunk, in chunk order;\n"
@@ -180,6 +187,12 @@ static int parse_args(int argc, char **argv, options *o)
             rc = num_double("schedule", flag, value, COST_RANGE, &o->costs.w), o->cost_given = true;
         else if (!strcmp(flag, "--latency"))
             rc = num_double("schedule", flag, value, COST_RANGE, &o->costs.latency);
+        else if (!strcmp(flag, "--send"))
+            rc = num_double("schedule", flag, value, COST_RANGE, &o->costs.send);
+        else if (!strcmp(flag, "--memory-limit"))
+            rc = num_double("schedule", flag, value, NUM_RANGE(1, 1e6), &o->cfg.memory_limit);
+        else if (!strcmp(flag, "--w-memory"))
+            rc = num_double("schedule", flag, value, NUM_RANGE(0, 1), &o->cfg.w_memory);
         else if (!strcmp(flag, "--cost-collective"))
             rc = num_double("schedule", flag, value, COST_RANGE, &o->costs.collective),
             o->collective_given = true;
@@ -349,8 +362,9 @@ static void print_json(const pt_schedule *s, const pt_schedule_sim *sim, const c
            pt_schedule_name(s), pt_schedule_stages(s), pt_schedule_microbatches(s),
            pt_schedule_virtual_stages(s), pt_schedule_workers(s), pt_schedule_replicas(s));
     if (sim) {
-        printf(",\"makespan\":%.10g,\"bubble_fraction\":%.10g,\"peak_activations\":[",
-               sim->makespan, sim->bubble_fraction);
+        printf(",\"makespan\":%.10g,\"span\":%.10g,\"bubble_fraction\":%.10g,"
+               "\"peak_activations\":[",
+               sim->makespan, sim->span, sim->bubble_fraction);
         for (int w = 0; w < sim->workers; w++)
             printf("%s%d", w ? "," : "", sim->peak_activations[w]);
         printf("],\"busy\":[");
@@ -504,7 +518,7 @@ int cmd_schedule(int argc, char **argv)
             fprintf(stderr, "pipetrain schedule: %s\n", pt_last_error());
             return 1;
         }
-    } else if (pt_schedule_create(&o.cfg, &s) != PT_OK) {
+    } else if ((o.cfg.costs = &o.costs, pt_schedule_create(&o.cfg, &s)) != PT_OK) {
         fprintf(stderr, "pipetrain schedule: %s\n", pt_last_error());
         return 2;
     }

@@ -326,7 +326,8 @@ int cmd_train(int argc, char **argv)
                     "PipeDream's round-robin 1F1B-RR (default 1)",
                     LIMIT_REPLICAS),
         FLAG("schedule", FLAG_STRING, &cfg.pipeline.schedule, "NAME",
-             "gpipe, 1f1b, interleaved, loopedbfs, zbh1, zbv or pipedream (default 1f1b)"),
+             "gpipe, 1f1b, interleaved, loopedbfs, zbh1, zbh2, zbv, zb2p or pipedream (default "
+             "1f1b)"),
         FLAG("schedule-file", FLAG_STRING, &cfg.pipeline.schedule_file, "FILE",
              "a schedule in the text format (docs/schedules.md); overrides --schedule"),
         FLAG_RANGED("virtual", FLAG_INT, &cfg.pipeline.virtual_stages, "V",

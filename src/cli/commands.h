@@ -9,6 +9,8 @@ int cmd_schedule(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
+/* `plan --cluster` and `plan --check` (cmd_plan_cluster.c) */
+int cmd_plan_cluster(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);

@@ -15,7 +15,7 @@ static const struct {
     {"eval", cmd_eval, "a gpt checkpoint's mean loss on text or token data"},
     {"tokenize", cmd_tokenize, "encode text into a token file with a BPE tokenizer"},
     {"schedule", cmd_schedule, "build, check, simulate and draw a pipeline schedule"},
-    {"plan", cmd_plan, "profile a model, choose a partition, compare schedules"},
+    {"plan", cmd_plan, "profile a model and compare schedules here, or plan a run on a cluster"},
     {"merge", cmd_merge, "merge a checkpoint set (folder) into one safetensors file"},
 };
 #define N_COMMANDS (int)(sizeof commands / sizeof commands[0])

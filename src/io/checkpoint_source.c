@@ -101,40 +101,7 @@ static const char *meta_lookup(const void *ctx, const char *key, char *buf, size
     return pt_safetensors_meta(ctx, key);
 }
 
-/* Reads and parses a small JSON file: PT_OK, 1 when there is no such file,
- * or an error. */
-static int read_json(const char *path, pt_json **out)
-{
-    *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return errno == ENOENT ? 1 : pt_fail(PT_EIO, "%s: %s", path, strerror(errno));
-    char *text = NULL;
-    size_t len = 0, cap = 0, got;
-    do {
-        if (len == cap) {
-            char *t = realloc(text, cap = cap ? cap * 2 : 4096);
-            if (!t) {
-                free(text), fclose(f);
-                return pt_fail(PT_ENOMEM, "%s: out of memory", path);
-            }
-            text = t;
-        }
-        got = fread(text + len, 1, cap - len, f);
-        len += got;
-    } while (got > 0);
-    int bad = ferror(f);
-    fclose(f);
-    int rc =
-        bad ? pt_fail(PT_EIO, "%s: read failed", path) : pt_json_parse(text, len, 0, path, out);
-    free(text);
-    if (rc == PT_OK && (*out)->type != PT_JSON_OBJECT) {
-        pt_json_free(*out);
-        *out = NULL;
-        rc = pt_fail(PT_EFORMAT, "%s: not a JSON object", path);
-    }
-    return rc;
-}
+static int read_json(const char *path, pt_json **out) { return pt_json_load(path, 1, out); }
 
 /* ---- The set's identity ------------------------------------------------ */
 

@@ -3,10 +3,12 @@
  * bounded by PT_JSON_MAX_DEPTH, which bounds the recursion too. */
 #include "io/json.h"
 
+#include <errno.h>
 #include <float.h>
 #include <locale.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -602,4 +604,37 @@ int pt_json_write_number(FILE *f, double x)
     }
     uselocale(old);
     return fputs(buf, f) < 0 ? -1 : 0;
+}
+
+int pt_json_load(const char *path, int missing_ok, pt_json **out)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return errno == ENOENT && missing_ok ? 1 : pt_fail(PT_EIO, "%s: %s", path, strerror(errno));
+    char *text = NULL;
+    size_t len = 0, cap = 0, got;
+    do {
+        if (len == cap) {
+            char *t = realloc(text, cap = cap ? cap * 2 : 4096);
+            if (!t) {
+                free(text), fclose(f);
+                return pt_fail(PT_ENOMEM, "%s: out of memory", path);
+            }
+            text = t;
+        }
+        got = fread(text + len, 1, cap - len, f);
+        len += got;
+    } while (got > 0);
+    int bad = ferror(f);
+    fclose(f);
+    int rc =
+        bad ? pt_fail(PT_EIO, "%s: read failed", path) : pt_json_parse(text, len, 0, path, out);
+    free(text);
+    if (rc == PT_OK && (*out)->type != PT_JSON_OBJECT) {
+        pt_json_free(*out);
+        *out = NULL;
+        rc = pt_fail(PT_EFORMAT, "%s: not a JSON object", path);
+    }
+    return rc;
 }

@@ -60,6 +60,11 @@ struct pt_json {
 int pt_json_parse(const char *text, size_t len, size_t base, const char *what, pt_json **out);
 void pt_json_free(pt_json *v);
 
+/* Reads and parses a JSON file whose top is an object: PT_OK; 1 when there
+ * is no such file and missing_ok; else PT_EIO, PT_EFORMAT or PT_ENOMEM with
+ * a message naming the file. */
+int pt_json_load(const char *path, int missing_ok, pt_json **out);
+
 /* The member of an object named key, or NULL (also when v is no object). */
 const pt_json *pt_json_get(const pt_json *v, const char *key);
 

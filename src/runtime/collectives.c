@@ -66,7 +66,9 @@ int pt_ranks_endpoint(pt_pipeline_transport want, pt_transport **out)
                 if (!n || atoi(n) <= 1)
                     return PT_OK; /* one process: threads */
             }
-            return pt_fail(rc, "mpirun started this process, but %s", pt_last_error());
+            char why[512]; /* the message cannot be its own argument */
+            snprintf(why, sizeof why, "%s", pt_last_error());
+            return pt_fail(rc, "mpirun started this process, but %s", why);
         }
         endpoint = t;
         atexit(end_endpoint);

@@ -19,6 +19,15 @@
  *         chunks; later chunk first, then oldest micro-batch), else a pending
  *         W (oldest first), else waits. The order is what is kept; the
  *         simulator may play it against any costs.
+ *   zbh2  ZB-H2: one chunk per worker, the same greedy rule with worker r
+ *         allowed 2(P-r)-1 micro-batches between F and B (Qi et al.'s
+ *         (2p-2i+1) M_B, worker i = r+1), the forwards that fill the
+ *         warm-up bubble before the first B, and no cap until W. On unit
+ *         costs the steady state is 1F-1B-1W and the drain is all W: a
+ *         parallelogram, bubble (P-1)(F+B-2W) per worker.
+ *
+ * The automatic schedules zb1p and zb2p, searched for measured times and a
+ * memory limit, are in gen_zb_auto.c.
  *
  * Called by pt_schedule_create() in schedule.c.
  */
@@ -30,10 +39,12 @@
 typedef struct {
     pt_schedule *s;
     int C, M;
-    int *f_end, *b_end, *w_end; /* [c*M+m]: step at which it finished; -1: not run */
-    int *busy_until;            /* [worker] */
-    int *in_flight, *cap;       /* [worker] forwards whose B has not run; its cap */
-    int *live, *live_cap;       /* [worker] forwards whose W has not run; its cap */
+    int *f_end, *b_end, *w_end;    /* [c*M+m]: step at which it finished; -1: not run */
+    int *busy_until;               /* [worker] */
+    int *in_flight, *cap;          /* [worker] forwards whose B has not run; its cap */
+    int *live, *live_cap;          /* [worker] forwards whose W has not run; its cap */
+    int *next_f, *next_b, *next_w; /* [chunk] the oldest micro-batch not yet run */
+    int *held, *held_at; /* worker w's chunks, ascending: held[held_at[w]..held_at[w+1]) */
 } greedy;
 
 #define AT(g, arr, c, m) ((g)->arr[(c) * (g)->M + (m)])
@@ -57,20 +68,21 @@ static bool w_ready(const greedy *g, int c, int m, int t)
     return AT(g, w_end, c, m) < 0 && AT(g, b_end, c, m) >= 0 && AT(g, b_end, c, m) <= t;
 }
 
-/* Picks worker w's action at step t; returns false if it must wait. */
+/* Picks worker w's action at step t; returns false if it must wait. Each
+ * kind of pass runs in micro-batch order on a chunk (a later micro-batch's
+ * pass can only be ready once the earlier one is), so only the oldest one
+ * not yet run on each chunk is a candidate. */
 static bool pick(const greedy *g, int w, int t, pt_action_kind *kind, int *chunk, int *mb)
 {
-    const pt_schedule *s = g->s;
     int best_c = -1, best_m = -1;
+    const int *mine = g->held + g->held_at[w];
+    int n = g->held_at[w + 1] - g->held_at[w];
     /* B: oldest micro-batch, then later chunk */
-    for (int c = 0; c < g->C; c++) {
-        if (s->chunk_worker[c] != w)
-            continue;
-        for (int m = 0; m < g->M; m++)
-            if (b_ready(g, c, m, t) && (best_m < 0 || m < best_m || (m == best_m && c > best_c))) {
-                best_c = c;
-                best_m = m;
-            }
+    for (int i = 0; i < n; i++) {
+        int c = mine[i], m = g->next_b[c];
+        if (m < g->M && b_ready(g, c, m, t) &&
+            (best_m < 0 || m < best_m || (m == best_m && c > best_c)))
+            best_c = c, best_m = m;
     }
     if (best_c >= 0) {
         *kind = PT_ACT_B;
@@ -78,29 +90,21 @@ static bool pick(const greedy *g, int w, int t, pt_action_kind *kind, int *chunk
     }
     /* F under the cap: later chunk, then oldest micro-batch */
     if (g->in_flight[w] < g->cap[w] && g->live[w] < g->live_cap[w])
-        for (int c = g->C - 1; c >= 0 && best_c < 0; c--) {
-            if (s->chunk_worker[c] != w)
-                continue;
-            for (int m = 0; m < g->M; m++)
-                if (f_ready(g, c, m, t)) {
-                    best_c = c;
-                    best_m = m;
-                    break;
-                }
+        for (int i = n - 1; i >= 0 && best_c < 0; i--) {
+            int c = mine[i], m = g->next_f[c];
+            if (m < g->M && f_ready(g, c, m, t))
+                best_c = c, best_m = m;
         }
     if (best_c >= 0) {
         *kind = PT_ACT_F;
         goto found;
     }
     /* W: oldest micro-batch, then later chunk */
-    for (int c = 0; c < g->C; c++) {
-        if (s->chunk_worker[c] != w)
-            continue;
-        for (int m = 0; m < g->M; m++)
-            if (w_ready(g, c, m, t) && (best_m < 0 || m < best_m || (m == best_m && c > best_c))) {
-                best_c = c;
-                best_m = m;
-            }
+    for (int i = 0; i < n; i++) {
+        int c = mine[i], m = g->next_w[c];
+        if (m < g->M && w_ready(g, c, m, t) &&
+            (best_m < 0 || m < best_m || (m == best_m && c > best_c)))
+            best_c = c, best_m = m;
     }
     if (best_c < 0)
         return false;
@@ -122,9 +126,26 @@ static int play_greedy(pt_schedule *s, const int *cap, const int *live_cap)
     g.busy_until = calloc((size_t)P, sizeof(int));
     g.in_flight = calloc((size_t)P, sizeof(int));
     g.live = calloc((size_t)P, sizeof(int));
+    g.next_f = calloc(3 * (size_t)C, sizeof(int));
+    g.next_b = g.next_f ? g.next_f + C : NULL;
+    g.next_w = g.next_f ? g.next_f + 2 * C : NULL;
+    g.held = malloc((size_t)C * sizeof(int));
+    g.held_at = calloc((size_t)P + 1, sizeof(int));
+    if (g.held && g.held_at) { /* the chunks by worker, each list ascending */
+        for (int c = 0; c < C; c++)
+            g.held_at[s->chunk_worker[c] + 1]++;
+        for (int w = 0; w < P; w++)
+            g.held_at[w + 1] += g.held_at[w];
+        for (int c = C - 1; c >= 0; c--) /* fill each list from its end */
+            g.held[--g.held_at[s->chunk_worker[c] + 1]] = c;
+        for (int w = 0; w < P; w++) /* the fill moved w's end, held_at[w+1], to its start */
+            g.held_at[w] = g.held_at[w + 1];
+        g.held_at[P] = C;
+    }
     g.cap = (int *)cap;
     g.live_cap = (int *)live_cap;
-    if (!g.f_end || !g.b_end || !g.w_end || !g.busy_until || !g.in_flight || !g.live) {
+    if (!g.f_end || !g.b_end || !g.w_end || !g.busy_until || !g.in_flight || !g.live || !g.next_f ||
+        !g.held || !g.held_at) {
         rc = pt_fail(PT_ENOMEM, "out of memory generating a schedule");
         goto done;
     }
@@ -147,13 +168,16 @@ static int play_greedy(pt_schedule *s, const int *cap, const int *live_cap)
             left--;
             if (kind == PT_ACT_F) {
                 AT(&g, f_end, c, m) = t + 1;
+                g.next_f[c]++;
                 g.in_flight[w]++;
                 g.live[w]++;
             } else if (kind == PT_ACT_B) {
                 AT(&g, b_end, c, m) = t + 1;
+                g.next_b[c]++;
                 g.in_flight[w]--;
             } else {
                 AT(&g, w_end, c, m) = t + 1;
+                g.next_w[c]++;
                 g.live[w]--;
             }
         }
@@ -167,6 +191,9 @@ done:
     free(g.busy_until);
     free(g.in_flight);
     free(g.live);
+    free(g.next_f);
+    free(g.held);
+    free(g.held_at);
     return rc;
 }
 
@@ -197,6 +224,34 @@ int pt_sched_gen_zbh1(int P, int M, pt_schedule **out)
     return rc;
 }
 
+/* Plays the greedy rule on the placed schedule *out under cap (2 x workers
+ * entries: F-to-B in flight, then live until W), then frees cap; on failure
+ * frees the schedule too. */
+static int play_capped(pt_schedule **out, int *cap)
+{
+    int rc = cap ? play_greedy(*out, cap, cap + (*out)->n_workers)
+                 : pt_fail(PT_ENOMEM, "out of memory generating a schedule");
+    free(cap);
+    if (rc != PT_OK) {
+        pt_schedule_destroy(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+int pt_sched_gen_zbh2(int P, int M, pt_schedule **out)
+{
+    int rc = pt_sched_alloc(P, P, M, 1, out);
+    if (rc != PT_OK)
+        return rc;
+    int *cap = malloc(2 * (size_t)P * sizeof(int));
+    for (int r = 0; cap && r < P; r++) {
+        cap[r] = 2 * (P - r) - 1;
+        cap[P + r] = M; /* W pending costs M_W, less than M_B: no cap of its own */
+    }
+    return play_capped(out, cap);
+}
+
 int pt_sched_gen_zbv(int P, int M, pt_schedule **out)
 {
     int rc = pt_sched_alloc(P, 2 * P, M, 1, out);
@@ -205,16 +260,7 @@ int pt_sched_gen_zbv(int P, int M, pt_schedule **out)
     for (int c = 0; c < 2 * P; c++)
         (*out)->chunk_worker[c] = c < P ? c : 2 * P - 1 - c;
     int *cap = malloc(2 * (size_t)P * sizeof(int));
-    if (!cap)
-        rc = pt_fail(PT_ENOMEM, "out of memory generating a schedule");
-    for (int r = 0; rc == PT_OK && r < 2 * P; r++)
+    for (int r = 0; cap && r < 2 * P; r++)
         cap[r] = 2 * P; /* F-to-B in flight, and live until W */
-    if (rc == PT_OK)
-        rc = play_greedy(*out, cap, cap + P);
-    free(cap);
-    if (rc != PT_OK) {
-        pt_schedule_destroy(*out);
-        *out = NULL;
-    }
-    return rc;
+    return play_capped(out, cap);
 }

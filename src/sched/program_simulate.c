@@ -11,8 +11,9 @@
  * workers is there:
  *   compute    costs f, b, w of its chunk (a BW b + w); its inputs are
  *              earlier on the worker or came through a receive before it;
- *   send       takes no worker time: the data is posted (isend) when the
- *              worker reaches it and arrives `latency` later;
+ *   send       takes `send` of the worker's time (0: an isend that overlaps
+ *              what follows); the data leaves when it ends and arrives
+ *              `latency` later;
  *   receive    ends when the data has arrived (at once if it is there),
  *              taking no worker time of its own: waiting is idle time;
  *   REDUCE, TIED, NORM   blocking collectives: start when the last member of
@@ -91,9 +92,11 @@ static bool play_one(player *g, int w)
         record(g, w, t > ready ? t : ready, 0);
         return true;
     }
-    if (pt_prog_is_send(a->kind))
-        *sent_at(g, a, a->chunk) = ready;
     double d = 0;
+    if (pt_prog_is_send(a->kind)) {
+        d = g->costs->send;
+        *sent_at(g, a, a->chunk) = ready + d;
+    }
     if (pt_prog_is_compute(a->kind)) {
         pt_action c = pt_prog_compute(a);
         d = pt_sched_duration(g->costs, &c);

@@ -203,15 +203,55 @@ bool pt_sched_equal(const pt_schedule *a, const pt_schedule *b)
 
 /* ---- the public entry points ---- */
 
-static const char *const names[] = {"gpipe", "1f1b",      "interleaved", "loopedbfs", "zbh1",
-                                    "zbv",   "pipedream", "1f1b-rr",     NULL};
+static const char *const names[] = {"gpipe", "1f1b", "interleaved", "loopedbfs", "zbh1",    "zbh2",
+                                    "zbv",   "zb1p", "zb2p",        "pipedream", "1f1b-rr", NULL};
 
 const char *const *pt_schedule_names(void) { return names; }
 
 pt_schedule_config pt_schedule_config_default(void)
 {
-    return (pt_schedule_config){
-        .name = "1f1b", .stages = 4, .microbatches = 8, .virtual_stages = 0, .replicas = 0};
+    return (pt_schedule_config){.name = "1f1b",
+                                .stages = 4,
+                                .microbatches = 8,
+                                .virtual_stages = 0,
+                                .replicas = 0,
+                                .costs = NULL,
+                                .memory_limit = 0,
+                                .w_memory = 0.5};
+}
+
+/* zb1p and zb2p: the automatic scheduler on the config's times. */
+static int gen_zb_auto(const pt_schedule_config *cfg, pt_schedule **out)
+{
+    int P = cfg->stages;
+    pt_schedule_costs unit = pt_schedule_costs_default();
+    const pt_schedule_costs *c = cfg->costs ? cfg->costs : &unit;
+    int rc = pt_sched_check_costs(P, c);
+    if (rc != PT_OK)
+        return rc;
+    double *t = malloc(3 * (size_t)P * sizeof(double));
+    if (!t)
+        return pt_fail(PT_ENOMEM, "out of memory generating a schedule");
+    for (int j = 0; j < P; j++) {
+        pt_action a = {.chunk = j};
+        a.kind = PT_ACT_F, t[j] = pt_sched_duration(c, &a);
+        a.kind = PT_ACT_B, t[P + j] = pt_sched_duration(c, &a);
+        a.kind = PT_ACT_W, t[2 * P + j] = pt_sched_duration(c, &a);
+    }
+    double limit = cfg->memory_limit > 0        ? cfg->memory_limit
+                   : !strcmp(cfg->name, "zb1p") ? (double)P
+                                                : 2.0 * P;
+    pt_zb_problem pb = {.stages = P,
+                        .micro = cfg->microbatches,
+                        .f = t,
+                        .b = t + P,
+                        .w = t + 2 * P,
+                        .comm = c->latency,
+                        .mem_limit = limit,
+                        .mem_w = cfg->w_memory};
+    rc = pt_sched_gen_zb_auto(&pb, out, NULL);
+    free(t);
+    return rc;
 }
 
 int pt_schedule_create(const pt_schedule_config *cfg, pt_schedule **out)
@@ -225,7 +265,7 @@ int pt_schedule_create(const pt_schedule_config *cfg, pt_schedule **out)
     if (!known)
         return pt_fail(PT_EINVAL,
                        "unknown schedule '%s' (gpipe, 1f1b, interleaved, loopedbfs, "
-                       "zbh1, zbv, pipedream, 1f1b-rr)",
+                       "zbh1, zbh2, zbv, zb1p, zb2p, pipedream, 1f1b-rr)",
                        name);
     if (P < 1)
         return pt_fail(PT_EINVAL, "%s: stages must be at least 1 (got %d)", name, P);
@@ -268,7 +308,13 @@ int pt_schedule_create(const pt_schedule_config *cfg, pt_schedule **out)
         rc = pt_sched_gen_loopedbfs(P, M, v, out);
     else if (!strcmp(name, "zbh1"))
         rc = pt_sched_gen_zbh1(P, M, out);
-    else if (is_zbv)
+    else if (!strcmp(name, "zbh2"))
+        rc = pt_sched_gen_zbh2(P, M, out);
+    else if (!strcmp(name, "zb1p") || !strcmp(name, "zb2p")) {
+        pt_schedule_config named = *cfg;
+        named.name = name;
+        rc = gen_zb_auto(&named, out);
+    } else if (is_zbv)
         rc = pt_sched_gen_zbv(P, M, out);
     else if (!strcmp(name, "pipedream"))
         rc = pt_sched_gen_pipedream(P, M, R, out);

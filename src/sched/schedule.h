@@ -156,6 +156,19 @@ int pt_sched_gen_interleaved(int stages, int micro, int v, pt_schedule **out);
 int pt_sched_gen_loopedbfs(int stages, int micro, int v, pt_schedule **out);
 /* gen_zerobubble.c */
 int pt_sched_gen_zbh1(int stages, int micro, pt_schedule **out);
+int pt_sched_gen_zbh2(int stages, int micro, pt_schedule **out);
 int pt_sched_gen_zbv(int stages, int micro, pt_schedule **out);
+/* gen_zb_auto.c: the zero-bubble paper's automatic scheduler */
+typedef struct {
+    int stages, micro;
+    const double *f, *b, *w; /* [stages]: one F, B, W on each stage */
+    double comm;             /* one transfer between neighbouring stages */
+    double mem_limit;        /* activations a stage may hold, in one F's (M_B) */
+    double mem_w;            /* what a micro-batch keeps from its B to its W, in M_B */
+} pt_zb_problem;
+/* The order with the shortest longest stage found; *span (may be NULL)
+ * receives that stage's time from its first F to its last pass. PT_EINVAL
+ * when the memory limit cannot hold the passes in flight. */
+int pt_sched_gen_zb_auto(const pt_zb_problem *pb, pt_schedule **out, double *span);
 
 #endif

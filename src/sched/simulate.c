@@ -10,7 +10,9 @@
  * W(c, m) needs B(c, m). An input
  * produced on another worker arrives `latency` after the producing action
  * ends; on the same worker at once. F, B and W of chunk c cost f, b, w (or
- * the per-chunk arrays); a fused BW costs b + w.
+ * the per-chunk arrays); a fused BW costs b + w. An action whose output goes
+ * to another worker also holds its worker for `send` more (a runtime whose
+ * sends block, as Megatron-LM's 1F1B does); the output leaves after that.
  *
  * A micro-batch's activations on a chunk are live from the end of its F to
  * the end of the last backward piece that reads them (its W, or its BW);
@@ -33,11 +35,11 @@ static bool bad_cost(double x) { return !isfinite(x) || x < 0; }
 int pt_sched_check_costs(int n_chunks, const pt_schedule_costs *c)
 {
     if (bad_cost(c->f) || bad_cost(c->b) || bad_cost(c->w) || bad_cost(c->latency) ||
-        bad_cost(c->collective))
+        bad_cost(c->send) || bad_cost(c->collective))
         return pt_fail(PT_EINVAL,
-                       "costs must be finite and >= 0 (F %g, B %g, W %g, latency %g, "
+                       "costs must be finite and >= 0 (F %g, B %g, W %g, latency %g, send %g, "
                        "collective %g)",
-                       c->f, c->b, c->w, c->latency, c->collective);
+                       c->f, c->b, c->w, c->latency, c->send, c->collective);
     if (c->n_chunk_costs == 0)
         return PT_OK;
     if (c->n_chunk_costs != n_chunks || !c->chunk_f || !c->chunk_b || !c->chunk_w)
@@ -120,6 +122,8 @@ void pt_sched_sim_finish(pt_schedule_sim *r, const double *free_at)
     for (int w = 0; w < P; w++) {
         r->idle[w] = r->makespan - r->busy[w];
         idle += r->idle[w];
+        double at_work = r->n_actions[w] > 0 ? free_at[w] - r->start[w][0] : 0;
+        r->span = at_work > r->span ? at_work : r->span;
     }
     r->bubble_fraction = r->makespan > 0 ? idle / ((double)P * r->makespan) : 0.0;
 }
@@ -179,6 +183,9 @@ int pt_schedule_simulate(const pt_schedule *s, const pt_schedule_costs *costs,
                 if (j < n_need)
                     break;
                 double d = pt_sched_duration(costs, a);
+                int to = pt_sched_send_to(s, a);
+                if (to >= 0 && to != w)
+                    d += costs->send;
                 r->start[w][next[w]] = ready;
                 r->end[w][next[w]] = ready + d;
                 free_at[w] = ready + d;

@@ -7,6 +7,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char last_error[1024];
 
@@ -18,6 +19,24 @@ int pt_fail(int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
+    return status;
+}
+
+int pt_fail_within(int status, const char *fmt, ...)
+{
+    char inner[sizeof last_error];
+    snprintf(inner, sizeof inner, "%s", last_error);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    size_t at = n < 0 ? 0 : (size_t)n, room = sizeof last_error - at;
+    if (at < sizeof last_error && room > 3) { /* ": " and what fits of the inner message */
+        size_t len = strlen(inner) < room - 3 ? strlen(inner) : room - 3;
+        memcpy(last_error + at, ": ", 2);
+        memcpy(last_error + at + 2, inner, len);
+        last_error[at + 2 + len] = '\0';
+    }
     return status;
 }
 

@@ -13,6 +13,10 @@
 
 /* Records the message for pt_last_error() and returns status. */
 int pt_fail(int status, const char *fmt, ...) PT_PRINTF(2, 3);
+/* Puts fmt's text in front of the current message: "<text>: <message>",
+ * and returns status (the message of a failure one layer down, with what
+ * this layer was doing). */
+int pt_fail_within(int status, const char *fmt, ...) PT_PRINTF(2, 3);
 void pt_clear_error(void);
 /* Copies a message (one taken from another thread's pt_last_error()). */
 void pt_set_error_message(const char *msg);
