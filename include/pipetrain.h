@@ -842,6 +842,7 @@ typedef struct {
     double elapsed_s, eta_s; /* since the run began; left at the pace so far */
     int has_val;             /* val_loss (and for mlp val_accuracy) measured this step */
     float val_loss, val_accuracy;
+    long saved_step; /* the step of the last checkpoint written to cfg.save (-1: none yet) */
 } pt_train_report;
 
 typedef struct {
@@ -895,6 +896,9 @@ pt_train_config pt_train_config_default(void);
 
 typedef struct {
     long steps;
+    long saved_step; /* the step of the last checkpoint this run wrote to cfg.save
+                        (-1: none), valid also when pt_train fails: a run ended by a
+                        dead peer or link says where to resume from */
     float loss, val_loss, val_accuracy;
     double tokens_per_s;
     char bubbles[1024]; /* per worker: measured bubble vs the simulator's */

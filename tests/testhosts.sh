@@ -113,11 +113,14 @@ EOF
     chmod +x "$TH_DIR/agent"
     TH_HOSTFILE=$TH_DIR/hostfile
     # rtc ^hwloc: orted's shared-memory topology write crashes now and then
-    # when hosts share one machine; --bind-to none: they share its cores
+    # when hosts share one machine; --bind-to none: they share its cores;
+    # the keepalives: mpirun notices a lost host within 14 s and ends the
+    # job, before the ranks' own 30 s deadline (docs/multi-host.md)
     TH_MPIRUN=(mpirun --oversubscribe --mca plm_rsh_agent "$TH_DIR/agent" --hostfile "$TH_HOSTFILE"
                --mca routed direct --mca rtc ^hwloc --mca btl tcp,self
                --mca btl_tcp_if_include "$TH_NET" --mca oob_tcp_if_include "$TH_NET"
-               --bind-to none)
+               --mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 3
+               --mca oob_tcp_keepalive_probes 3 --bind-to none)
 }
 
 testhosts_cut() {

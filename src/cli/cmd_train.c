@@ -2,6 +2,7 @@
  * runs pt_train() and shows its progress: a one-line bar on a terminal,
  * plain log lines otherwise. */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -35,9 +36,43 @@ static void duration(double s, char *buf, size_t n)
  * of a longer one), ended by a newline at every validation, the last step's
  * included; anything else gets plain lines: the first step, every
  * log_every-th and every validation. */
+/* What the reporting process prints when it is ended by SIGTERM or SIGINT:
+ * mpirun sends SIGTERM to every rank when it loses a host, and a run killed
+ * that way should still say where it can resume. on_report rewrites the line
+ * after every step; the handler only writes it. */
+static char stop_note[4352];
+static volatile sig_atomic_t stop_len;
+static const char *stop_save;
+
+static void on_stop(int sig)
+{
+    if (stop_len > 0 && write(2, stop_note, (size_t)stop_len) < 0)
+        stop_len = 0;
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void note_stop_point(const pt_train_report *r)
+{
+    if (!stop_save)
+        return;
+    stop_len = 0;
+    int n = r->saved_step < 0
+                ? snprintf(stop_note, sizeof stop_note,
+                           "pipetrain train: stopped after step %ld; no checkpoint was saved "
+                           "in this run\n",
+                           r->step)
+                : snprintf(stop_note, sizeof stop_note,
+                           "pipetrain train: stopped after step %ld; the last checkpoint saved "
+                           "is %s at step %ld; add --resume %s to continue\n",
+                           r->step, stop_save, r->saved_step, stop_save);
+    stop_len = n < (int)sizeof stop_note ? n : (int)sizeof stop_note - 1;
+}
+
 static void on_report(const pt_train_report *r, void *user)
 {
     progress *p = user;
+    note_stop_point(r);
     if (p->quiet || (!p->tty && r->step % p->log_every && !r->has_val && r->step != 1))
         return;
     char elapsed[48], eta[48], line[256];
@@ -447,12 +482,23 @@ int cmd_train(int argc, char **argv)
                   .log_every = cfg.steps >= 20 ? cfg.steps / 20 : 1};
     cfg.on_report = on_report;
     cfg.user = &p;
+    if ((stop_save = cfg.save)) {
+        signal(SIGTERM, on_stop);
+        signal(SIGINT, on_stop);
+    }
     pt_train_result result;
     rc = pt_train(&cfg, &result);
     if (rc != PT_OK) {
         if (p.drawn)
             printf("\n");
         fprintf(stderr, "pipetrain train: %s\n", pt_last_error());
+        if (rc == PT_ETRANSPORT && cfg.save && result.saved_step >= 0)
+            fprintf(stderr,
+                    "pipetrain train: the last checkpoint saved is %s at step %ld; add "
+                    "--resume %s to continue\n",
+                    cfg.save, result.saved_step, cfg.save);
+        else if (rc == PT_ETRANSPORT)
+            fprintf(stderr, "pipetrain train: no checkpoint was saved in this run\n");
         return rc == PT_EINVAL ? 2 : 1;
     }
     if (!result.is_main)

@@ -328,7 +328,8 @@ int pt_pipeline_agree(pt_pipeline *p, int status, void *buf, size_t n)
     if (!p->mpi)
         return status; /* one process: nothing to agree with */
     if (p->world_aborted)
-        return pt_fail(PT_ETRANSPORT, "the pipeline's MPI world failed in an earlier call");
+        return pt_fail(PT_ETRANSPORT, "the pipeline's MPI world failed in an earlier call: %s",
+                       p->world_abort_msg);
     char mine[512];
     snprintf(mine, sizeof mine, "%s", pt_last_error());
     float *f = calloc(n + 1, sizeof(float));

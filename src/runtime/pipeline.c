@@ -175,6 +175,8 @@ int pt_ranks_abort(pt_pipeline *p, int rc)
 {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", pt_last_error());
+    if (!p->world_aborted)
+        snprintf(p->world_abort_msg, sizeof p->world_abort_msg, "%s", msg);
     p->world_aborted = true;
     pt_transport_abort(p->mpi_t, msg);
     return pt_fail(rc, "%s", msg);
@@ -183,7 +185,8 @@ int pt_ranks_abort(pt_pipeline *p, int rc)
 static int run_local_job(pt_pipeline *p, int job)
 {
     if (p->world_aborted)
-        return pt_fail(PT_ETRANSPORT, "the pipeline's MPI world failed in an earlier call");
+        return pt_fail(PT_ETRANSPORT, "the pipeline's MPI world failed in an earlier call: %s",
+                       p->world_abort_msg);
     pt_worker *w = &p->workers[p->rank];
     int rc = do_job(w, job);
     if (rc == PT_OK || !exchanges(job))

@@ -248,6 +248,7 @@ struct pt_pipeline {
     int *chunk_first, *chunk_last; /* [n_chunks] */
     pt_threads_world *world;
     bool world_aborted;
+    char world_abort_msg[512]; /* MPI: why the world was aborted, for later calls */
     /* MPI: one worker per rank; n_workers = P = stages x replicas */
     bool mpi;
     pt_transport *mpi_t;         /* the process's endpoint (collectives.c owns it) */

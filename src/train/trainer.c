@@ -558,6 +558,14 @@ static int report_memory(trainer *t, pt_train_result *result, pt_metrics_row *ro
     return rc;
 }
 
+static int save_step(trainer *t, pt_train_result *result)
+{
+    int rc = save(t);
+    if (rc == PT_OK)
+        result->saved_step = t->state.step;
+    return rc;
+}
+
 static int run(trainer *t, pt_train_result *result)
 {
     const pt_train_config *c = t->cfg;
@@ -619,16 +627,17 @@ static int run(trainer *t, pt_train_result *result)
         if (t->board && (rc = board_step(t, &row, r.step == c->steps)) != PT_OK)
             break;
         if (c->save && c->save_every && r.step % c->save_every == 0 && r.step < c->steps &&
-            (rc = save(t)) != PT_OK)
+            (rc = save_step(t, result)) != PT_OK)
             break;
         result->loss = r.loss;
         result->tokens_per_s = r.tokens_per_s;
+        r.saved_step = result->saved_step;
         if (c->on_report && pt_pipeline_is_main(t->pipe))
             c->on_report(&r, c->user);
     }
     result->steps = t->state.step;
     if (rc == PT_OK && c->save)
-        rc = save(t);
+        rc = save_step(t, result);
     return rc;
 }
 
@@ -637,6 +646,7 @@ int pt_train(const pt_train_config *cfg, pt_train_result *result)
     trainer t;
     memset(&t, 0, sizeof t);
     memset(result, 0, sizeof *result);
+    result->saved_step = -1;
     result->val_loss = NAN;
     result->val_accuracy = -1.0f;
     int rc = setup(&t, cfg);
