@@ -7,11 +7,8 @@
 # The ranks keep their default 30 s deadline: mpirun's TCP keepalives
 # (in TH_MPIRUN) notice the lost host first and end the job.
 set -euo pipefail
-command -v mpirun >/dev/null || { echo "skipped: mpirun is not installed"; exit 77; }
-corpus=/usr/share/games/fortunes
-[ -d "$corpus" ] || { echo "skipped: $corpus is missing"; exit 77; }
 source "$(dirname "$0")/testhosts.sh"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+testhosts_need_training
 unset PIPETRAIN_TIMEOUT
 dir=$(mktemp -d)
 job=

@@ -8,11 +8,9 @@
 #   - 2 stages x 2 replicas on 4 hosts equal the same replicas on threads.
 # Skipped (77) where namespaces cannot be made or mpirun is missing.
 set -euo pipefail
-command -v mpirun >/dev/null || { echo "skipped: mpirun is not installed"; exit 77; }
-corpus=/usr/share/games/fortunes
-[ -d "$corpus" ] || { echo "skipped: $corpus is missing"; exit 77; }
 source "$(dirname "$0")/testhosts.sh"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PIPETRAIN_TIMEOUT=60
+testhosts_need_training
+export PIPETRAIN_TIMEOUT=60
 dir=$(mktemp -d)
 trap 'testhosts_down; rm -rf "$dir"' EXIT
 common=(--layers 8 --heads 2 --embd 16 --seq 16 --batch 8 --microbatches 4 --steps 2

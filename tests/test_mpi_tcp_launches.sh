@@ -5,11 +5,9 @@
 # flaky. Labelled mpi (left out of the fast suite); about a second a launch.
 # ctest: slow
 set -euo pipefail
-command -v mpirun >/dev/null || { echo "skipped: mpirun is not installed"; exit 77; }
-corpus=/usr/share/games/fortunes
-[ -d "$corpus" ] || { echo "skipped: $corpus is missing"; exit 77; }
 source "$(dirname "$0")/testhosts.sh"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PIPETRAIN_TIMEOUT=60
+testhosts_need_training
+export PIPETRAIN_TIMEOUT=60
 dir=$(mktemp -d)
 trap 'testhosts_down; rm -rf "$dir"' EXIT
 testhosts_up 2

@@ -13,6 +13,8 @@
 #   testhosts_down          remove everything testhosts_up made (the
 #                           caller's EXIT trap calls it)
 #   testhosts_cut I         take host I's link down (a cable pulled)
+#   testhosts_need_training skip (77) where mpirun or the fortunes corpus
+#                           is missing; sets $corpus, lets mpirun run as root
 # and after testhosts_up sets
 #   TH_DIR       folder of the agent, the hostfile and the address map
 #   TH_HOSTFILE  one line per host: "ADDRESS slots=1"
@@ -121,6 +123,13 @@ EOF
                --mca btl_tcp_if_include "$TH_NET" --mca oob_tcp_if_include "$TH_NET"
                --mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 3
                --mca oob_tcp_keepalive_probes 3 --bind-to none)
+}
+
+testhosts_need_training() {
+    command -v mpirun >/dev/null || { echo "skipped: mpirun is not installed"; exit 77; }
+    corpus=/usr/share/games/fortunes
+    [ -d "$corpus" ] || { echo "skipped: $corpus is missing"; exit 77; }
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 }
 
 testhosts_cut() {
