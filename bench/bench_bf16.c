@@ -6,9 +6,9 @@
  *   the FMA peak      one core's float FMA rate from a register-only loop
  *                     (AVX-512: 2 x 16 lanes x 2 FLOPs a cycle at best);
  *   fp32              the baseline;
- *   bf16              on the product kernel pt_bf16_kernel() chose;
- *   bf16 portable     the same on the portable products (rounded operands,
- *                     sgemm), as a machine without a bf16 unit runs it.
+ *   bf16 <kernel>     on each product kernel this CPU runs: amx,
+ *                     avx512bf16, and portable (rounded operands, sgemm),
+ *                     as a machine without a bf16 unit runs it.
  * For each: tokens/s (median of the steps after a warm-up), its ratio to
  * fp32, achieved FLOP/s as a share of the two cores' FMA peak, and every
  * worker's activation bytes (records and boundary buffers, as the memory
@@ -18,36 +18,7 @@
 #include <stdlib.h>
 
 #include "bench_common.h"
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-
-/* 12 independent chains of FMAs on 16 lanes: the units' throughput, not the
- * latency of one chain. */
-__attribute__((target("avx512f"))) static double fma_gflops(void)
-{
-    __m512 acc[12], x = _mm512_set1_ps(1.0f - 1e-7f), y = _mm512_set1_ps(1e-7f);
-    for (int i = 0; i < 12; i++)
-        acc[i] = _mm512_set1_ps((float)i);
-    long iters = 20000000;
-    double t0 = bench_now();
-    for (long n = 0; n < iters; n++)
-        for (int i = 0; i < 12; i++)
-            acc[i] = _mm512_fmadd_ps(acc[i], x, y);
-    double secs = bench_now() - t0;
-    float sink = 0;
-    for (int i = 0; i < 12; i++)
-        sink += _mm512_reduce_add_ps(acc[i]);
-    if (sink == 12345.0f)
-        printf(" ");
-    return 12.0 * 16 * 2 * (double)iters / secs / 1e9;
-}
-
-static int has_avx512(void) { return __builtin_cpu_supports("avx512f"); }
-#else
-static double fma_gflops(void) { return 0; }
-static int has_avx512(void) { return 0; }
-#endif
+#include "bench_peak.h"
 
 #define P   2
 #define M   8
@@ -109,39 +80,48 @@ int main(int argc, char **argv)
     pt_model_destroy(m);
 
     const char *fast = pt_bf16_kernel();
-    double peak = has_avx512() ? fma_gflops() : 0;
-    result f32, bf, port;
-    if (run(PT_PRECISION_FP32, steps, &b, &f32) || run(PT_PRECISION_BF16, steps, &b, &bf))
+    double peak = bench_has_avx512() ? bench_fma_gflops() : 0;
+    const char *kernels[] = {"amx", "avx512bf16", "portable"};
+    char names[4][32] = {"fp32"};
+    result rs[4];
+    int n_runs = 1;
+    if (run(PT_PRECISION_FP32, steps, &b, &rs[0]))
         return 1;
-    pt_bf16_set_kernel("portable");
-    if (run(PT_PRECISION_BF16, steps, &b, &port))
-        return 1;
-    double peak_after = has_avx512() ? fma_gflops() : 0;
+    for (int k = 0; k < 3; k++) {
+        if (pt_bf16_set_kernel(kernels[k]) != PT_OK)
+            continue;
+        snprintf(names[n_runs], sizeof names[n_runs], "bf16 %s", kernels[k]);
+        if (run(PT_PRECISION_BF16, steps, &b, &rs[n_runs++]))
+            return 1;
+    }
+    pt_bf16_set_kernel("auto");
+    double peak_after = bench_has_avx512() ? bench_fma_gflops() : 0;
     double cores = 2 * (peak + peak_after) / 2;
 
     printf("gpt 4 layers, 6 heads, 384 embd, seq 256, vocab 256; P=2 1f1b --balance 3,3, "
            "%d micro-batches of %d (%d tokens a step); %.1f GFLOP a step\n",
            M, MBS, rows, flops / 1e9);
     printf("one-core float FMA peak: %.1f GFLOP/s before, %.1f after (AVX-512%s); 2 cores %.1f; "
-           "bf16's products: %s\n\n",
-           peak, peak_after, has_avx512() ? "" : " absent: not measured", cores, fast);
+           "bf16's products by default: %s\n\n",
+           peak, peak_after, bench_has_avx512() ? "" : " absent: not measured", cores, fast);
     printf("%-16s %8s %9s %8s %11s %14s %14s %8s\n", "precision", "step s", "tokens/s", "vs fp32",
            "of FMA peak", "activ. w0 MiB", "activ. w1 MiB", "vs fp32");
-    const char *names[] = {"fp32", "bf16", "bf16 portable"};
-    result *rs[] = {&f32, &bf, &port};
-    for (int i = 0; i < 3; i++) {
+    const result *f32 = &rs[0];
+    for (int i = 0; i < n_runs; i++) {
         double worst = 0;
         for (int w = 0; w < P; w++) {
-            double ratio = (double)rs[i]->activations[w] / (double)f32.activations[w];
+            double ratio = (double)rs[i].activations[w] / (double)f32->activations[w];
             worst = ratio > worst ? ratio : worst;
         }
-        printf("%-16s %8.3f %9.0f %7.2fx %10.1f%% %14.1f %14.1f %7.3fx\n", names[i], rs[i]->step_s,
-               rows / rs[i]->step_s, f32.step_s / rs[i]->step_s,
-               cores > 0 ? 100 * flops / rs[i]->step_s / 1e9 / cores : 0,
-               rs[i]->activations[0] / 1048576.0, rs[i]->activations[1] / 1048576.0, worst);
+        printf("%-16s %8.3f %9.0f %7.2fx %10.1f%% %14.1f %14.1f %7.3fx\n", names[i], rs[i].step_s,
+               rows / rs[i].step_s, f32->step_s / rs[i].step_s,
+               cores > 0 ? 100 * flops / rs[i].step_s / 1e9 / cores : 0,
+               rs[i].activations[0] / 1048576.0, rs[i].activations[1] / 1048576.0, worst);
     }
-    printf("\nloss of the last step: fp32 %.4f, bf16 %.4f, bf16 portable %.4f\n", f32.loss, bf.loss,
-           port.loss);
+    printf("\nloss of the last step:");
+    for (int i = 0; i < n_runs; i++)
+        printf("%s %s %.4f", i ? "," : "", names[i], rs[i].loss);
+    printf("\n");
     free(tok);
     return 0;
 }

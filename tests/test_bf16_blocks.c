@@ -8,10 +8,11 @@
  * bf16, activations stored as bf16) must agree with each within a relative
  * L2 error of TOL (bf16 keeps 8 significant bits: one rounding is 2^-9
  * relative, a block chains a few), and must differ from them (they round).
- * Where the machine has AMX, its products and the portable ones agree
- * within PATHS: the paths round at the same places and differ only in the
- * order of float sums inside a product, which moves a stored value by one
- * bf16 step now and then. */
+ * Where the machine has AMX or AVX512_BF16, those products and the portable
+ * ones agree within PATHS: the paths round at the same places and differ
+ * only in the order of float sums inside a product, which moves a stored
+ * value by one bf16 step now and then. A kernel the machine lacks is
+ * skipped with a line saying so. */
 #include "block_harness.h"
 #include "tensor/bf16.h"
 
@@ -110,17 +111,20 @@ static void check(const char *name, harness *h)
                same ? "identical to" : "too far from", TOL);
         failures++;
     }
-    const pt_kernels *amx = pt_kernels_bf16_amx();
-    if (amx) {
-        result fast = {harness_floats(result_size(h)), 0, 0};
-        run(h, amx, &fast);
-        double e = rel_l2(&fast, &low, 0, ref.n);
-        if (!(e < PATHS) || fabs(fast.loss - low.loss) > PATHS * fabs(low.loss)) {
-            printf("  FAIL: %s: AMX and portable products differ by %.1e (tolerance %.0e)\n", name,
-                   e, PATHS);
+    const pt_kernels *fast[] = {pt_kernels_bf16_amx(), pt_kernels_bf16_avx512()};
+    for (int i = 0; i < 2; i++) {
+        if (!fast[i])
+            continue;
+        result r = {harness_floats(result_size(h)), 0, 0};
+        run(h, fast[i], &r);
+        double e = rel_l2(&r, &low, 0, ref.n);
+        printf("  %-34s %s against portable %.1e\n", "", fast[i]->products, e);
+        if (!(e < PATHS) || fabs(r.loss - low.loss) > PATHS * fabs(low.loss)) {
+            printf("  FAIL: %s: %s and portable products differ by %.1e (tolerance %.0e)\n", name,
+                   fast[i]->products, e, PATHS);
             failures++;
         }
-        pt_free(fast.v);
+        pt_free(r.v);
     }
     pt_free(ref.v), pt_free(low.v);
     harness_free(h);
@@ -139,8 +143,9 @@ int main(void)
     pt_block_shape gpt =
         pt_block_shape_gpt(&(pt_block_shape){.T = T, .C = C, .H = H, .V = V, .n_layer = 2});
     harness h;
-    printf("bf16 against fp32 (relative L2), products: portable%s\n",
-           pt_kernels_bf16_amx() ? "; AMX against portable too" : "");
+    printf("bf16 against fp32 (relative L2), products: portable; against portable: %s, %s\n",
+           pt_kernels_bf16_amx() ? "amx" : "skipped: amx (not on this CPU)",
+           pt_kernels_bf16_avx512() ? "avx512bf16" : "skipped: avx512bf16 (not on this CPU)");
 
     memset(&h, 0, sizeof h);
     pt_embedding_init(&h.b, &gpt);

@@ -21,9 +21,10 @@
  *   every LayerNorm's epsilon, attention scaled by layer and not by head
  *   size) takes the same steps as a 1-stage one, bit for bit.
  * - Each field out of range is refused, the message naming it and its value.
- * - In bf16 (on each product kernel the machine has), GPT-2, n_inner, each
- *   activation and the untied head against the reference rounding to bf16
- *   where pipetrain's bf16 stores, to the same 1e-6.
+ * - In bf16 (on each product kernel the machine has: portable, amx,
+ *   avx512bf16; one it lacks is skipped with a line saying so), GPT-2,
+ *   n_inner, each activation and the untied head against the reference
+ *   rounding to bf16 where pipetrain's bf16 stores, to the same 1e-6.
  * Skipped (77) when the test Python environment cannot be had. */
 #include <math.h>
 #include <stdio.h>
@@ -217,10 +218,12 @@ typedef struct {
  * more than that (the rounding is seen). */
 static int check_bf16(const char *py, const char *dir, const variant *v, int n, const float *fp32)
 {
-    const char *kernels[] = {"portable", "amx"};
-    for (int k = 0; k < 2; k++) {
-        if (pt_bf16_set_kernel(kernels[k]) != PT_OK)
+    const char *kernels[] = {"portable", "amx", "avx512bf16"};
+    for (int k = 0; k < 3; k++) {
+        if (pt_bf16_set_kernel(kernels[k]) != PT_OK) {
+            printf("skipped: bf16 on %s: %s\n", kernels[k], pt_last_error());
             continue;
+        }
         for (int i = 0; i < n; i++) {
             if (i > 4 && i != 8) /* GPT-2, n_inner, each activation, untied */
                 continue;

@@ -15,9 +15,11 @@
  * worker, data-parallel replicas on threads (synchronous replicas equal the
  * single worker too), and refusals (a balance with the wrong sum, a train
  * step on a pipeline made without an optimizer). Under bf16, on the
- * portable products and on AMX where the machine has it: the same grid and
- * the mlp, bit for bit (bf16 rounds at the same places on every layout). Every worker builds its
- * own stage: the parameters are read back from the workers that hold them. */
+ * portable products and on AMX and AVX512_BF16 where the machine has them
+ * (a kernel it lacks is skipped with a line saying so): the same grid and
+ * the mlp, bit for bit (bf16 rounds at the same places on every layout).
+ * Every worker builds its own stage: the parameters are read back from the
+ * workers that hold them. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -317,10 +319,10 @@ static int grid(const pt_model_config *gc, pt_model **ref, float **ref_losses)
  * fp32 one (its losses differ, by less than bf16's rounding allows). */
 static int bf16_runs(const float *fp32_losses)
 {
-    const char *kernels[] = {"portable", "amx"};
-    for (int i = 0; i < 2; i++) {
+    const char *kernels[] = {"portable", "amx", "avx512bf16"};
+    for (int i = 0; i < 3; i++) {
         if (pt_bf16_set_kernel(kernels[i]) != PT_OK) {
-            printf("bf16 on %s: not on this machine (%s)\n", kernels[i], pt_last_error());
+            printf("skipped: bf16 on %s: %s\n", kernels[i], pt_last_error());
             continue;
         }
         pt_model_config gc = gpt_config();

@@ -3,8 +3,9 @@
 # text file:
 #   - the loss falls as fp32's does (within 2% of it at the last step), and
 #     the run says which product kernel it took;
-#   - the portable products reach the same losses as AMX's within float
-#     rounding (where the machine has AMX);
+#   - the portable products reach the same losses as the default kernel's
+#     within float rounding, and so do AVX512_BF16's where the CPU has it
+#     (where not, --bf16-kernel avx512bf16 is refused naming AVX512_BF16);
 #   - --save-dtype bf16 writes a .safetensors file of BF16 weights, about
 #     half the bytes of the fp32 file, each weight the fp32 one rounded, which
 #     eval loads; with a checkpoint folder it is refused, naming why;
@@ -22,7 +23,7 @@ last() { sed -n '30s/.*"loss":\([0-9.]*\).*/\1/p' "$1"; }
 "$PIPETRAIN" train "${run[@]}" --metrics "$dir/f.jsonl" --save "$dir/f.safetensors" > /dev/null
 "$PIPETRAIN" train "${run[@]}" --precision bf16 --metrics "$dir/b.jsonl" \
     --save "$dir/b.safetensors" --save-dtype bf16 > "$dir/b.out"
-grep -q "^precision bf16: products on \(amx\|portable\)" "$dir/b.out" ||
+grep -q "^precision bf16: products on \(amx\|avx512bf16\|portable\)" "$dir/b.out" ||
     { echo "FAIL: the run did not say which products it took:"; cat "$dir/b.out"; exit 1; }
 f=$(last "$dir/f.jsonl"); b=$(last "$dir/b.jsonl")
 echo "step 30 loss: fp32 $f, bf16 $b ($(grep -o 'products on [a-z]*' "$dir/b.out"))"
@@ -32,6 +33,22 @@ awk -v f="$f" -v b="$b" 'BEGIN { d = (b - f) / f; if (d < 0) d = -d; exit !(f < 
 p=$(last "$dir/p.jsonl")
 awk -v p="$p" -v b="$b" 'BEGIN { d = (b - p) / p; if (d < 0) d = -d; exit !(d < 2e-3) }' ||
     { echo "FAIL: portable products' loss $p, the default's $b"; exit 1; }
+set +e
+out=$("$PIPETRAIN" train "${run[@]}" --precision bf16 --bf16-kernel avx512bf16 \
+      --metrics "$dir/v.jsonl" 2>&1); rc=$?
+set -e
+if [ "$rc" -eq 0 ]; then
+    echo "$out" | grep -q "^precision bf16: products on avx512bf16" ||
+        { echo "FAIL: --bf16-kernel avx512bf16 ran on other products: $out"; exit 1; }
+    v=$(last "$dir/v.jsonl")
+    awk -v v="$v" -v p="$p" 'BEGIN { d = (v - p) / p; if (d < 0) d = -d; exit !(d < 2e-3) }' ||
+        { echo "FAIL: avx512bf16 products' loss $v, the portable ones' $p"; exit 1; }
+    echo "step 30 loss: portable $p, avx512bf16 $v"
+else
+    [ "$rc" -eq 2 ] && echo "$out" | grep -q "AVX512_BF16" ||
+        { echo "FAIL: --bf16-kernel avx512bf16 exited $rc: $out"; exit 1; }
+    echo "skipped: --bf16-kernel avx512bf16: $out"
+fi
 
 # the bf16 weights file: BF16 tensors, half the size, loaded by eval
 head -c 4096 "$dir/b.safetensors" | grep -q '"BF16"' && ! head -c 4096 "$dir/b.safetensors" | grep -q '"F32"' ||

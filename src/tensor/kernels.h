@@ -2,8 +2,9 @@
  *
  * A backend is one pt_kernels filled with its functions, chosen at run time
  * (pt_kernels_for): fp32 on OpenBLAS, or bf16 mixed precision, whose
- * products run on the fastest bf16 unit the CPU has (AMX tiles) or on a
- * portable path (operands rounded to bf16, multiplied by sgemm). Blocks hold
+ * products run on the fastest bf16 unit the CPU has (AMX tiles, else
+ * AVX512_BF16's VDPBF16PS) or on a portable path (operands rounded to bf16,
+ * multiplied by sgemm). Blocks hold
  * a pointer to the table and never call BLAS or a loop of their own, so a
  * new backend replaces arithmetic without touching a block.
  *
@@ -48,8 +49,8 @@ static inline void *pt_elems_at(const void *p, size_t n, pt_elem_type t)
 }
 
 typedef struct pt_kernels {
-    const char *name;     /* "cpu-fp32", "cpu-bf16-amx", "cpu-bf16-portable" */
-    const char *products; /* what multiplies: "sgemm", "amx" or "portable" */
+    const char *name;     /* "cpu-fp32", "cpu-bf16-amx", "cpu-bf16-avx512bf16", ... */
+    const char *products; /* what multiplies: "sgemm", "amx", "avx512bf16", "portable" */
     pt_elem_type act;     /* how activations are stored */
 
     /* C(M,N) = alpha op(A) op(B) + beta C (+ bias (N) on every row when
@@ -118,6 +119,9 @@ const pt_kernels *pt_kernels_bf16_portable(void);
 /* bf16 kernels with AMX products; NULL where the CPU or the kernel lacks
  * AMX (or the permission to use its tiles). */
 const pt_kernels *pt_kernels_bf16_amx(void);
+/* bf16 kernels with AVX512_BF16 products (VDPBF16PS); NULL where the CPU
+ * lacks the instruction. */
+const pt_kernels *pt_kernels_bf16_avx512(void);
 /* The table a precision runs on: fp32, or bf16 on the product kernel chosen
  * by pt_bf16_set_kernel() (by default the fastest this CPU has). */
 const pt_kernels *pt_kernels_for(pt_precision precision);

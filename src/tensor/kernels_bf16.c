@@ -4,10 +4,11 @@
  * Activations are stored as bf16 (kernels_body.h with pt_bf16: every kernel
  * widens what it reads, computes in float and rounds what it writes once);
  * parameters, gradients, LayerNorm statistics, scores and the loss stay
- * float. Two tables share every kernel but the product (matmul_bf16.h):
- * "cpu-bf16-amx" where the CPU has AMX, "cpu-bf16-portable" everywhere.
- * pt_kernels_for() picks by pt_bf16_set_kernel(): "auto" (the default: AMX
- * when usable, else portable), "amx" or "portable". */
+ * float. Three tables share every kernel but the product (matmul_bf16.h):
+ * "cpu-bf16-amx" where the CPU has AMX, "cpu-bf16-avx512bf16" where it has
+ * AVX512_BF16, "cpu-bf16-portable" everywhere. pt_kernels_for() picks by
+ * pt_bf16_set_kernel(): "auto" (the default: the first of amx, avx512bf16
+ * and portable this CPU runs), or one of them by name. */
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
@@ -58,42 +59,58 @@ void pt_matmul_bf16_portable(int trans_a, int trans_b, int M, int N, int K, floa
             pt_matmul_finish(C, i, j, sum[(size_t)i * N + j], alpha, beta, bias);
 }
 
-static const pt_kernels portable = {
-    .name = "cpu-bf16-portable",
-    .products = "portable",
-    .act = PT_BF16,
-    .matmul = pt_matmul_bf16_portable,
-    PT_KERNELS_BODY,
-};
+/* a bf16 table: the shared kernels and one product */
+#define BF16_KERNELS(products_, matmul_)                                                         \
+    {                                                                                            \
+        .name = "cpu-bf16-" products_, .products = products_, .act = PT_BF16, .matmul = matmul_, \
+        PT_KERNELS_BODY                                                                          \
+    }
 
-static const pt_kernels amx = {
-    .name = "cpu-bf16-amx",
-    .products = "amx",
-    .act = PT_BF16,
-    .matmul = pt_matmul_bf16_amx,
-    PT_KERNELS_BODY,
-};
+static const pt_kernels portable = BF16_KERNELS("portable", pt_matmul_bf16_portable);
+static const pt_kernels amx = BF16_KERNELS("amx", pt_matmul_bf16_amx);
+static const pt_kernels avx512 = BF16_KERNELS("avx512bf16", pt_matmul_bf16_avx512);
 
 const pt_kernels *pt_kernels_bf16_portable(void) { return &portable; }
 
 const pt_kernels *pt_kernels_bf16_amx(void) { return pt_amx_usable() ? &amx : NULL; }
 
-/* what pt_bf16_set_kernel asked for: 0 auto, 1 amx, 2 portable */
-static int wanted;
+const pt_kernels *pt_kernels_bf16_avx512(void) { return pt_avx512bf16_usable() ? &avx512 : NULL; }
+
+/* The product kernels by name, fastest first: "auto" takes the first this
+ * CPU runs. */
+static const struct {
+    const char *name;
+    const pt_kernels *(*table)(void); /* NULL where this CPU cannot run it */
+    const char *lacks;                /* why not, for the refusal */
+} kernels[] = {
+    {"amx", pt_kernels_bf16_amx,
+     "this CPU has no AMX bf16 tiles, or Linux does not let this process use them"},
+    {"avx512bf16", pt_kernels_bf16_avx512,
+     "this CPU has no AVX512_BF16 (VDPBF16PS), or the system does not save the AVX-512 "
+     "registers"},
+    {"portable", pt_kernels_bf16_portable, ""},
+};
+enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
+
+/* what pt_bf16_set_kernel asked for: an index of kernels[], -1 auto */
+static int wanted = -1;
 
 int pt_bf16_set_kernel(const char *name)
 {
-    static const char *const names[] = {"auto", "amx", "portable"};
-    for (int i = 0; i < 3; i++)
-        if (name && !strcmp(name, names[i])) {
-            if (i == 1 && !pt_amx_usable())
+    if (name && !strcmp(name, "auto")) {
+        wanted = -1;
+        return PT_OK;
+    }
+    for (int i = 0; i < N_KERNELS; i++)
+        if (name && !strcmp(name, kernels[i].name)) {
+            if (!kernels[i].table())
                 return pt_fail(PT_EUNSUPPORTED,
-                               "bf16 kernel amx: this CPU has no AMX bf16 tiles, or Linux does "
-                               "not let this process use them (auto or portable run everywhere)");
+                               "bf16 kernel %s: %s (auto or portable run everywhere)", name,
+                               kernels[i].lacks);
             wanted = i;
             return PT_OK;
         }
-    return pt_fail(PT_EINVAL, "bf16 kernel '%s' is none of auto, amx, portable",
+    return pt_fail(PT_EINVAL, "bf16 kernel '%s' is none of auto, amx, avx512bf16, portable",
                    name ? name : "(null)");
 }
 
@@ -103,6 +120,12 @@ const pt_kernels *pt_kernels_for(pt_precision precision)
 {
     if (precision != PT_PRECISION_BF16)
         return pt_kernels_cpu();
-    const pt_kernels *fast = wanted != 2 ? pt_kernels_bf16_amx() : NULL;
-    return fast ? fast : &portable;
+    if (wanted >= 0)
+        return kernels[wanted].table();
+    for (int i = 0; i < N_KERNELS; i++) {
+        const pt_kernels *k = kernels[i].table();
+        if (k)
+            return k;
+    }
+    return &portable;
 }

@@ -1,16 +1,21 @@
 /* matmul_bf16.h: the bf16 products behind the kernel seam's matmul under
  * --precision bf16 (kernels_bf16.c puts them in its tables).
  *
- * Both take any mix of float and bf16 operands, read every operand as bf16
+ * All take any mix of float and bf16 operands, read every operand as bf16
  * (a float one rounded to nearest even), sum the products in float, and
  * finish each element of C as (alpha * sum + beta * C) + bias, rounded once
  * when C is bf16. They differ only in the order of the float sums inside
  * the product, so what they store may differ in the last bit of a sum, never
  * in where it is rounded:
- *   portable  operands widened to float (exactly: bf16 is a float with a
- *             shorter mantissa), multiplied by cblas_sgemm; any CPU;
- *   amx       operands packed into bf16 tiles and multiplied by AMX's
- *             TDPBF16PS (Intel Sapphire Rapids and later); one thread.
+ *   portable    operands widened to float (exactly: bf16 is a float with a
+ *               shorter mantissa), multiplied by cblas_sgemm; any CPU;
+ *   amx         operands packed into bf16 tiles and multiplied by AMX's
+ *               TDPBF16PS (Intel Sapphire Rapids and later); one thread;
+ *   avx512bf16  operands packed into pairs along K and multiplied by
+ *               AVX512_BF16's VDPBF16PS (AMD Zen 4 and 5, Intel Cooper Lake
+ *               and later); one thread.
+ * The two instructions also take bf16 and float denormals (below 1.2e-38)
+ * as zero where the portable path keeps them.
  * Each thread's packing and conversion buffers come from scratch.h. A
  * buffer that cannot be allocated leaves C all NaN, which the step's
  * non-finite check reports. */
@@ -24,11 +29,16 @@ void pt_matmul_bf16_portable(int trans_a, int trans_b, int M, int N, int K, floa
                              pt_mat B, float beta, pt_mat C, const float *bias);
 void pt_matmul_bf16_amx(int trans_a, int trans_b, int M, int N, int K, float alpha, pt_mat A,
                         pt_mat B, float beta, pt_mat C, const float *bias);
+void pt_matmul_bf16_avx512(int trans_a, int trans_b, int M, int N, int K, float alpha, pt_mat A,
+                           pt_mat B, float beta, pt_mat C, const float *bias);
+/* 1 when this CPU has AVX512_BF16 (with AVX-512 F, BW and VL) and the
+ * operating system saves the AVX-512 registers. */
+int pt_avx512bf16_usable(void);
 /* 1 when this CPU has AMX's bf16 tiles and Linux lets this process use
  * them (the permission is asked for once, for the whole process). */
 int pt_amx_usable(void);
 
-/* C's element (i, j) finished from the product's sum: shared by both paths */
+/* C's element (i, j) finished from the product's sum: shared by every path */
 static inline void pt_matmul_finish(pt_mat C, int i, int j, float sum, float alpha, float beta,
                                     const float *bias)
 {

@@ -1,0 +1,74 @@
+/* bench_peak.h: one core's arithmetic peaks, from loops that keep only
+ * registers busy: what the benchmarks state achieved rates against.
+ *   bench_fma_gflops       float FMA (AVX-512: 16 lanes x 2 FLOPs an
+ *                          instruction);
+ *   bench_dpbf16_gflops    AVX512_BF16's VDPBF16PS (16 lanes x 2 products x
+ *                          2 FLOPs an instruction), 0 without it.
+ * Each runs 12 independent chains, so it measures the units' throughput,
+ * not one chain's latency. Header-only, beside bench_common.h. */
+#ifndef PT_BENCH_PEAK_H
+#define PT_BENCH_PEAK_H
+
+#include <stdio.h>
+
+#include "bench_common.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define PEAK_CHAINS 12
+#define PEAK_ITERS  20000000L
+
+/* the chains summed and printed never, so the loop cannot be dropped */
+__attribute__((target("avx512f"))) static inline void bench_keep(const __m512 *acc)
+{
+    float sink = 0;
+    for (int i = 0; i < PEAK_CHAINS; i++)
+        sink += _mm512_reduce_add_ps(acc[i]);
+    if (sink == 12345.0f)
+        printf(" ");
+}
+
+__attribute__((target("avx512f"))) static inline double bench_fma_gflops(void)
+{
+    __m512 acc[PEAK_CHAINS], x = _mm512_set1_ps(1.0f - 1e-7f), y = _mm512_set1_ps(1e-7f);
+    for (int i = 0; i < PEAK_CHAINS; i++)
+        acc[i] = _mm512_set1_ps((float)i);
+    double t0 = bench_now();
+    for (long n = 0; n < PEAK_ITERS; n++)
+        for (int i = 0; i < PEAK_CHAINS; i++)
+            acc[i] = _mm512_fmadd_ps(acc[i], x, y);
+    double secs = bench_now() - t0;
+    bench_keep(acc);
+    return PEAK_CHAINS * 16 * 2 * (double)PEAK_ITERS / secs / 1e9;
+}
+
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) static inline double bench_dpbf16_run(void)
+{
+    /* pairs of 1.0 against pairs of 2^-10: normal numbers, sums stay finite */
+    __m512i a = _mm512_set1_epi32(0x3f803f80), b = _mm512_set1_epi32(0x3a803a80);
+    __m512 acc[PEAK_CHAINS];
+    for (int i = 0; i < PEAK_CHAINS; i++)
+        acc[i] = _mm512_set1_ps((float)i);
+    double t0 = bench_now();
+    for (long n = 0; n < PEAK_ITERS; n++)
+        for (int i = 0; i < PEAK_CHAINS; i++)
+            acc[i] = _mm512_dpbf16_ps(acc[i], (__m512bh)a, (__m512bh)b);
+    double secs = bench_now() - t0;
+    bench_keep(acc);
+    return PEAK_CHAINS * 16 * 4 * (double)PEAK_ITERS / secs / 1e9;
+}
+
+static inline int bench_has_avx512(void) { return __builtin_cpu_supports("avx512f"); }
+
+static inline double bench_dpbf16_gflops(void)
+{
+    return __builtin_cpu_supports("avx512bf16") ? bench_dpbf16_run() : 0;
+}
+#else
+static inline double bench_fma_gflops(void) { return 0; }
+static inline double bench_dpbf16_gflops(void) { return 0; }
+static inline int bench_has_avx512(void) { return 0; }
+#endif
+
+#endif

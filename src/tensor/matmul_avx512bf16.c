@@ -1,0 +1,277 @@
+/* matmul_avx512bf16.c: the bf16 product on AVX512_BF16's VDPBF16PS
+ * (matmul_bf16.h), for CPUs that have the instruction but no AMX tiles (AMD
+ * Zen 4 and 5, Intel Cooper Lake).
+ *
+ * VDPBF16PS reads two registers of 32 bf16 as 16 pairs each and adds both
+ * products of each pair to one of 16 float lanes: 32 multiply-adds summed
+ * in float (rounded to nearest even, bf16 and float denormals taken as
+ * zero, as AMX does).
+ *
+ * Packing puts both operands into pairs along K: a 32-bit word holds
+ * elements k and k+1 of one row of op(A) or one column of op(B), zero-padded
+ * past K and past the edges:
+ *   A in panels of MR rows:    for each pair, the MR rows' words;
+ *   B in panels of NR columns: for each pair, the NR columns' words.
+ * The micro-kernel keeps an MR x NR tile of C in 2 MR registers; for each
+ * pair it loads B's two registers and broadcasts A's MR words against them
+ * (24 VDPBF16PS to 2 loads and 12 broadcasts).
+ * Blocking is GotoBLAS's: K in blocks of KC (a micro-panel of A stays in L1
+ * while the panels of B stream by), N in blocks of NC (B's KC x NC slice
+ * stays in L2); a tile's sums carry across the K blocks in a float buffer.
+ * A finished tile goes through the seam's finish (alpha, beta, bias, one
+ * rounding to bf16), vectorised, with pt_bf16_round's rounding bit for bit.
+ * One thread per call; packing and the carry buffer come from scratch.h. */
+#include <stdint.h>
+#include <string.h>
+
+#include "tensor/matmul_bf16.h"
+#include "tensor/scratch.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define MR       12   /* rows of a tile of C */
+#define NR       32   /* columns of a tile: two registers of 16 floats */
+#define KC_PAIRS 192  /* pairs of K in a block: KC = 384 */
+#define NC       1024 /* columns of C in a block */
+
+#define AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+int pt_avx512bf16_usable(void)
+{
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+}
+
+/* ---- rounding and loading, 16 lanes at a time ---- */
+
+/* pt_bf16_round on 16 floats: the bf16 bits in the low half of each lane */
+AVX512BF16 static inline __m512i round16(__m512 x)
+{
+    __m512i u = _mm512_castps_si512(x);
+    __m512i one = _mm512_set1_epi32(1);
+    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
+    __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd)), 16);
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                            _mm512_set1_epi32(0x7f800000));
+    __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+    return _mm512_mask_blend_epi32(nan, r, quiet);
+}
+
+/* n (<= 16) consecutive elements of X from element `at`, as bf16 bits in the
+ * low half of each lane, zero past n */
+AVX512BF16 static inline __m512i load16(pt_mat X, size_t at, int n)
+{
+    __mmask16 m = n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
+    if (X.dt == PT_BF16)
+        return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const pt_bf16 *)X.p + at));
+    return _mm512_maskz_mov_epi32(m, round16(_mm512_maskz_loadu_ps(m, (const float *)X.p + at)));
+}
+
+/* ---- packing ---- */
+
+/* op(X)'s element (x, k), where x is a row of op(A) or a column of op(B),
+ * lies at x * sx + k * sk. */
+typedef struct {
+    pt_mat X;
+    size_t sx, sk;
+    int n, K; /* x runs over 0..n-1 */
+} operand;
+
+static inline uint32_t bits(pt_mat X, size_t at)
+{
+    return X.dt == PT_BF16 ? ((const pt_bf16 *)X.p)[at] : pt_bf16_round(((const float *)X.p)[at]);
+}
+
+/* the word of pair kp of x: elements 2 kp and 2 kp + 1, zero past K */
+static inline uint32_t pair_of(const operand *o, int x, int kp)
+{
+    size_t at = (size_t)x * o->sx + (size_t)2 * kp * o->sk;
+    uint32_t lo = bits(o->X, at), hi = 2 * kp + 1 < o->K ? bits(o->X, at + o->sk) : 0;
+    return lo | hi << 16;
+}
+
+/* Pairs kp0..kp1-1 of panel `panel` (W values of x from panel * W) into
+ * out[kp - kp0][w], 16 lanes of x at a time: loads where x runs along
+ * memory (sx 1), gathers where k does (sk 1); the last pair of an odd K,
+ * whose second element lies past the row, word by word. */
+AVX512BF16 static void pack_panel(uint32_t *out, const operand *o, int panel, int W, int kp0,
+                                  int kp1)
+{
+    int x0 = panel * W, live = o->n - x0 < W ? o->n - x0 : W;
+    /* pairs of two elements; none where a gather's 32-bit offsets would overflow */
+    int whole = o->sx == 1 ? kp1 : kp1 < o->K / 2 ? kp1 : o->K / 2;
+    if (o->sx != 1 && (size_t)(x0 + W) * o->sx > INT32_MAX)
+        whole = kp0;
+    __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (int w = 0; w < W; w += 16) {
+        int n = live - w < 0 ? 0 : live - w > 16 ? 16 : live - w;
+        __mmask16 m = (__mmask16)((1u << n) - 1);
+        __mmask16 keep = W - w >= 16 ? 0xffff : (__mmask16)((1u << (W - w)) - 1);
+        __m512i idx = _mm512_mullo_epi32(_mm512_add_epi32(iota, _mm512_set1_epi32(x0 + w)),
+                                         _mm512_set1_epi32((int)o->sx));
+        for (int kp = kp0; kp < whole; kp++) {
+            size_t at = (size_t)x0 + w + (size_t)2 * kp * o->sk, k_at = (size_t)2 * kp;
+            __m512i pair;
+            if (o->sx == 1) {
+                __m512i lo = load16(o->X, at, n);
+                __m512i hi =
+                    2 * kp + 1 < o->K ? load16(o->X, at + o->sk, n) : _mm512_setzero_si512();
+                pair = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+            } else if (o->X.dt == PT_BF16) {
+                pair = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx,
+                                                   (const pt_bf16 *)o->X.p + k_at, 2);
+            } else {
+                const float *f = (const float *)o->X.p + k_at;
+                __m512 z = _mm512_setzero_ps();
+                __m512i lo = round16(_mm512_mask_i32gather_ps(z, m, idx, f, 4));
+                __m512i hi = round16(_mm512_mask_i32gather_ps(z, m, idx, f + 1, 4));
+                pair = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+            }
+            _mm512_mask_storeu_epi32(out + (size_t)(kp - kp0) * W + w, keep, pair);
+        }
+    }
+    for (int kp = whole > kp0 ? whole : kp0; kp < kp1; kp++)
+        for (int w = 0; w < W; w++)
+            out[(size_t)(kp - kp0) * W + w] = w < live ? pair_of(o, x0 + w, kp) : 0;
+}
+
+/* Every panel of an operand, whole K: panel p's pairs at out + p * pairs * W */
+static void pack(uint32_t *out, const operand *o, int W, int pairs)
+{
+    int panels = (o->n + W - 1) / W;
+    for (int p = 0; p < panels; p++)
+        pack_panel(out + (size_t)p * pairs * W, o, p, W, 0, pairs);
+}
+
+/* ---- the micro-kernel ---- */
+
+/* out (MR x NR floats, row stride ld) = (carry ? out : 0) + a b over
+ * `pairs` pairs of K; a: MR words a pair, b: NR words a pair */
+AVX512BF16 static void micro_kernel(int pairs, const uint32_t *a, const uint32_t *b, float *out,
+                                    size_t ld, int carry)
+{
+    __m512 c[MR][2];
+#pragma GCC unroll 12
+    for (int r = 0; r < MR; r++) {
+        c[r][0] = carry ? _mm512_loadu_ps(out + r * ld) : _mm512_setzero_ps();
+        c[r][1] = carry ? _mm512_loadu_ps(out + r * ld + 16) : _mm512_setzero_ps();
+    }
+    for (int kp = 0; kp < pairs; kp++) {
+        __m512bh b0 = (__m512bh)_mm512_loadu_si512(b), b1 = (__m512bh)_mm512_loadu_si512(b + 16);
+#pragma GCC unroll 12
+        for (int r = 0; r < MR; r++) {
+            __m512bh ar = (__m512bh)_mm512_set1_epi32((int)a[r]);
+            c[r][0] = _mm512_dpbf16_ps(c[r][0], ar, b0);
+            c[r][1] = _mm512_dpbf16_ps(c[r][1], ar, b1);
+        }
+        a += MR;
+        b += NR;
+    }
+#pragma GCC unroll 12
+    for (int r = 0; r < MR; r++) {
+        _mm512_storeu_ps(out + r * ld, c[r][0]);
+        _mm512_storeu_ps(out + r * ld + 16, c[r][1]);
+    }
+}
+
+/* ---- the finish ---- */
+
+/* pt_matmul_finish on `cols` (<= NR) elements of row i of C from column j */
+AVX512BF16 static void finish_row(pt_mat C, int i, int j, int cols, const float *sum, float alpha,
+                                  float beta, const float *bias)
+{
+    size_t at = (size_t)i * C.ld + j;
+    for (int c = 0; c < cols; c += 16) {
+        __mmask16 m = cols - c >= 16 ? 0xffff : (__mmask16)((1u << (cols - c)) - 1);
+        __m512 v = _mm512_mul_ps(_mm512_set1_ps(alpha), _mm512_loadu_ps(sum + c));
+        if (beta != 0.0f) {
+            __m512 old = C.dt == PT_BF16 ? _mm512_castsi512_ps(_mm512_slli_epi32(
+                                               _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(
+                                                   m, (const pt_bf16 *)C.p + at + c)),
+                                               16))
+                                         : _mm512_maskz_loadu_ps(m, (const float *)C.p + at + c);
+            v = _mm512_add_ps(v, _mm512_mul_ps(_mm512_set1_ps(beta), old));
+        }
+        if (bias)
+            v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + j + c));
+        if (C.dt == PT_BF16)
+            _mm256_mask_storeu_epi16((pt_bf16 *)C.p + at + c, m, _mm512_cvtepi32_epi16(round16(v)));
+        else
+            _mm512_mask_storeu_ps((float *)C.p + at + c, m, v);
+    }
+}
+
+/* ---- the loops ---- */
+
+typedef struct {
+    const uint32_t *a, *b; /* packed, whole K */
+    float *carry;          /* Mp x Np sums between K blocks (NULL with one block) */
+    int M, N, pairs, Np;
+    float alpha, beta;
+    pt_mat C;
+    const float *bias;
+} product;
+
+/* Tile (p, q) over pairs kp0..kp1-1 of K: its sums carried in g->carry
+ * until kp1 ends K, then finished into C. */
+static void run_tile(const product *g, int p, int q, int kp0, int kp1)
+{
+    float tile[MR * NR] __attribute__((aligned(64)));
+    float *sum = g->carry ? g->carry + (size_t)p * MR * g->Np + (size_t)q * NR : tile;
+    size_t ld = g->carry ? (size_t)g->Np : NR;
+    micro_kernel(kp1 - kp0, g->a + ((size_t)p * g->pairs + kp0) * MR,
+                 g->b + ((size_t)q * g->pairs + kp0) * NR, sum, ld, kp0 > 0);
+    if (kp1 < g->pairs)
+        return;
+    int i0 = p * MR, j0 = q * NR;
+    int rows = g->M - i0 < MR ? g->M - i0 : MR, cols = g->N - j0 < NR ? g->N - j0 : NR;
+    for (int r = 0; r < rows; r++)
+        finish_row(g->C, i0 + r, j0, cols, sum + r * ld, g->alpha, g->beta, g->bias);
+}
+
+void pt_matmul_bf16_avx512(int trans_a, int trans_b, int M, int N, int K, float alpha, pt_mat A,
+                           pt_mat B, float beta, pt_mat C, const float *bias)
+{
+    int pairs = (K + 1) / 2, Mp = (M + MR - 1) / MR * MR, Np = (N + NR - 1) / NR * NR;
+    int blocks = (pairs + KC_PAIRS - 1) / KC_PAIRS;
+    uint32_t *a = pt_scratch(0, sizeof(uint32_t) * (size_t)Mp * pairs);
+    uint32_t *b = pt_scratch(1, sizeof(uint32_t) * (size_t)Np * pairs);
+    float *carry = blocks > 1 ? pt_scratch(2, sizeof(float) * (size_t)Mp * Np) : NULL;
+    if (!a || !b || (blocks > 1 && !carry)) {
+        pt_matmul_poison(M, N, C);
+        return;
+    }
+    size_t ld_a = (size_t)A.ld, ld_b = (size_t)B.ld;
+    operand oa = {A, trans_a ? 1 : ld_a, trans_a ? ld_a : 1, M, K};
+    operand ob = {B, trans_b ? ld_b : 1, trans_b ? 1 : ld_b, N, K};
+    pack(a, &oa, MR, pairs);
+    pack(b, &ob, NR, pairs);
+    product g = {a, b, carry, M, N, pairs, Np, alpha, beta, C, bias};
+    int kp0 = 0;
+    do { /* K = 0 still finishes every tile: C = beta C + bias */
+        int kp1 = pairs - kp0 < KC_PAIRS ? pairs : kp0 + KC_PAIRS;
+        for (int n0 = 0; n0 < Np; n0 += NC) {
+            int q1 = (n0 + NC < Np ? n0 + NC : Np) / NR;
+            for (int p = 0; p < Mp / MR; p++)
+                for (int q = n0 / NR; q < q1; q++)
+                    run_tile(&g, p, q, kp0, kp1);
+        }
+        kp0 = kp1;
+    } while (kp0 < pairs);
+}
+
+#else
+
+int pt_avx512bf16_usable(void) { return 0; }
+
+/* never chosen: pt_kernels_bf16_avx512() is NULL without the instruction */
+void pt_matmul_bf16_avx512(int trans_a, int trans_b, int M, int N, int K, float alpha, pt_mat A,
+                           pt_mat B, float beta, pt_mat C, const float *bias)
+{
+    (void)trans_a, (void)trans_b, (void)K, (void)alpha, (void)A, (void)B, (void)beta, (void)bias;
+    pt_matmul_poison(M, N, C);
+}
+
+#endif

@@ -1,0 +1,252 @@
+/* test_bf16_products: every bf16 product kernel this CPU runs (amx,
+ * avx512bf16) stores what the portable one stores, and the kernel is chosen
+ * as documented.
+ * - Exact sums: operands are small integers, so every product and every
+ *   partial sum is exact in float whatever the order of the sums; then each
+ *   kernel's C must equal the portable one's bit for bit, for every mix of
+ *   float and bf16 operands and C, transposed or not, with alpha, beta and
+ *   a bias, at shapes from 1 x 1 x 1 to past the kernels' blocks (K past a K
+ *   block, N past a column block, M and N off the tile sizes, K odd, K 0).
+ *   Sums such as 257 lie halfway between two bf16: the rounding of ties is
+ *   checked too. Elements past N in C's rows are left untouched.
+ * - Random operands: each element within what the order of float sums can
+ *   move it (2 K 2^-24 sum |a b|, plus one bf16 step when C is bf16).
+ * - A NaN in a row of A makes that row of C NaN (the step's non-finite check
+ *   relies on it).
+ * - pt_bf16_set_kernel: each kernel by name where this CPU runs it (and
+ *   pt_bf16_kernel() says so), refused with PT_EUNSUPPORTED naming what is
+ *   missing where not; "auto" takes the first of amx, avx512bf16, portable
+ *   this CPU runs; an unknown name is PT_EINVAL naming it.
+ * A kernel this CPU lacks is skipped with a line saying so. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipetrain.h"
+#include "tensor/bf16.h"
+#include "tensor/kernels.h"
+#include "tensor/rng.h"
+
+#include "check.h"
+
+typedef struct {
+    int M, N, K;
+} dims;
+
+/* off the tile sizes (12 x 32, 32 x 32), K odd and 0, K past a block of
+ * 384, N past a block of 1024 columns */
+static const dims shapes[] = {{1, 1, 1},    {1, 1, 0},    {3, 5, 7},     {12, 32, 2},
+                              {13, 33, 3},  {31, 17, 64}, {40, 70, 385}, {25, 47, 800},
+                              {7, 1100, 9}, {64, 64, 33}};
+enum { N_SHAPES = sizeof shapes / sizeof shapes[0] };
+
+/* A product's operands and C, stored in the types and layout of one case */
+typedef struct {
+    int ta, tb;
+    pt_elem_type da, db, dc;
+    int lda, ldb, ldc;
+    void *A, *B, *C;
+    float *bias;
+} operands;
+
+static float value(pt_rng *r, int exact)
+{
+    if (exact) /* -8 .. 8: products and sums of up to 2^17 of them are exact */
+        return (float)((int)pt_rng_below(r, 17) - 8);
+    float x;
+    pt_rng_fill_normal(r, &x, 1, 1.0f);
+    return x;
+}
+
+static void *typed(const float *x, size_t n, pt_elem_type t)
+{
+    void *p = malloc(n * pt_elem_size(t) + 1);
+    if (t == PT_BF16)
+        pt_bf16_from_floats(p, x, n);
+    else
+        memcpy(p, x, n * sizeof(float));
+    return p;
+}
+
+static float read_at(const void *p, size_t i, pt_elem_type t)
+{
+    return t == PT_BF16 ? pt_bf16_widen(((const pt_bf16 *)p)[i]) : ((const float *)p)[i];
+}
+
+/* The stored A, B, C (C's rows padded by 3 elements), from one stream. */
+static void make(operands *o, dims d, int code, int exact, uint64_t seed)
+{
+    o->ta = code & 1, o->tb = code >> 1 & 1;
+    o->da = code >> 2 & 1, o->db = code >> 3 & 1, o->dc = code >> 4 & 1;
+    int ar = o->ta ? d.K : d.M, ac = o->ta ? d.M : d.K;
+    int br = o->tb ? d.N : d.K, bc = o->tb ? d.K : d.N;
+    o->lda = ac + 1, o->ldb = bc + 2, o->ldc = d.N + 3;
+    size_t na = (size_t)ar * o->lda, nb = (size_t)br * o->ldb, nc = (size_t)d.M * o->ldc;
+    float *fa = malloc(sizeof(float) * (na + 1)), *fb = malloc(sizeof(float) * (nb + 1));
+    float *fc = malloc(sizeof(float) * (nc + 1));
+    o->bias = malloc(sizeof(float) * (d.N + 1));
+    pt_rng r;
+    pt_rng_seed(&r, seed);
+    for (size_t i = 0; i < na; i++)
+        fa[i] = value(&r, exact);
+    for (size_t i = 0; i < nb; i++)
+        fb[i] = value(&r, exact);
+    for (size_t i = 0; i < nc; i++)
+        fc[i] = value(&r, exact);
+    for (int j = 0; j < d.N; j++)
+        o->bias[j] = value(&r, 0);
+    o->A = typed(fa, na, o->da), o->B = typed(fb, nb, o->db), o->C = typed(fc, nc, o->dc);
+    free(fa), free(fb), free(fc);
+}
+
+static void release(operands *o) { free(o->A), free(o->B), free(o->C), free(o->bias); }
+
+static void multiply(const pt_kernels *k, operands *o, dims d, float alpha, float beta, int bias)
+{
+    k->matmul(o->ta, o->tb, d.M, d.N, d.K, alpha, pt_mat_of(o->A, o->lda, o->da),
+              pt_mat_of(o->B, o->ldb, o->db), beta, pt_mat_of(o->C, o->ldc, o->dc),
+              bias ? o->bias : NULL);
+}
+
+/* sum over k of |op(A)(i,k) op(B)(k,j)|, as the operands are read (bf16) */
+static double abs_sum(const operands *o, int i, int j, int K)
+{
+    double s = 0;
+    for (int k = 0; k < K; k++) {
+        size_t a = o->ta ? (size_t)k * o->lda + i : (size_t)i * o->lda + k;
+        size_t b = o->tb ? (size_t)j * o->ldb + k : (size_t)k * o->ldb + j;
+        s += fabs(pt_bf16_rounded(read_at(o->A, a, o->da)) *
+                  (double)pt_bf16_rounded(read_at(o->B, b, o->db)));
+    }
+    return s;
+}
+
+static const char *case_name(const operands *o, char *buf, size_t n)
+{
+    snprintf(buf, n, "op(A)%s %s, op(B)%s %s, C %s", o->ta ? "^T" : "",
+             o->da == PT_BF16 ? "bf16" : "float", o->tb ? "^T" : "",
+             o->db == PT_BF16 ? "bf16" : "float", o->dc == PT_BF16 ? "bf16" : "float");
+    return buf;
+}
+
+/* Kernel k against portable on every case of one shape. */
+static void compare(const pt_kernels *k, dims d, int exact)
+{
+    for (int code = 0; code < 32; code++) {
+        float alpha = code & 1 ? 1.0f : 0.75f, beta = code & 2 ? 0.0f : 0.5f;
+        int bias = code >> 2 & 1;
+        operands p, q;
+        uint64_t seed = (uint64_t)code * 1000 + (uint64_t)d.M * 7 + (uint64_t)d.K;
+        make(&p, d, code, exact, seed);
+        make(&q, d, code, exact, seed);
+        multiply(pt_kernels_bf16_portable(), &p, d, alpha, beta, bias);
+        multiply(k, &q, d, alpha, beta, bias);
+        char name[96];
+        case_name(&p, name, sizeof name);
+        int bad = 0;
+        for (int i = 0; i < d.M && !bad; i++)
+            for (int j = 0; j < p.ldc && !bad; j++) {
+                size_t at = (size_t)i * p.ldc + j;
+                float want = read_at(p.C, at, p.dc), got = read_at(q.C, at, q.dc);
+                int same = p.dc == PT_BF16
+                               ? ((pt_bf16 *)p.C)[at] == ((pt_bf16 *)q.C)[at]
+                               : memcmp((float *)p.C + at, (float *)q.C + at, sizeof(float)) == 0;
+                if (exact || j >= d.N) {
+                    bad = !same;
+                } else {
+                    double room =
+                        2.0 * d.K * ldexp(1.0, -24) * fabs(alpha) * abs_sum(&p, i, j, d.K);
+                    if (p.dc == PT_BF16)
+                        room += fabs(want) / 128 + 1e-30;
+                    bad = !(fabs((double)got - want) <= room);
+                }
+                CHECK(!bad,
+                      "%s %d x %d x %d (%s, alpha %g beta %g%s): C[%d][%d] %.9g, portable "
+                      "%.9g%s",
+                      k->products, d.M, d.N, d.K, name, alpha, beta, bias ? ", bias" : "", i, j,
+                      got, want, j >= d.N ? " (past N: must be untouched)" : "");
+            }
+        release(&p), release(&q);
+    }
+}
+
+/* A NaN in row 1 of A: that row of C is NaN, the others finite. */
+static void nan_row(const pt_kernels *k)
+{
+    dims d = {3, 40, 50};
+    operands o;
+    make(&o, d, 1 << 4, 0, 9); /* A and B float, C bf16 */
+    ((float *)o.A)[1 * o.lda + 17] = NAN;
+    multiply(k, &o, d, 1.0f, 0.0f, 1);
+    for (int i = 0; i < d.M; i++)
+        for (int j = 0; j < d.N; j++) {
+            float c = read_at(o.C, (size_t)i * o.ldc + j, o.dc);
+            CHECK(i == 1 ? isnan(c) : isfinite(c), "%s: a NaN in row 1 of A gives C[%d][%d] = %g",
+                  k->products, i, j, c);
+        }
+    release(&o);
+}
+
+/* pt_bf16_set_kernel by name, and what auto takes. */
+static void choice(void)
+{
+    const char *names[] = {"amx", "avx512bf16"};
+    const char *lacks[] = {"AMX", "AVX512_BF16"};
+    const pt_kernels *tables[] = {pt_kernels_bf16_amx(), pt_kernels_bf16_avx512()};
+    const char *first = "portable";
+    for (int i = 1; i >= 0; i--)
+        if (tables[i])
+            first = names[i];
+    for (int i = 0; i < 2; i++) {
+        int rc = pt_bf16_set_kernel(names[i]);
+        if (tables[i]) {
+            CHECK(rc == PT_OK && !strcmp(pt_bf16_kernel(), names[i]),
+                  "--bf16-kernel %s on a CPU that runs it: status %d, products on %s", names[i], rc,
+                  pt_bf16_kernel());
+        } else {
+            const char *msg = pt_last_error();
+            CHECK(rc == PT_EUNSUPPORTED && strstr(msg, names[i]) && strstr(msg, lacks[i]),
+                  "--bf16-kernel %s on a CPU without it: status %d, message '%s'", names[i], rc,
+                  msg);
+        }
+    }
+    CHECK(pt_bf16_set_kernel("portable") == PT_OK && !strcmp(pt_bf16_kernel(), "portable"),
+          "portable is not taken by name");
+    CHECK(pt_bf16_set_kernel("auto") == PT_OK && !strcmp(pt_bf16_kernel(), first),
+          "auto takes %s, expected %s (the first of amx, avx512bf16, portable this CPU runs)",
+          pt_bf16_kernel(), first);
+    int rc = pt_bf16_set_kernel("fast");
+    CHECK(rc == PT_EINVAL && strstr(pt_last_error(), "'fast'") &&
+              strstr(pt_last_error(), "avx512bf16"),
+          "an unknown kernel: status %d, message '%s'", rc, pt_last_error());
+    CHECK(!strcmp(pt_bf16_kernel(), first), "a refused name changed the kernel to %s",
+          pt_bf16_kernel());
+    printf("auto takes %s\n", first);
+}
+
+int main(void)
+{
+    choice();
+    const pt_kernels *fast[] = {pt_kernels_bf16_amx(), pt_kernels_bf16_avx512()};
+    const char *names[] = {"amx", "avx512bf16"};
+    for (int i = 0; i < 2; i++) {
+        if (!fast[i]) {
+            printf("skipped: %s: this CPU cannot run it\n", names[i]);
+            continue;
+        }
+        int before = failures;
+        for (int s = 0; s < N_SHAPES; s++) {
+            compare(fast[i], shapes[s], 1);
+            compare(fast[i], shapes[s], 0);
+        }
+        nan_row(fast[i]);
+        printf("%s: %s the portable products (%d shapes x 32 cases, exact and random)\n", names[i],
+               failures == before ? "agrees with" : "DIFFERS from", N_SHAPES);
+    }
+    if (failures)
+        printf("FAILED: %d checks\n", failures);
+    else
+        printf("ok\n");
+    return failures != 0;
+}
