@@ -36,6 +36,7 @@
 #include "tensor/rng.h"
 
 #include "check.h"
+#include "hf_reference.h"
 
 #define B 2
 #define T 16
@@ -54,12 +55,6 @@ static pt_model_config small_gpt(void)
     return c;
 }
 
-static const char *activation_name(pt_activation a)
-{
-    static const char *const names[] = {"gelu_new", "gelu", "relu", "silu"};
-    return names[a];
-}
-
 /* ---- the reference's inputs ---- */
 
 static int tokens[B * T + 1], targets[B * T];
@@ -75,42 +70,16 @@ static void make_batch(void)
     targets[5] = -1; /* not counted, as Hugging Face's -100 is not */
 }
 
-static void write_rows(FILE *f, const char *key, const int *x)
-{
-    fprintf(f, "  \"%s\": [", key);
-    for (int b = 0; b < B; b++) {
-        fprintf(f, "%s[", b ? ", " : "");
-        for (int t = 0; t < T; t++)
-            fprintf(f, "%s%d", t ? ", " : "", x[b * T + t]);
-        fprintf(f, "]");
-    }
-    fprintf(f, "]");
-}
-
 /* The config under GPT2Config's names, and the batch. */
 static int write_config(const char *path, const pt_model_config *c)
 {
     FILE *f = fopen(path, "w");
     REQUIRE(f, "cannot write %s", path);
-    fprintf(f, "{\n  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_embd\": %d,\n", c->n_layer,
-            c->n_head, c->n_embd);
-    fprintf(f, "  \"vocab_size\": %d,\n  \"n_positions\": %d,\n", c->vocab,
-            c->n_positions ? c->n_positions : c->seq_len);
-    if (c->n_inner)
-        fprintf(f, "  \"n_inner\": %d,\n", c->n_inner);
-    else
-        fprintf(f, "  \"n_inner\": null,\n");
-    fprintf(f, "  \"activation_function\": \"%s\",\n", activation_name(c->activation));
-    fprintf(f, "  \"layer_norm_epsilon\": %.9g,\n", (double)c->layer_norm_epsilon);
-    fprintf(f, "  \"scale_attn_weights\": %s,\n", c->scale_attn_weights ? "true" : "false");
-    fprintf(f, "  \"scale_attn_by_inverse_layer_idx\": %s,\n",
-            c->scale_attn_by_inverse_layer_idx ? "true" : "false");
-    fprintf(f, "  \"tie_word_embeddings\": %s,\n", c->tie_word_embeddings ? "true" : "false");
-    if (c->precision == PT_PRECISION_BF16)
-        fprintf(f, "  \"pipetrain_precision\": \"bf16\",\n");
-    write_rows(f, "tokens", tokens);
+    fprintf(f, "{\n");
+    hf_write_gpt2(f, c);
+    hf_write_rows(f, "tokens", tokens, B, T);
     fprintf(f, ",\n");
-    write_rows(f, "targets", targets);
+    hf_write_rows(f, "targets", targets, B, T);
     fprintf(f, "\n}\n");
     REQUIRE(fclose(f) == 0, "cannot write %s", path);
     return 0;
@@ -118,49 +87,17 @@ static int write_config(const char *path, const pt_model_config *c)
 
 /* ---- pipetrain's side ---- */
 
-/* Small embedding rows keep the first LayerNorm's input variance (about
- * 5e-3) near epsilon, so that 1e-3 and 1e-5 give different losses. */
-static float noise_std(const char *name)
-{
-    return strstr(name, ".wte.") || strstr(name, ".wpe.") ? 0.05f : 0.3f;
-}
-
-/* Moves every parameter off its initial value (biases and LayerNorms
- * too), each from a stream named after it, so two configs of the same
- * shapes hold the same weights; a tied copy takes what it copies. */
-static void perturb(pt_model *m)
-{
-    for (int i = 0; i < pt_model_n_params(m); i++) {
-        const pt_param *p = pt_model_param(m, i);
-        if (p->tied_to)
-            continue;
-        pt_rng r;
-        pt_rng_seed_named(&r, 1234, p->name);
-        float *noise = malloc(sizeof(float) * p->numel);
-        pt_rng_fill_normal(&r, noise, p->numel, noise_std(p->name));
-        for (size_t j = 0; j < p->numel; j++)
-            p->data[j] += noise[j];
-        free(noise);
-    }
-    for (int i = 0; i < pt_model_n_params(m); i++) {
-        const pt_param *p = pt_model_param(m, i);
-        if (p->tied_to)
-            memcpy(p->data, pt_model_find_param(m, p->tied_to)->data, sizeof(float) * p->numel);
-    }
-}
-
 /* The mean loss on the batch; the weights saved into `weights` (may be
  * NULL). */
 static int pipetrain_loss(const pt_model_config *c, const char *weights, float *loss)
 {
     pt_model *m;
     REQUIRE(pt_model_create(c, &m) == PT_OK, "create: %s", pt_last_error());
-    perturb(m);
+    hf_perturb(m, 0.3f);
     int last = pt_model_n_blocks(m) - 1;
     pt_activations *a;
     REQUIRE(pt_activations_create(m, 0, last, B, &a) == PT_OK, "%s", pt_last_error());
     pt_microbatch mb = {.batch = B, .tokens = tokens, .targets = targets};
-    pt_model_params_changed(m);
     int rc = pt_model_forward(m, 0, last, &mb, NULL, a, loss);
     CHECK(rc == PT_OK, "forward: %s", pt_last_error());
     if (rc == PT_OK && weights) {
@@ -174,35 +111,12 @@ static int pipetrain_loss(const pt_model_config *c, const char *weights, float *
 
 /* ---- the reference ---- */
 
-/* The test environment's interpreter (tests may install it every time):
- * 0, or 1 when it cannot be had. */
-static int find_python(char *py, size_t n)
-{
-    const char *src = getenv("PT_SOURCE_DIR");
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "bash '%s/scripts/install-test-python.sh'", src);
-    FILE *f = popen(cmd, "r");
-    if (!f)
-        return 1;
-    if (!fgets(py, (int)n, f))
-        py[0] = '\0';
-    int rc = pclose(f);
-    py[strcspn(py, "\n")] = '\0';
-    return rc != 0 || !py[0];
-}
-
 static int reference_loss(const char *py, const char *config, const char *weights, double *loss)
 {
-    char cmd[4096], line[256];
-    snprintf(cmd, sizeof cmd, "'%s' '%s/tests/hf_gpt2.py' reference '%s' '%s'", py,
-             getenv("PT_SOURCE_DIR"), config, weights);
-    FILE *f = popen(cmd, "r");
-    REQUIRE(f, "cannot run %s", cmd);
-    int got = 0;
-    while (fgets(line, sizeof line, f))
-        got |= sscanf(line, "loss %lf", loss) == 1;
-    int rc = pclose(f);
-    REQUIRE(rc == 0 && got, "%s exited with %d%s", cmd, rc, got ? "" : " and printed no loss");
+    char args[2400], line[512];
+    snprintf(args, sizeof args, "reference '%s' '%s'", config, weights);
+    REQUIRE(hf_run(py, args, line, sizeof line) == 0, "the reference failed on %s", config);
+    REQUIRE(sscanf(line, "loss %lf", loss) == 1, "the reference printed no loss: %s", line);
     return 0;
 }
 
@@ -423,7 +337,7 @@ static int check_checkpoint(const char *dir)
     char path[1100];
     snprintf(path, sizeof path, "%s/variant.safetensors", dir);
     REQUIRE(pt_model_create(&c, &m) == PT_OK, "%s", pt_last_error());
-    perturb(m);
+    hf_perturb(m, 0.3f);
     c.seed = 99;
     REQUIRE(pt_model_create(&c, &back) == PT_OK, "%s", pt_last_error());
     REQUIRE(pt_checkpoint_save(path, m, NULL, NULL) == PT_OK, "save: %s", pt_last_error());
@@ -484,7 +398,7 @@ int main(void)
     char dir[] = "/tmp/pt_gpt_variants_XXXXXX", py[1024];
     REQUIRE(mkdtemp(dir), "no temporary folder");
     int rc = check_sizes() || check_pipeline() || check_checkpoint(dir);
-    if (find_python(py, sizeof py)) {
+    if (hf_find_python(py, sizeof py)) {
         printf("skipped: the test Python environment (scripts/install-test-python.sh) cannot "
                "be had\n");
         check_done(dir, 1);

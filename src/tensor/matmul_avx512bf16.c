@@ -20,7 +20,8 @@
  * stays in L2); a tile's sums carry across the K blocks in a float buffer.
  * A finished tile goes through the seam's finish (alpha, beta, bias, one
  * rounding to bf16), vectorised, with pt_bf16_round's rounding bit for bit.
- * One thread per call; packing and the carry buffer come from scratch.h. */
+ * One thread per call; packing and the carry buffer come from scratch.h.
+ * Its speed against sgemm and the instruction's peak: docs/bf16.md. */
 #include <stdint.h>
 #include <string.h>
 
@@ -92,18 +93,17 @@ static inline uint32_t pair_of(const operand *o, int x, int kp)
     return lo | hi << 16;
 }
 
-/* Pairs kp0..kp1-1 of panel `panel` (W values of x from panel * W) into
- * out[kp - kp0][w], 16 lanes of x at a time: loads where x runs along
- * memory (sx 1), gathers where k does (sk 1); the last pair of an odd K,
- * whose second element lies past the row, word by word. */
-AVX512BF16 static void pack_panel(uint32_t *out, const operand *o, int panel, int W, int kp0,
-                                  int kp1)
+/* Every pair of panel `panel` (W values of x from panel * W) into
+ * out[kp][w], 16 lanes of x at a time: loads where x runs along memory
+ * (sx 1), gathers where k does (sk 1); the last pair of an odd K, whose
+ * second element lies past the row, word by word. */
+AVX512BF16 static void pack_panel(uint32_t *out, const operand *o, int panel, int W, int pairs)
 {
     int x0 = panel * W, live = o->n - x0 < W ? o->n - x0 : W;
     /* pairs of two elements; none where a gather's 32-bit offsets would overflow */
-    int whole = o->sx == 1 ? kp1 : kp1 < o->K / 2 ? kp1 : o->K / 2;
+    int whole = o->sx == 1 ? pairs : o->K / 2;
     if (o->sx != 1 && (size_t)(x0 + W) * o->sx > INT32_MAX)
-        whole = kp0;
+        whole = 0;
     __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     for (int w = 0; w < W; w += 16) {
         int n = live - w < 0 ? 0 : live - w > 16 ? 16 : live - w;
@@ -111,7 +111,7 @@ AVX512BF16 static void pack_panel(uint32_t *out, const operand *o, int panel, in
         __mmask16 keep = W - w >= 16 ? 0xffff : (__mmask16)((1u << (W - w)) - 1);
         __m512i idx = _mm512_mullo_epi32(_mm512_add_epi32(iota, _mm512_set1_epi32(x0 + w)),
                                          _mm512_set1_epi32((int)o->sx));
-        for (int kp = kp0; kp < whole; kp++) {
+        for (int kp = 0; kp < whole; kp++) {
             size_t at = (size_t)x0 + w + (size_t)2 * kp * o->sk, k_at = (size_t)2 * kp;
             __m512i pair;
             if (o->sx == 1) {
@@ -129,20 +129,20 @@ AVX512BF16 static void pack_panel(uint32_t *out, const operand *o, int panel, in
                 __m512i hi = round16(_mm512_mask_i32gather_ps(z, m, idx, f + 1, 4));
                 pair = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
             }
-            _mm512_mask_storeu_epi32(out + (size_t)(kp - kp0) * W + w, keep, pair);
+            _mm512_mask_storeu_epi32(out + (size_t)kp * W + w, keep, pair);
         }
     }
-    for (int kp = whole > kp0 ? whole : kp0; kp < kp1; kp++)
+    for (int kp = whole; kp < pairs; kp++)
         for (int w = 0; w < W; w++)
-            out[(size_t)(kp - kp0) * W + w] = w < live ? pair_of(o, x0 + w, kp) : 0;
+            out[(size_t)kp * W + w] = w < live ? pair_of(o, x0 + w, kp) : 0;
 }
 
-/* Every panel of an operand, whole K: panel p's pairs at out + p * pairs * W */
+/* Every panel of an operand: panel p's pairs at out + p * pairs * W */
 static void pack(uint32_t *out, const operand *o, int W, int pairs)
 {
     int panels = (o->n + W - 1) / W;
     for (int p = 0; p < panels; p++)
-        pack_panel(out + (size_t)p * pairs * W, o, p, W, 0, pairs);
+        pack_panel(out + (size_t)p * pairs * W, o, p, W, pairs);
 }
 
 /* ---- the micro-kernel ---- */
