@@ -62,8 +62,9 @@ const char *pt_precision_name(pt_precision p);
 /* The precision named s; PT_EINVAL names the value when it is neither. */
 int pt_precision_parse(const char *s, pt_precision *out);
 /* Which product kernel bf16 runs on in this process: "auto" (the default:
- * AMX tiles where the CPU has them and Linux allows them, else AVX512_BF16
- * where the CPU has it, otherwise the portable path), "amx", "avx512bf16"
+ * AMX tiles where the CPU has them and Linux allows them, otherwise the
+ * portable path; AVX512_BF16's kernel only by name, since on the CPU it
+ * was measured on it was slower than sgemm), "amx", "avx512bf16"
  * (each PT_EUNSUPPORTED, naming what is missing, where it cannot run) or
  * "portable" (operands rounded to bf16, multiplied by sgemm). Every kernel
  * stores the same values up to the order of the float sums inside a

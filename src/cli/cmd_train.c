@@ -311,8 +311,8 @@ int cmd_train(int argc, char **argv)
              "(default fp32; docs/bf16.md)"),
         FLAG("bf16-kernel", FLAG_STRING, &bf16_kernel, "auto|amx|avx512bf16|portable",
              "bf16's products: AMX tiles, AVX512_BF16's VDPBF16PS, or operands rounded to bf16 "
-             "and multiplied by sgemm on any CPU (default auto: the first of these the CPU "
-             "runs)"),
+             "and multiplied by sgemm on any CPU (default auto: AMX where the CPU has it, "
+             "else portable; avx512bf16 only when named)"),
         FLAG("data", FLAG_LIST, &data, "PATH",
              "text file or directory, token file (*.bin), or digits.csv.gz; repeatable"),
         FLAG("tokenizer", FLAG_STRING, &cfg.tokenizer, "PATH",

@@ -7,8 +7,11 @@
  * float. Three tables share every kernel but the product (matmul_bf16.h):
  * "cpu-bf16-amx" where the CPU has AMX, "cpu-bf16-avx512bf16" where it has
  * AVX512_BF16, "cpu-bf16-portable" everywhere. pt_kernels_for() picks by
- * pt_bf16_set_kernel(): "auto" (the default: the first of amx, avx512bf16
- * and portable this CPU runs), or one of them by name. */
+ * pt_bf16_set_kernel(): "auto" (the default: amx where this CPU runs it,
+ * else portable), or one of them by name. auto leaves avx512bf16 out: on
+ * the CPU it was measured on (a Sapphire Rapids Xeon, where VDPBF16PS runs
+ * at half the float FMA rate) it is 0.6-0.7x sgemm (docs/bf16.md); a run
+ * that knows its CPU does better with it asks for it by name. */
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
@@ -76,19 +79,21 @@ const pt_kernels *pt_kernels_bf16_amx(void) { return pt_amx_usable() ? &amx : NU
 
 const pt_kernels *pt_kernels_bf16_avx512(void) { return pt_avx512bf16_usable() ? &avx512 : NULL; }
 
-/* The product kernels by name, fastest first: "auto" takes the first this
- * CPU runs. */
+/* The product kernels by name: "auto" takes the first this CPU runs of
+ * those marked for it. */
 static const struct {
     const char *name;
     const pt_kernels *(*table)(void); /* NULL where this CPU cannot run it */
     const char *lacks;                /* why not, for the refusal */
+    int for_auto;
 } kernels[] = {
     {"amx", pt_kernels_bf16_amx,
-     "this CPU has no AMX bf16 tiles, or Linux does not let this process use them"},
+     "this CPU has no AMX bf16 tiles, or Linux does not let this process use them", 1},
     {"avx512bf16", pt_kernels_bf16_avx512,
      "this CPU has no AVX512_BF16 (VDPBF16PS), or the system does not save the AVX-512 "
-     "registers"},
-    {"portable", pt_kernels_bf16_portable, ""},
+     "registers",
+     0},
+    {"portable", pt_kernels_bf16_portable, "", 1},
 };
 enum { N_KERNELS = sizeof kernels / sizeof kernels[0] };
 
@@ -123,7 +128,7 @@ const pt_kernels *pt_kernels_for(pt_precision precision)
     if (wanted >= 0)
         return kernels[wanted].table();
     for (int i = 0; i < N_KERNELS; i++) {
-        const pt_kernels *k = kernels[i].table();
+        const pt_kernels *k = kernels[i].for_auto ? kernels[i].table() : NULL;
         if (k)
             return k;
     }
