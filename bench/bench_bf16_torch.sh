@@ -21,5 +21,7 @@ fi
 "$venv/bin/python" "$here/bench/gpt_torch.py" "$steps" --fp32
 "$here/build/bench/bench_bf16" "$steps" | tee "$here/build/pipetrain_bf16.txt"
 torch=$(sed -n 's/.*tokens\/s \([0-9]*\).*/\1/p' "$here/build/torch_bf16.txt")
-ours=$(awk '$1 == "bf16" && NF > 5 { print $3 }' "$here/build/pipetrain_bf16.txt")
-awk -v o="$ours" -v t="$torch" 'BEGIN { printf "\npipetrain bf16 %d tokens/s, torch autocast bf16 %d: %.2fx\n", o, t, o / t }'
+# the row of the kernel bf16 takes by default: "bf16 KERNEL step_s tokens/s ..."
+kernel=$(sed -n "s/.*bf16's products by default: \([a-z0-9]*\).*/\1/p" "$here/build/pipetrain_bf16.txt")
+ours=$(awk -v k="$kernel" '$1 == "bf16" && $2 == k { print $4 }' "$here/build/pipetrain_bf16.txt")
+awk -v o="$ours" -v t="$torch" -v k="$kernel" 'BEGIN { printf "\npipetrain bf16 (%s) %d tokens/s, torch autocast bf16 %d: %.2fx\n", k, o, t, o / t }'
