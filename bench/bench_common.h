@@ -80,4 +80,18 @@ static inline pt_model_config bench_gpt_small(void)
     return c;
 }
 
+/* A batch of n rows of T seeded random tokens (targets: the next token);
+ * the caller frees *tokens. */
+static inline pt_microbatch bench_random_batch(const pt_model_config *c, int n, int **tokens)
+{
+    int rows = n * c->seq_len;
+    int *tok = malloc(sizeof(int) * (size_t)(rows + 1));
+    pt_rng r;
+    pt_rng_seed(&r, 7);
+    for (int i = 0; tok && i <= rows; i++)
+        tok[i] = (int)pt_rng_below(&r, (uint64_t)c->vocab);
+    *tokens = tok;
+    return (pt_microbatch){.batch = n, .tokens = tok, .targets = tok + 1};
+}
+
 #endif

@@ -64,13 +64,9 @@ int main(int argc, char **argv)
     if (steps < 1 || steps > 32)
         steps = 3;
     pt_model_config c = bench_gpt_small();
-    int n = M * MBS, rows = n * c.seq_len;
-    int *tok = malloc(sizeof(int) * (size_t)(rows + 1));
-    pt_rng r;
-    pt_rng_seed(&r, 7);
-    for (int i = 0; i <= rows; i++)
-        tok[i] = (int)pt_rng_below(&r, (uint64_t)c.vocab);
-    pt_microbatch b = {.batch = n, .tokens = tok, .targets = tok + 1};
+    int n = M * MBS, *tok;
+    pt_microbatch b = bench_random_batch(&c, n, &tok);
+    int rows = n * c.seq_len; /* tokens a step */
 
     pt_model *m;
     pt_model_create(&c, &m);
