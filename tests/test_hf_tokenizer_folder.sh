@@ -2,7 +2,8 @@
 # test_hf_tokenizer_folder: a model trained through a BPE tokenizer saves a
 # model folder that carries the tokenizer: transformers' AutoTokenizer
 # loads the folder and encodes text to the ids `pipetrain tokenize` writes
-# with the folder, and GPT2Config's vocab_size is the tokenizer's. Started
+# with the folder, and GPT2Config's vocab_size is the tokenizer's (its
+# bos_token_id and eos_token_id the tokenizer's <|endoftext|>). Started
 # from the folder (--init-from), training encodes its text with the
 # folder's tokenizer without being told, and the loss starts where the
 # saved model left off, not at ln(vocab); eval and generate take the folder
@@ -40,6 +41,8 @@ with open(bin_path, "rb") as f:
     ours = np.frombuffer(f.read(), dtype="<u2")[: head[2]].tolist()
 eot = tok.convert_tokens_to_ids("<|endoftext|>")
 assert ours[0] == eot and ours[1:] == ids, "pipetrain's ids differ from AutoTokenizer's"
+assert cfg.bos_token_id == eot and cfg.eos_token_id == eot, \
+    f"config bos/eos {cfg.bos_token_id}/{cfg.eos_token_id}, <|endoftext|> is {eot}"
 print(f"ok: AutoTokenizer ({type(tok).__name__}) encodes {len(ids)} ids as pipetrain does")
 EOF
 

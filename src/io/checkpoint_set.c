@@ -261,15 +261,26 @@ static int write_trainer_state(const char *staging, int n_shards, const pt_model
     return write_json(staging, PT_SET_STATE, text, len);
 }
 
-/* transformers' GPT-2 config, true to what pipetrain computes. */
+/* transformers' GPT-2 config, true to what pipetrain computes, with the
+ * token ids of the tokenizer the set carries (pt_checkpoint_write_tokenizer
+ * put it there before). */
 static int write_hf_config(const char *staging, const pt_model_config *c)
 {
+    int endoftext = -1;
+    pt_tokenizer *tok;
+    if (pt_tokenizer_find(staging)) {
+        int rc = pt_tokenizer_load(staging, &tok);
+        if (rc != PT_OK)
+            return rc;
+        endoftext = pt_tokenizer_endoftext(tok);
+        pt_tokenizer_destroy(tok);
+    }
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (!f)
         return pt_fail(PT_ENOMEM, "out of memory");
-    int rc = pt_hf_config_write(f, c);
+    int rc = pt_hf_config_write(f, c, endoftext);
     if (fclose(f) != 0 || rc != PT_OK)
         return free(text), rc != PT_OK ? rc : pt_fail(PT_ENOMEM, "out of memory");
     return write_json(staging, PT_SET_CONFIG, text, len);

@@ -202,9 +202,12 @@ double pt_hf_config_dropout(const pt_json *obj, const char **name)
 
 /* ---- Writing ----------------------------------------------------------- */
 
-int pt_hf_config_write(FILE *f, const pt_model_config *c)
+int pt_hf_config_write(FILE *f, const pt_model_config *c, int endoftext)
 {
     const char *yes[] = {"false", "true"};
+    char token[16] = "null";
+    if (endoftext >= 0)
+        snprintf(token, sizeof token, "%d", endoftext);
     fprintf(f,
             "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
             "  \"vocab_size\": %d,\n  \"n_positions\": %d,\n  \"n_ctx\": %d,\n"
@@ -217,14 +220,13 @@ int pt_hf_config_write(FILE *f, const pt_model_config *c)
     fprintf(f, "  \"activation_function\": \"%s\",\n  \"layer_norm_epsilon\": ",
             pt_hf_activation_name(c->activation));
     pt_json_write_number(f, c->layer_norm_epsilon);
-    fprintf(
-        f,
-        ",\n  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n  \"attn_pdrop\": 0.0,\n"
-        "  \"initializer_range\": 0.02,\n  \"scale_attn_weights\": %s,\n"
-        "  \"scale_attn_by_inverse_layer_idx\": %s,\n  \"reorder_and_upcast_attn\": false,\n"
-        "  \"tie_word_embeddings\": %s,\n  \"bos_token_id\": null,\n"
-        "  \"eos_token_id\": null,\n  \"torch_dtype\": \"float32\",\n  \"use_cache\": true\n}\n",
-        yes[!!c->scale_attn_weights], yes[!!c->scale_attn_by_inverse_layer_idx],
-        yes[!!c->tie_word_embeddings]);
+    fprintf(f,
+            ",\n  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n  \"attn_pdrop\": 0.0,\n"
+            "  \"initializer_range\": 0.02,\n  \"scale_attn_weights\": %s,\n"
+            "  \"scale_attn_by_inverse_layer_idx\": %s,\n  \"reorder_and_upcast_attn\": false,\n"
+            "  \"tie_word_embeddings\": %s,\n  \"bos_token_id\": %s,\n"
+            "  \"eos_token_id\": %s,\n  \"torch_dtype\": \"float32\",\n  \"use_cache\": true\n}\n",
+            yes[!!c->scale_attn_weights], yes[!!c->scale_attn_by_inverse_layer_idx],
+            yes[!!c->tie_word_embeddings], token, token);
     return ferror(f) ? pt_fail(PT_EIO, "cannot write config.json") : PT_OK;
 }

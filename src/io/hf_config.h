@@ -28,8 +28,9 @@ int pt_hf_config_read(const pt_json *obj, const char *path, pt_model_config *cfg
 double pt_hf_config_dropout(const pt_json *obj, const char **name);
 
 /* The config.json transformers loads as this gpt: every field that shapes
- * the arithmetic, dropout 0, float32. */
-int pt_hf_config_write(FILE *f, const pt_model_config *c);
+ * the arithmetic, dropout 0, float32; bos_token_id and eos_token_id are
+ * endoftext (GPT-2's <|endoftext|> is both), null when it is -1. */
+int pt_hf_config_write(FILE *f, const pt_model_config *c, int endoftext);
 
 /* "gelu_new", "gelu", "relu", "silu" */
 const char *pt_hf_activation_name(pt_activation a);
