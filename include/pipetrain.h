@@ -115,6 +115,10 @@ typedef struct {
 
 pt_model_config pt_model_config_gpt(void);
 pt_model_config pt_model_config_mlp(int n_widths, const int *widths);
+/* A gpt's derived sizes: its MLP width (n_inner, or 4 n_embd when 0) and
+ * the rows of its position table (n_positions, or seq_len when 0). */
+int pt_gpt_inner(const pt_model_config *c);
+int pt_gpt_positions(const pt_model_config *c);
 /* The shape of a published GPT by name (gpt2 ... gpt2-xl, gpt3-175b, the
  * models of Megatron-LM's weak-scaling table megatron-1.7b ... megatron-1t),
  * for planning; PT_EINVAL lists the names for another. */

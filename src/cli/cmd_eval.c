@@ -23,17 +23,8 @@ static int load_tokens(int tokens, const flag_list *data, const pt_model_config 
         return pt_fail(PT_EINVAL, "token data is one file (got %d)", data->n);
     if (tokens)
         return pt_token_data_load_files(data->items[0], NULL, cfg->vocab, 0.0, d);
-    if (tokenizer) {
-        pt_tokenizer *tok;
-        int rc = pt_tokenizer_load(tokenizer, &tok);
-        if (rc == PT_OK && pt_tokenizer_vocab_size(tok) != cfg->vocab)
-            rc = pt_fail(PT_EINVAL, "the tokenizer %s has %d tokens but the model's vocab is %d",
-                         tokenizer, pt_tokenizer_vocab_size(tok), cfg->vocab);
-        if (rc == PT_OK)
-            rc = pt_text_data_encode(data->items, data->n, 0.0, tok, d);
-        pt_tokenizer_destroy(tok);
-        return rc;
-    }
+    if (tokenizer)
+        return pt_text_data_encode_path(data->items, data->n, 0.0, tokenizer, cfg->vocab, d);
     if (cfg->vocab != 256)
         return pt_fail(PT_EINVAL, "text is read as bytes: the gpt's vocab must be 256 (got %d)",
                        cfg->vocab);
@@ -137,9 +128,8 @@ int cmd_eval(int argc, char **argv)
     pc.micro_batch_size = batch / microbatches;
     double loss = 0;
     long used = 0;
-    size_t len = strlen(data.items[0]);
     int tokens = !strcmp(format, "tokens") ||
-                 (!strcmp(format, "auto") && len > 4 && !strcmp(data.items[0] + len - 4, ".bin"));
+                 (!strcmp(format, "auto") && pt_data_is_token_file(data.items, data.n));
     if (tokens && tokenizer) {
         fprintf(stderr, "pipetrain eval: --tokenizer does nothing for token data: it holds ids\n");
         return 2;

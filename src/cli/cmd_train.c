@@ -11,6 +11,7 @@
 #include "cli/flags.h"
 #include "cli/model_limits.h"
 #include "cli/model_source.h"
+#include "io/text_data.h"
 #include "comm/transport.h"
 #include "pipetrain.h"
 
@@ -110,9 +111,8 @@ static void on_report(const pt_train_report *r, void *user)
 /* As pt_train reads --data: auto takes one *.bin file of a gpt as tokens. */
 static int reads_tokens(const char *data_format, int gpt, const flag_list *data)
 {
-    size_t len = strlen(data->items[0]);
-    return !strcmp(data_format, "tokens") || (!strcmp(data_format, "auto") && gpt && data->n == 1 &&
-                                              len > 4 && !strcmp(data->items[0] + len - 4, ".bin"));
+    return !strcmp(data_format, "tokens") ||
+           (!strcmp(data_format, "auto") && gpt && pt_data_is_token_file(data->items, data->n));
 }
 
 /* Flags that would do nothing in the mode the others chose are refused:

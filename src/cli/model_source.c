@@ -5,7 +5,6 @@
 #include <sys/stat.h>
 
 #include "io/checkpoint.h"
-#include "io/hf_config.h"
 
 static int contradicts(const char *cmd, const flag *flags, int n, const char *name, int flag_value,
                        int file_value, const char *field, const char *path)

@@ -7,13 +7,6 @@
 
 #include "tensor/error.h"
 
-int pt_gpt_inner(const pt_model_config *c) { return c->n_inner ? c->n_inner : 4 * c->n_embd; }
-
-int pt_gpt_positions(const pt_model_config *c)
-{
-    return c->n_positions ? c->n_positions : c->seq_len;
-}
-
 static const struct {
     const char *name;
     pt_activation act;

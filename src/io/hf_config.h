@@ -40,8 +40,4 @@ const char *pt_hf_activation_name(pt_activation a);
  * -1 for any other name. */
 int pt_hf_activation_parse(const char *name);
 
-/* The derived sizes: n_inner 0 is 4 n_embd, n_positions 0 is seq_len. */
-int pt_gpt_inner(const pt_model_config *c);
-int pt_gpt_positions(const pt_model_config *c);
-
 #endif

@@ -88,6 +88,10 @@ int pt_text_data_load(const char *const *paths, int n_paths, double val_fraction
  * the problem, or the first bad token's index and value). */
 int pt_token_file_read(const char *path, int vocab, uint32_t **tokens, size_t *n);
 
+/* 1 when paths are one file named *.bin: what "auto" reads as a token file
+ * (anything else is text). */
+int pt_data_is_token_file(const char *const *paths, int n_paths);
+
 /* Training tokens from train_path; validation tokens from val_path, or when
  * val_path is NULL the last val_fraction of train_path's tokens. */
 int pt_token_data_load_files(const char *train_path, const char *val_path, int vocab,

@@ -130,6 +130,12 @@ int pt_token_file_read(const char *path, int vocab, uint32_t **tokens, size_t *n
     return PT_OK;
 }
 
+int pt_data_is_token_file(const char *const *paths, int n_paths)
+{
+    size_t n = n_paths == 1 ? strlen(paths[0]) : 0;
+    return n > 4 && !strcmp(paths[0] + n - 4, ".bin");
+}
+
 int pt_token_data_load_files(const char *train_path, const char *val_path, int vocab,
                              double val_fraction, pt_token_data *out)
 {

@@ -45,6 +45,13 @@ pt_model_config pt_model_config_gpt(void)
                              .seed = 1};
 }
 
+int pt_gpt_inner(const pt_model_config *c) { return c->n_inner ? c->n_inner : 4 * c->n_embd; }
+
+int pt_gpt_positions(const pt_model_config *c)
+{
+    return c->n_positions ? c->n_positions : c->seq_len;
+}
+
 pt_model_config pt_model_config_mlp(int n_widths, const int *widths)
 {
     pt_model_config c = {.kind = PT_MODEL_MLP, .seed = 1};

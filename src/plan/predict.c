@@ -69,7 +69,7 @@ static int check_layout(const pt_cluster *c, const pt_model_config *m, const pt_
     if (used > devices)
         return pt_fail(PT_EINVAL, "layout P=%d x T=%d x D=%d needs %ld devices; %s has %ld",
                        l->pipeline, l->tensor, l->data, used, c->name, devices);
-    int f = m->n_inner ? m->n_inner : 4 * m->n_embd;
+    int f = pt_gpt_inner(m);
     if (m->n_head % l->tensor || f % l->tensor)
         return pt_fail(PT_EINVAL,
                        "tensor parallelism %d must divide the heads (%d) and the MLP (%d)",

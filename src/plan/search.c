@@ -109,7 +109,7 @@ static int add_schedules(searcher *s, pt_layout l)
 static int enumerate(searcher *s, int devices)
 {
     const pt_model_config *m = s->m;
-    int f = m->n_inner ? m->n_inner : 4 * m->n_embd, B = s->cfg->global_batch, rc = PT_OK;
+    int f = pt_gpt_inner(m), B = s->cfg->global_batch, rc = PT_OK;
     for (int T = 1; T <= s->c->devices_per_node && rc == PT_OK; T++) {
         if (s->c->devices_per_node % T || devices % T || m->n_head % T || f % T)
             continue;

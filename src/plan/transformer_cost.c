@@ -39,8 +39,6 @@ double pt_cost_element_bytes(pt_plan_precision p)
     return p == PT_PLAN_FP32 || p == PT_PLAN_TF32 ? 4 : 2;
 }
 
-static int inner(const pt_model_config *m) { return m->n_inner ? m->n_inner : 4 * m->n_embd; }
-
 static void gemm(const pt_cost_shape *s, pt_pass_cost *p, double m, double n, double k,
                  double batch)
 {
@@ -74,7 +72,7 @@ void pt_cost_layer(const pt_cost_shape *s, pt_block_plan *out)
 {
     const pt_model_config *m = s->model;
     double T = s->tensor, b = s->micro_batch_size, seq = m->seq_len, h = m->n_embd;
-    double heads = m->n_head / T, dh = h / m->n_head, f = inner(m), N = b * seq;
+    double heads = m->n_head / T, dh = h / m->n_head, f = pt_gpt_inner(m), N = b * seq;
     double E = pt_cost_element_bytes(s->precision);
     *out = (pt_block_plan){0};
 

@@ -32,3 +32,21 @@ int pt_text_data_encode(const char *const *paths, int n_paths, double val_fracti
     return pt_text_data_load_with(paths, n_paths, val_fraction, encode_document, tok,
                                   pt_tokenizer_vocab_size(tok), out);
 }
+
+int pt_text_data_encode_path(const char *const *paths, int n_paths, double val_fraction,
+                             const char *tokenizer, int vocab, pt_token_data *out)
+{
+    pt_tokenizer *tok;
+    int rc = pt_tokenizer_load(tokenizer, &tok);
+    if (rc != PT_OK)
+        return rc;
+    int size = pt_tokenizer_vocab_size(tok);
+    if (vocab != size)
+        rc = pt_fail(PT_EINVAL,
+                     "the tokenizer %s has %d tokens: the gpt's vocab must be %d (got %d)",
+                     tokenizer, size, size, vocab);
+    else
+        rc = pt_text_data_encode(paths, n_paths, val_fraction, tok, out);
+    pt_tokenizer_destroy(tok);
+    return rc;
+}

@@ -77,31 +77,6 @@ static double now(void)
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
-static int single_bin_file(const pt_train_config *c)
-{
-    size_t n = c->n_data == 1 ? strlen(c->data[0]) : 0;
-    return n > 4 && !strcmp(c->data[0] + n - 4, ".bin");
-}
-
-/* Text encoded with the configured tokenizer, whose size the gpt's vocab
- * must be. */
-static int open_tokenized_text(const pt_train_config *c, pt_token_data *out)
-{
-    pt_tokenizer *tok;
-    int rc = pt_tokenizer_load(c->tokenizer, &tok);
-    if (rc != PT_OK)
-        return rc;
-    int size = pt_tokenizer_vocab_size(tok);
-    if (c->model.vocab != size)
-        rc = pt_fail(PT_EINVAL,
-                     "the tokenizer %s has %d tokens: the gpt's vocab must be %d (got %d)",
-                     c->tokenizer, size, size, c->model.vocab);
-    else
-        rc = pt_text_data_encode(c->data, c->n_data, c->val_fraction, tok, out);
-    pt_tokenizer_destroy(tok);
-    return rc;
-}
-
 static int open_data(trainer *t)
 {
     const pt_train_config *c = t->cfg;
@@ -111,7 +86,9 @@ static int open_data(trainer *t)
         return pt_fail(PT_EINVAL, "no training data given");
     pt_data_kind kind = c->data_kind;
     if (kind == PT_DATA_AUTO)
-        kind = !d->gpt ? PT_DATA_DIGITS : single_bin_file(c) ? PT_DATA_TOKENS : PT_DATA_TEXT;
+        kind = !d->gpt                                     ? PT_DATA_DIGITS
+               : pt_data_is_token_file(c->data, c->n_data) ? PT_DATA_TOKENS
+                                                           : PT_DATA_TEXT;
     if (d->gpt == (kind == PT_DATA_DIGITS))
         return pt_fail(PT_EINVAL, "%s data does not fit a%s model",
                        kind == PT_DATA_DIGITS ? "digits" : "token", d->gpt ? " gpt" : "n mlp");
@@ -130,7 +107,8 @@ static int open_data(trainer *t)
         return rc;
     }
     if (kind == PT_DATA_TEXT && c->tokenizer) {
-        rc = open_tokenized_text(c, &d->tokens);
+        rc = pt_text_data_encode_path(c->data, c->n_data, c->val_fraction, c->tokenizer,
+                                      c->model.vocab, &d->tokens);
     } else if (kind == PT_DATA_TEXT) {
         if (c->model.vocab != 256)
             return pt_fail(PT_EINVAL,
