@@ -191,6 +191,7 @@ typedef struct {
     const int *tokens;
     const float *inputs;
     const int *targets;
+    const float *target_values; /* regression targets (batch, outputs): the mse head */
 } pt_microbatch;
 
 /* Everything blocks first..last keep for one micro-batch between its forward

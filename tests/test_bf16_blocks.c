@@ -2,7 +2,9 @@
  * fp32 result on the same parameters and inputs.
  *
  * For each block kind (embedding, layernorm, linear, each activation,
- * attention, transformer with each activation, lm_head, classifier) the
+ * attention, transformer with each activation, lm_head, classifier; conv2d,
+ * the pools, GroupNorm, LayerNorm over an image, the residual block, the
+ * Llama block, RMSNorm, the mse head and the last-token classifier) the
  * fp32 kernels give the reference output, input gradient and parameter
  * gradients; the bf16 kernels (inputs and the output gradient rounded to
  * bf16, activations stored as bf16) must agree with each within a relative
@@ -137,6 +139,78 @@ static void setup_and_check(const char *name, harness *h, int is_loss, int per_s
     check(name, h);
 }
 
+typedef void (*init_fn)(pt_block *b, const pt_block_shape *s, const char *prefix);
+
+static void check_init(const char *name, init_fn init, pt_block_shape s, uint64_t seed)
+{
+    harness h;
+    memset(&h, 0, sizeof h);
+    init(&h.b, &s, "m");
+    setup_and_check(name, &h, 0, s.T, 2, seed);
+}
+
+static void maxpool(pt_block *b, const pt_block_shape *s, const char *p)
+{
+    (void)p, pt_maxpool_init(b, s);
+}
+static void avgpool(pt_block *b, const pt_block_shape *s, const char *p)
+{
+    (void)p, pt_avgpool_init(b, s);
+}
+static void global_avgpool(pt_block *b, const pt_block_shape *s, const char *p)
+{
+    (void)p, pt_global_avgpool_init(b, s);
+}
+
+/* the conv-net, Llama and head blocks */
+static void check_layers(void)
+{
+    pt_block_shape img = {
+        .channels = 4, .height = 9, .width = 8, .out_channels = 6, .kernel = 3, .padding = 1};
+    check_init("conv2d", pt_conv2d_init, img, 20);
+    pt_block_shape strided = img;
+    strided.stride = 2, strided.no_bias = 1;
+    check_init("conv2d (stride 2, no bias)", pt_conv2d_init, strided, 21);
+    pt_block_shape pool = {
+        .channels = 4, .height = 9, .width = 8, .kernel = 3, .stride = 2, .padding = 1};
+    /* inputs already bf16: rounding would make near ties ties, and move
+     * the gradient to another winner */
+    harness h;
+    memset(&h, 0, sizeof h);
+    maxpool(&h.b, &pool, NULL);
+    harness_setup(&h, 3, 0, 0, 2, 22);
+    for (size_t i = 0; i < h.n_in; i++)
+        h.in[i] = pt_bf16_rounded(h.in[i]);
+    check("maxpool", &h);
+    check_init("avgpool", avgpool, pool, 23);
+    check_init("global_avgpool", global_avgpool, pool, 24);
+    pt_block_shape norm = {.channels = 6, .height = 5, .width = 5, .groups = 3};
+    check_init("groupnorm", pt_groupnorm_init, norm, 25);
+    check_init("layernorm over (C,H,W)", pt_layernorm_image_init, norm, 26);
+    pt_block_shape res = {
+        .channels = 4, .height = 8, .width = 8, .out_channels = 6, .stride = 2, .groups = 2};
+    check_init("residual (projection)", pt_residual_init, res, 27);
+    res.out_channels = 4, res.stride = 1;
+    check_init("residual (identity)", pt_residual_init, res, 28);
+    pt_block_shape llama = {.T = 20, .C = 16, .H = 4, .n_kv_heads = 2, .n_inner = 24};
+    check_init("llama", pt_llama_init, llama, 29);
+    check_init("rmsnorm", pt_rmsnorm_init, llama, 30);
+
+    memset(&h, 0, sizeof h);
+    pt_mse_init(&h.b, &(pt_block_shape){.in = 10});
+    harness_setup(&h, 3, 1, 0, 2, 31);
+    float *y = harness_floats(h.n_in);
+    for (size_t i = 0; i < h.n_in; i++)
+        y[i] = 0.5f * h.R[i]; /* R: the harness's other random numbers */
+    h.mb.target_values = y;
+    check("mse", &h);
+    pt_free(y);
+
+    memset(&h, 0, sizeof h);
+    pt_last_token_classifier_init(&h.b, &(pt_block_shape){.T = 6, .C = 16, .out = 5}, "score");
+    setup_and_check("last-token classifier", &h, 1, 0, 5, 32);
+}
+
 int main(void)
 {
     enum { T = 20, C = 16, H = 2, V = 24 };
@@ -189,6 +263,8 @@ int main(void)
     memset(&h, 0, sizeof h);
     pt_classifier_init(&h.b, &(pt_block_shape){.in = 31, .out = 7}, "fc.1");
     setup_and_check("classifier", &h, 1, 0, 7, 14);
+
+    check_layers();
 
     printf("%s\n", failures ? "FAILED" : "every block's bf16 result agrees with fp32");
     return failures ? 1 : 0;

@@ -6,10 +6,8 @@
  * scaled by the layer, an untied LM head, a longer position table. First,
  * each activation kernel against its formula in double: its values, and its
  * derivative against central differences of that formula. */
-#include "block_harness.h"
+#include "block_gradcheck.h"
 #include "nn/attention.h"
-
-static int failures;
 
 /* The activations in double, as Hugging Face's ACT2FN computes them. */
 static double activation_exact(pt_activation act, double x)
@@ -45,57 +43,6 @@ static void check_activation_kernel(const char *name, pt_activation act)
         printf("  FAIL: the %s kernels do not compute %s\n", name, name);
         failures++;
     }
-}
-
-static float fd_step = 1e-2f; /* the central differences' step */
-
-/* max over checked coordinates of |analytic - numeric| / max|analytic| */
-static double compare(harness *h, float *x, const float *grad, size_t n, const char *what,
-                      float skip_below)
-{
-    const float eps = fd_step;
-    double gmax = 1e-6, worst = 0.0;
-    for (size_t i = 0; i < n; i++)
-        gmax = fmax(gmax, fabs(grad[i]));
-    size_t stride = n > 48 ? n / 48 : 1;
-    for (size_t i = 0; i < n; i += stride) {
-        if (fabsf(x[i]) < skip_below)
-            continue; /* a kink (ReLU at 0) has no derivative to compare */
-        float keep = x[i];
-        x[i] = keep + eps;
-        double up = harness_loss(h);
-        x[i] = keep - eps;
-        double down = harness_loss(h);
-        x[i] = keep;
-        double numeric = (up - down) / (2.0 * eps);
-        worst = fmax(worst, fabs(numeric - grad[i]) / gmax);
-    }
-    printf("  %-40s max rel err %.2e\n", what, worst);
-    if (!(worst < 1e-3)) {
-        printf("  FAIL: %s\n", what);
-        failures++;
-    }
-    return worst;
-}
-
-static void check_block(const char *label, harness *h, int has_input, float skip_below)
-{
-    printf("%s\n", label);
-    harness_backward(h);
-    /* copies: the finite differences reuse the buffers */
-    float *din = harness_floats(h->n_in);
-    memcpy(din, h->din, h->n_in * sizeof(float));
-    if (has_input)
-        compare(h, h->in, din, h->n_in, "input", skip_below);
-    for (int i = 0; i < h->b.n_params; i++) {
-        size_t n = pt_param_decl_numel(&h->b.decl[i]);
-        float *g = harness_floats(n);
-        memcpy(g, h->b.g[i], n * sizeof(float));
-        compare(h, h->b.p[i], g, n, h->b.decl[i].name, 0.0f);
-        pt_free(g);
-    }
-    pt_free(din);
-    harness_free(h);
 }
 
 static void check_shape(const char *label, const pt_block_shape *s, int layer, int seed)

@@ -48,6 +48,18 @@ typedef struct {
     int attn_unscaled; /* scores not divided by sqrt(head size) */
     int attn_by_layer; /* layer l's scores also divided by l + 1 */
     int head_untied;   /* lm_head.weight is its own parameter, not wte's copy */
+    /* images (conv2d, pools, image norms, the residual block): a sample is
+     * (channels, height, width), NCHW as PyTorch's */
+    int channels, height, width;
+    int out_channels; /* conv2d, residual */
+    int kernel;       /* conv2d, pools: the window's side */
+    int stride;       /* 0: 1 for conv2d, the kernel for pools; residual: its first conv's */
+    int padding;      /* zeros on each side */
+    int groups;       /* GroupNorm's groups; 0: LayerNorm over (C,H,W) */
+    int no_bias;      /* conv2d without a bias (ResNet's convolutions) */
+    int n_kv_heads;   /* llama: key/value heads, dividing H (0: H) */
+    float rope_theta; /* llama: rotary base (0: 10000) */
+    float rms_eps;    /* llama, rmsnorm: RMSNorm's epsilon (0: 1e-6) */
 } pt_block_shape;
 
 /* s with its zeros resolved to GPT-2's values. */
@@ -159,5 +171,22 @@ void pt_attention_init(pt_block *b, const pt_block_shape *s, const char *prefix)
 void pt_transformer_init(pt_block *b, const pt_block_shape *s, int layer);
 void pt_lm_head_init(pt_block *b, const pt_block_shape *s);
 void pt_classifier_init(pt_block *b, const pt_block_shape *s, const char *prefix);
+
+/* Images, in (channels, height, width) per sample (conv2d.c, pool.c,
+ * image_norm.c, residual.c). */
+void pt_conv2d_init(pt_block *b, const pt_block_shape *s, const char *prefix);
+void pt_maxpool_init(pt_block *b, const pt_block_shape *s);
+void pt_avgpool_init(pt_block *b, const pt_block_shape *s);
+void pt_global_avgpool_init(pt_block *b, const pt_block_shape *s);
+void pt_flatten_init(pt_block *b, const pt_block_shape *s);
+void pt_groupnorm_init(pt_block *b, const pt_block_shape *s, const char *prefix);
+void pt_layernorm_image_init(pt_block *b, const pt_block_shape *s, const char *prefix);
+void pt_residual_init(pt_block *b, const pt_block_shape *s, const char *prefix);
+/* The Llama family (llama.c, rmsnorm.c), in (T, C) per sample. */
+void pt_llama_init(pt_block *b, const pt_block_shape *s, const char *prefix);
+void pt_rmsnorm_init(pt_block *b, const pt_block_shape *s, const char *prefix);
+/* Heads (mse.c, last_token.c). */
+void pt_mse_init(pt_block *b, const pt_block_shape *s);
+void pt_last_token_classifier_init(pt_block *b, const pt_block_shape *s, const char *prefix);
 
 #endif

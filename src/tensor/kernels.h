@@ -48,6 +48,21 @@ static inline void *pt_elems_at(const void *p, size_t n, pt_elem_type t)
     return (char *)p + n * pt_elem_size(t);
 }
 
+/* A window sliding over a sample's (C,H,W) image, NCHW as PyTorch: kh x kw,
+ * one stride and one zero padding for both axes, giving (OH,OW) positions
+ * (pt_window_make). Convolutions, pools and their backward read it. */
+typedef struct {
+    int C, H, W, kh, kw, stride, pad, OH, OW;
+} pt_window;
+
+static inline pt_window pt_window_make(int C, int H, int W, int kh, int kw, int stride, int pad)
+{
+    pt_window g = {C, H, W, kh, kw, stride, pad, 0, 0};
+    g.OH = stride > 0 ? (H + 2 * pad - kh) / stride + 1 : 0;
+    g.OW = stride > 0 ? (W + 2 * pad - kw) / stride + 1 : 0;
+    return g;
+}
+
 typedef struct pt_kernels {
     const char *name;     /* "cpu-fp32", "cpu-bf16-amx", "cpu-bf16-avx512bf16", ... */
     const char *products; /* what multiplies: "sgemm", "amx", "avx512bf16", "portable" */
@@ -109,6 +124,68 @@ typedef struct pt_kernels {
     double (*crossentropy_forward)(float *probs, const int *targets, int N, int V);
     /* In place: probs (N,V) become scale * (probs - onehot(target)) */
     void (*crossentropy_backward)(float *probs, const int *targets, int N, int V, float scale);
+
+    /* ---- images and the Llama block (kernels_layers_body.h) ---- */
+
+    /* col (C kh kw, OH OW) of one image (C,H,W): row (c, ky, kx) holds the
+     * pixel each output position's window puts there (0 in the padding) */
+    void (*im2col)(void *col, const void *img, const pt_window *g);
+    /* img (C,H,W) = the sum, for each pixel, of the col entries im2col
+     * copied it to (the adjoint of im2col; overwrites) */
+    void (*col2im)(void *img, const void *col, const pt_window *g);
+    /* out (C,P) += bias[c] on row c; dbias (C) adds the row sums of dout */
+    void (*channel_bias_forward)(void *out, const float *bias, int C, int P);
+    void (*channel_bias_backward)(float *dbias, const void *dout, int C, int P);
+    /* out (C,OH,OW) = each window's maximum (the padding never wins);
+     * argmax keeps the pixel (y W + x) it came from */
+    void (*maxpool_forward)(void *out, int *argmax, const void *inp, const pt_window *g);
+    /* dinp (C,H,W) = the sum of dout over the windows a pixel won (overwrites) */
+    void (*maxpool_backward)(void *dinp, const int *argmax, const void *dout, const pt_window *g);
+    /* out (C,OH,OW) = each window's mean, padding counted as zeros
+     * (PyTorch's count_include_pad); backward overwrites dinp (C,H,W) */
+    void (*avgpool_forward)(void *out, const void *inp, const pt_window *g);
+    void (*avgpool_backward)(void *dinp, const void *dout, const pt_window *g);
+
+    /* GroupNorm over N samples of (C,HW): G groups of C/G channels each
+     * normalised together, then w[c] x + b[c]; mean, rstd (N,G) kept. Its
+     * backward_input overwrites dinp; backward_weight adds dw, db (C). */
+    void (*groupnorm_forward)(void *out, float *mean, float *rstd, const void *inp, const float *w,
+                              const float *b, int N, int C, int HW, int G, float eps);
+    void (*groupnorm_backward_input)(void *dinp, const void *dout, const void *inp, const float *w,
+                                     const float *mean, const float *rstd, int N, int C, int HW,
+                                     int G);
+    void (*groupnorm_backward_weight)(float *dw, float *db, const void *dout, const void *inp,
+                                      const float *mean, const float *rstd, int N, int C, int HW,
+                                      int G);
+
+    /* RMSNorm, as LlamaRMSNorm: out (N,C) = w * x / sqrt(mean(x^2) + eps),
+     * rstd (N) kept. backward_input adds to dinp (as layernorm's does);
+     * backward_weight adds dw (C). */
+    void (*rmsnorm_forward)(void *out, float *rstd, const void *inp, const float *w, int N, int C,
+                            float eps);
+    void (*rmsnorm_backward_input)(void *dinp, const void *dout, const void *inp, const float *w,
+                                   const float *rstd, int N, int C);
+    void (*rmsnorm_backward_weight)(float *dw, const void *dout, const void *inp, const float *rstd,
+                                    int N, int C);
+    /* Rotary positions, in place, on `heads` heads of hd at the start of
+     * each of T rows of x (row stride ld): Hugging Face Llama's half split,
+     * x[j] cos - x[j + hd/2] sin and x[j + hd/2] cos + x[j] sin at row t
+     * with cos, sin (T, hd/2). inverse != 0 rotates back (the gradient). */
+    void (*rope)(void *x, int ld, int T, int heads, int hd, const float *cos, const float *sin,
+                 int inverse);
+    /* SwiGLU: out = silu(gate) * up, elementwise over n; backward writes
+     * dgate and dup from dout */
+    void (*swiglu_forward)(void *out, const void *gate, const void *up, size_t n);
+    void (*swiglu_backward)(void *dgate, void *dup, const void *gate, const void *up,
+                            const void *dout, size_t n);
+
+    /* Mean-squared error over N rows of n: pred (N,n) = inp widened to
+     * float; returns the sum over rows of each row's mean of (pred -
+     * target)^2 (0 when targets is NULL). */
+    double (*mse_forward)(float *pred, const void *inp, const float *targets, int N, int n);
+    /* dinp (N,n) = scale * (pred - target) */
+    void (*mse_backward)(void *dinp, const float *pred, const float *targets, int N, int n,
+                         float scale);
 } pt_kernels;
 
 /* fp32 kernels: products through cblas_sgemm, the rest in single passes. */

@@ -280,6 +280,8 @@ static void KN(crossentropy_backward)(float *probs, const int *targets, int N, i
     }
 }
 
+#include "tensor/kernels_layers_body.h"
+
 /* The table's entries for everything but the product. */
 #define PT_KERNELS_BODY                                                                           \
     .layernorm_forward = KN(layernorm_forward),                                                   \
@@ -293,4 +295,4 @@ static void KN(crossentropy_backward)(float *probs, const int *targets, int N, i
     .softmax_causal_forward = KN(softmax_causal_forward),                                         \
     .softmax_causal_backward = KN(softmax_causal_backward),                                       \
     .crossentropy_forward = KN(crossentropy_forward),                                             \
-    .crossentropy_backward = KN(crossentropy_backward)
+    .crossentropy_backward = KN(crossentropy_backward), PT_KERNELS_LAYERS
