@@ -318,8 +318,10 @@ typedef struct {
                            1 otherwise) (default 0) */
     /* zb1p, zb2p: the zero-bubble paper's automatic schedules, searched for
      * these times of one stage's F, B, W (per-chunk costs allowed) and of one
-     * transfer (latency) under a limit on the activations a worker holds
-     * (NULL: F = B = W = 1, no latency) (default NULL) */
+     * transfer (latency) under a limit on the activations a worker holds;
+     * zbh1, zbh2, zbv: their greedy rules played on these times, the order
+     * that finishes first kept (NULL: F = B = W = 1, no latency)
+     * (default NULL) */
     const pt_schedule_costs *costs;
     double memory_limit; /* in micro-batches' activations; 0 = the schedule's own:
                             P for zb1p (1f1b's), 2P for zb2p (default 0) */

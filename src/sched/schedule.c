@@ -246,7 +246,7 @@ static int gen_zb_auto(const pt_schedule_config *cfg, pt_schedule **out)
                         .f = t,
                         .b = t + P,
                         .w = t + 2 * P,
-                        .comm = c->latency,
+                        .comm = c->latency + c->send, /* a blocking send delays its data too */
                         .mem_limit = limit,
                         .mem_w = cfg->w_memory};
     rc = pt_sched_gen_zb_auto(&pb, out, NULL);
@@ -297,7 +297,10 @@ int pt_schedule_create(const pt_schedule_config *cfg, pt_schedule **out)
                        "is too large",
                        name, P, v, R, M);
 
-    int rc;
+    bool takes_costs = !strcmp(name, "zbh1") || !strcmp(name, "zbh2") || is_zbv;
+    int rc = takes_costs && cfg->costs ? pt_sched_check_costs(P * v, cfg->costs) : PT_OK;
+    if (rc != PT_OK)
+        return rc;
     if (!strcmp(name, "gpipe"))
         rc = pt_sched_gen_gpipe(P, M, out);
     else if (!strcmp(name, "1f1b"))
@@ -307,15 +310,15 @@ int pt_schedule_create(const pt_schedule_config *cfg, pt_schedule **out)
     else if (!strcmp(name, "loopedbfs"))
         rc = pt_sched_gen_loopedbfs(P, M, v, out);
     else if (!strcmp(name, "zbh1"))
-        rc = pt_sched_gen_zbh1(P, M, out);
+        rc = pt_sched_gen_zbh1(P, M, cfg->costs, out);
     else if (!strcmp(name, "zbh2"))
-        rc = pt_sched_gen_zbh2(P, M, out);
+        rc = pt_sched_gen_zbh2(P, M, cfg->costs, out);
     else if (!strcmp(name, "zb1p") || !strcmp(name, "zb2p")) {
         pt_schedule_config named = *cfg;
         named.name = name;
         rc = gen_zb_auto(&named, out);
     } else if (is_zbv)
-        rc = pt_sched_gen_zbv(P, M, out);
+        rc = pt_sched_gen_zbv(P, M, cfg->costs, out);
     else if (!strcmp(name, "pipedream"))
         rc = pt_sched_gen_pipedream(P, M, R, out);
     else
