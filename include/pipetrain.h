@@ -740,6 +740,11 @@ int pt_pipeline_chunk_worker(const pt_pipeline *p, int c);
  * boundary buffers taken from its pool). */
 size_t pt_pipeline_peak_activation_bytes(const pt_pipeline *p, int worker);
 const char *pt_pipeline_schedule_name(const pt_pipeline *p);
+/* The schedule the pipeline runs (owned by it). Without a balance, the
+ * zero-bubble ones (zbh1, zbh2, zbv, zb1p, zb2p) are ordered for the chunks'
+ * F, B and W times the partitioner profiled on this machine (rank 0's under
+ * MPI); with a balance, for unit costs (the same order on every run). */
+const pt_schedule *pt_pipeline_schedule(const pt_pipeline *p);
 /* "threads" or "mpi". */
 const char *pt_pipeline_transport_name(const pt_pipeline *p);
 

@@ -208,6 +208,15 @@ static const char *const names[] = {"gpipe", "1f1b", "interleaved", "loopedbfs",
 
 const char *const *pt_schedule_names(void) { return names; }
 
+bool pt_schedule_takes_costs(const char *name)
+{
+    static const char *const timed[] = {"zbh1", "zbh2", "zbv", "zb1p", "zb2p"};
+    for (size_t i = 0; i < sizeof timed / sizeof *timed; i++)
+        if (!strcmp(name, timed[i]))
+            return true;
+    return false;
+}
+
 pt_schedule_config pt_schedule_config_default(void)
 {
     return (pt_schedule_config){.name = "1f1b",
