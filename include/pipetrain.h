@@ -319,8 +319,10 @@ typedef struct {
                            1 otherwise) (default 0) */
     /* zb1p, zb2p: the zero-bubble paper's automatic schedules, searched for
      * these times of one stage's F, B, W (per-chunk costs allowed) and of one
-     * transfer (latency) under a limit on the activations a worker holds
-     * (NULL: F = B = W = 1, no latency) (default NULL) */
+     * transfer (latency) under a limit on the activations a worker holds;
+     * zbh1, zbh2, zbv: their greedy rules played on these times, the order
+     * that finishes first kept (NULL: F = B = W = 1, no latency)
+     * (default NULL) */
     const pt_schedule_costs *costs;
     double memory_limit; /* in micro-batches' activations; 0 = the schedule's own:
                             P for zb1p (1f1b's), 2P for zb2p (default 0) */
@@ -739,6 +741,11 @@ int pt_pipeline_chunk_worker(const pt_pipeline *p, int c);
  * boundary buffers taken from its pool). */
 size_t pt_pipeline_peak_activation_bytes(const pt_pipeline *p, int worker);
 const char *pt_pipeline_schedule_name(const pt_pipeline *p);
+/* The schedule the pipeline runs (owned by it). Without a balance, the
+ * zero-bubble ones (zbh1, zbh2, zbv, zb1p, zb2p) are ordered for the chunks'
+ * F, B and W times the partitioner profiled on this machine (rank 0's under
+ * MPI); with a balance, for unit costs (the same order on every run). */
+const pt_schedule *pt_pipeline_schedule(const pt_pipeline *p);
 /* "threads" or "mpi". */
 const char *pt_pipeline_transport_name(const pt_pipeline *p);
 

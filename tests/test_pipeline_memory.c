@@ -202,24 +202,18 @@ static int memory_matches(const char *schedule, int stages, int D, int v, int M,
     REQUIRE(W <= 16 && pt_pipeline_memory(p, got, want, rss) == PT_OK, "memory: %s",
             pt_last_error());
     /* the same from the schedule and the partition alone */
-    pt_schedule *s;
     int balance[16];
     for (int ch = 0; ch < K; ch++) {
         int first, last;
         pt_pipeline_chunk_blocks(p, ch, &first, &last);
         balance[ch] = last - first + 1;
     }
-    pt_schedule_config sc = pt_schedule_config_default();
-    sc.name = schedule, sc.stages = stages, sc.microbatches = M, sc.virtual_stages = v;
-    sc.replicas = D;
     int replicated = D > 1 && strcmp(schedule, "pipedream") && strcmp(schedule, "1f1b-rr");
-    if (!replicated) {
-        REQUIRE(pt_schedule_create(&sc, &s) == PT_OK, "schedule: %s", pt_last_error());
-        REQUIRE(pt_schedule_predict_memory(s, pt_pipeline_description(p), balance, MBS, ckpt, 2,
-                                           planned) == PT_OK,
+    /* the pipeline's schedule: a zero-bubble order is built for the profiled times */
+    if (!replicated)
+        REQUIRE(pt_schedule_predict_memory(pt_pipeline_schedule(p), pt_pipeline_description(p),
+                                           balance, MBS, ckpt, 2, planned) == PT_OK,
                 "predict: %s", pt_last_error());
-        pt_schedule_destroy(s);
-    }
     size_t params = 0, whole = 0;
     const pt_model *desc = pt_pipeline_description(p);
     whole = pt_model_param_bytes(desc, 0, pt_model_n_blocks(desc) - 1);

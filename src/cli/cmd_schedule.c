@@ -46,7 +46,8 @@ static void usage(FILE *f)
             "build, check, simulate and draw a pipeline schedule\n\n"
             "  --schedule NAME     gpipe 1f1b interleaved loopedbfs zbh1 zbh2 zbv zb1p zb2p\n"
             "                      pipedream 1f1b-rr (default 1f1b); zb1p and zb2p are searched\n"
-            "                      for --cost-f, -b, -w and --latency under --memory-limit\n"
+            "                      for --cost-f, -b, -w (or --costs) and --latency under\n"
+            "                      --memory-limit; zbh1, zbh2 and zbv order their passes for them\n"
             "  --stages P          pipeline stages (default 4; range [1, 1024])\n"
             "  --microbatches M    micro-batches (default 8; range [1, 1048576])\n"
             "  --virtual V         chunks per worker: interleaved, loopedbfs (default 2), zbv\n"
@@ -529,6 +530,13 @@ int cmd_schedule(int argc, char **argv)
         rc = load_chunk_costs(o.costs_file, pt_schedule_chunks(s), &cf, &cb, &cw);
         o.costs.n_chunk_costs = pt_schedule_chunks(s);
         o.costs.chunk_f = cf, o.costs.chunk_b = cb, o.costs.chunk_w = cw;
+    }
+    if (!rc && o.costs_file && !o.from) { /* the generator orders for the chunks' costs */
+        pt_schedule_destroy(s);
+        if (pt_schedule_create(&o.cfg, &s) != PT_OK) {
+            fprintf(stderr, "pipetrain schedule: %s\n", pt_last_error());
+            rc = 2;
+        }
     }
     if (!rc && pt_schedule_simulate(s, &o.costs, &sim) != PT_OK) {
         /* the simulator validates first: a refusal here is the schedule's fault */

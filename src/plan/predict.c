@@ -241,16 +241,15 @@ static double tied_reduce(const plan *p)
                            : 0;
 }
 
-static int make_schedule(const plan *p, double transfer, pt_schedule **s)
+/* The layout's schedule, the zero-bubble ones ordered for the chunks' costs
+ * as the simulator will play them. */
+static int make_schedule(const plan *p, const pt_schedule_costs *costs, pt_schedule **s)
 {
     const pt_layout *l = p->l;
-    pt_schedule_costs costs = pt_schedule_costs_default();
-    costs.n_chunk_costs = p->K, costs.chunk_f = p->cf, costs.chunk_b = p->cb, costs.chunk_w = p->cw;
-    costs.latency = transfer;
     pt_schedule_config cfg = pt_schedule_config_default();
     cfg.name = l->schedule ? l->schedule : "1f1b";
     cfg.stages = l->pipeline, cfg.microbatches = l->microbatches, cfg.virtual_stages = p->v;
-    cfg.costs = &costs;
+    cfg.costs = costs;
     double full = p->layer.act_bytes > 0 ? p->layer.w_bytes / p->layer.act_bytes : 0.5;
     cfg.w_memory = p->l->recompute ? 0 : fmin(1, full);
     return pt_schedule_create(&cfg, s);
@@ -376,15 +375,13 @@ int pt_plan_bounds(const pt_cluster *c, const pt_model_config *m, const pt_layou
 static int play(const plan *p, pt_schedule **s, pt_schedule_sim **sim)
 {
     double transfer = transfer_seconds(p);
-    int rc = make_schedule(p, transfer, s);
-    if (rc == PT_OK) {
-        pt_schedule_costs costs = pt_schedule_costs_default();
-        costs.n_chunk_costs = p->K, costs.chunk_f = p->cf, costs.chunk_b = p->cb,
-        costs.chunk_w = p->cw;
-        costs.latency = p->rt->blocking_sends ? 0 : transfer;
-        costs.send = p->rt->blocking_sends ? transfer : 0;
+    pt_schedule_costs costs = pt_schedule_costs_default();
+    costs.n_chunk_costs = p->K, costs.chunk_f = p->cf, costs.chunk_b = p->cb, costs.chunk_w = p->cw;
+    costs.latency = p->rt->blocking_sends ? 0 : transfer;
+    costs.send = p->rt->blocking_sends ? transfer : 0;
+    int rc = make_schedule(p, &costs, s);
+    if (rc == PT_OK)
         rc = pt_schedule_simulate(*s, &costs, sim);
-    }
     return rc;
 }
 

@@ -140,6 +140,20 @@ int pt_ranks_agree_balance(pt_pipeline *p, int *balance, int n)
     return rc;
 }
 
+int pt_ranks_agree_times(pt_pipeline *p, double *t, int n)
+{
+    float *buf = calloc((size_t)n, sizeof(float));
+    if (!buf)
+        return pt_fail(PT_ENOMEM, "cannot allocate the times");
+    for (int i = 0; p->rank == 0 && i < n; i++)
+        buf[i] = (float)t[i]; /* the others add 0: every rank gets the same floats */
+    int rc = pt_transport_allreduce_sum_f32(p->mpi_t, p->all_workers, p->P, buf, (size_t)n);
+    for (int i = 0; rc == PT_OK && i < n; i++)
+        t[i] = buf[i];
+    free(buf);
+    return rc;
+}
+
 int pt_coll_share(pt_worker *w, bool shares, bool losses)
 {
     pt_pipeline *p = w->p;

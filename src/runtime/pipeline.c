@@ -231,8 +231,10 @@ static int run_job(pt_pipeline *p, int job)
 
 /* ---- create ---- */
 
-/* The schedule for `micro` micro-batches on `stages` workers (one replica). */
-static int base_schedule(const pt_pipeline_config *cfg, int micro, int replicas, pt_schedule **out)
+/* The schedule for `micro` micro-batches on `stages` workers (one replica),
+ * ordered for `costs` (NULL: unit costs) where the generator takes them. */
+static int base_schedule(const pt_pipeline_config *cfg, int micro, int replicas,
+                         const pt_schedule_costs *costs, pt_schedule **out)
 {
     int rc;
     if (cfg->schedule_file && cfg->schedule_file[0]) {
@@ -244,6 +246,7 @@ static int base_schedule(const pt_pipeline_config *cfg, int micro, int replicas,
         sc.microbatches = micro;
         sc.virtual_stages = cfg->virtual_stages;
         sc.replicas = replicas;
+        sc.costs = costs;
         rc = pt_schedule_create(&sc, out);
     }
     return rc == PT_OK ? pt_schedule_validate(*out) : rc;
@@ -254,7 +257,8 @@ static int base_schedule(const pt_pipeline_config *cfg, int micro, int replicas,
  * replicas must update in step, which pt_ranks_replicate's renaming of a
  * synchronous list cannot express) or by replicating a synchronous schedule
  * built for M/D micro-batches. */
-static int make_schedule(pt_pipeline *p, const pt_pipeline_config *cfg)
+static int make_schedule(pt_pipeline *p, const pt_pipeline_config *cfg,
+                         const pt_schedule_costs *costs)
 {
     int rc, D = p->D;
     bool generated = !(cfg->schedule_file && cfg->schedule_file[0]) && cfg->schedule;
@@ -266,10 +270,10 @@ static int make_schedule(pt_pipeline *p, const pt_pipeline_config *cfg)
                        "micro-batch count must be a multiple of the replicas",
                        p->M, D);
     if (rr || pipedream_rr) {
-        rc = base_schedule(cfg, p->M, D, &p->s);
+        rc = base_schedule(cfg, p->M, D, costs, &p->s);
     } else {
         pt_schedule *base = NULL;
-        rc = base_schedule(cfg, p->M / D, 0, &base);
+        rc = base_schedule(cfg, p->M / D, 0, costs, &base);
         if (rc == PT_OK && D > 1 && pt_sched_is_async(base))
             rc = pt_fail(PT_EINVAL,
                          "schedule %s is asynchronous; replicas of its list would "
@@ -346,35 +350,52 @@ static int make_programs(pt_pipeline *p)
     return rc;
 }
 
-static int make_partition(pt_pipeline *p, const pt_pipeline_config *cfg)
+/* Each chunk's F, B and W time, the sums of its blocks' profiled times, into
+ * p->chunk_cost (rank 0's on every rank: the schedule must be the same). */
+static int measure_chunk_costs(pt_pipeline *p, const pt_block_profile *prof)
 {
-    int n_blocks = pt_model_n_blocks(p->desc), K = p->n_chunks, rc;
+    int K = p->n_chunks;
+    p->chunk_cost = calloc(3 * (size_t)K, sizeof(double));
+    if (!p->chunk_cost)
+        return pt_fail(PT_ENOMEM, "cannot allocate the chunks' costs");
+    for (int c = 0; c < K; c++)
+        for (int b = p->chunk_first[c]; b <= p->chunk_last[c]; b++) {
+            p->chunk_cost[c] += prof[b].f;
+            p->chunk_cost[K + c] += prof[b].b;
+            p->chunk_cost[2 * K + c] += prof[b].w;
+        }
+    return p->mpi ? pt_ranks_agree_times(p, p->chunk_cost, 3 * K) : PT_OK;
+}
+
+static int make_partition(pt_pipeline *p, const pt_pipeline_config *cfg, bool want_costs)
+{
+    int n_blocks = pt_model_n_blocks(p->desc), K = p->n_chunks, rc = PT_OK;
     int *balance = calloc((size_t)K, sizeof(int));
+    pt_block_profile *prof = NULL;
     p->chunk_first = calloc((size_t)K, sizeof(int));
     p->chunk_last = calloc((size_t)K, sizeof(int));
     if (!balance || !p->chunk_first || !p->chunk_last) {
         free(balance);
         return pt_fail(PT_ENOMEM, "cannot allocate the partition");
     }
-    if (cfg->balance) {
+    if (cfg->balance)
         rc = pt_partition_check_balance(cfg->balance, cfg->n_balance, K, n_blocks);
-        if (rc == PT_OK)
-            memcpy(balance, cfg->balance, sizeof(int) * (size_t)K);
-    } else if (K > n_blocks) {
+    else if (K > n_blocks)
         rc = pt_fail(PT_EINVAL,
                      "%d chunks (stages x virtual stages) need at least %d blocks, "
                      "but the model has %d",
                      K, K, n_blocks);
-    } else {
-        pt_block_profile *prof = calloc((size_t)n_blocks, sizeof *prof);
+    if (rc == PT_OK && !cfg->balance) {
+        prof = calloc((size_t)n_blocks, sizeof *prof);
         rc = prof ? pt_profile_blocks(pt_model_get_config(p->desc), p->mbs, 3, prof)
                   : pt_fail(PT_ENOMEM, "cannot allocate the profile");
+    }
+    if (rc == PT_OK && cfg->balance) {
+        memcpy(balance, cfg->balance, sizeof(int) * (size_t)K);
+    } else if (rc == PT_OK) {
         int stages = p->P / p->D, micro = p->M / p->D;
         int inflight = micro < stages ? micro : stages;
-        if (rc == PT_OK)
-            rc = pt_partition_solve(prof, n_blocks, K, cfg->max_stage_memory, inflight, balance,
-                                    NULL);
-        free(prof);
+        rc = pt_partition_solve(prof, n_blocks, K, cfg->max_stage_memory, inflight, balance, NULL);
         /* timings differ between ranks: rank 0's partition is everyone's */
         if (rc == PT_OK && p->mpi)
             rc = pt_ranks_agree_balance(p, balance, K);
@@ -384,7 +405,35 @@ static int make_partition(pt_pipeline *p, const pt_pipeline_config *cfg)
         b += balance[c];
         p->chunk_last[c] = b - 1;
     }
+    if (rc == PT_OK && want_costs && prof)
+        rc = measure_chunk_costs(p, prof);
+    free(prof);
     free(balance);
+    return rc;
+}
+
+/* The zero-bubble schedules ordered again for the chunks' profiled times
+ * (the first order, for unit costs, gave the chunk count the partition
+ * needed; the placement is the same). Only the partitioner profiles: under
+ * a given balance the order stays the unit-cost one, the same on every run. */
+static int order_for_costs(pt_pipeline *p, const pt_pipeline_config *cfg)
+{
+    int K = p->n_chunks;
+    pt_schedule_costs c = pt_schedule_costs_default();
+    c.n_chunk_costs = K;
+    c.chunk_f = p->chunk_cost, c.chunk_b = p->chunk_cost + K, c.chunk_w = p->chunk_cost + 2 * K;
+    pt_schedule *unit = p->s;
+    p->s = NULL;
+    int rc = make_schedule(p, cfg, &c);
+    if (rc == PT_OK && p->s->n_chunks != K)
+        rc = pt_fail(PT_EINVAL, "schedule %s changed its chunks when ordered for times",
+                     pt_schedule_name(p->s));
+    if (rc == PT_OK) {
+        pt_schedule_destroy(unit);
+    } else {
+        pt_schedule_destroy(p->s);
+        p->s = unit;
+    }
     return rc;
 }
 
@@ -562,7 +611,9 @@ int pt_pipeline_create(const pt_model_config *model, const pt_optim_config *opti
         pt_optimizer_destroy(probe);
     }
     if (rc == PT_OK)
-        rc = make_schedule(p, cfg);
+        rc = make_schedule(p, cfg, NULL);
+    bool want_costs = rc == PT_OK && !(cfg->schedule_file && cfg->schedule_file[0]) &&
+                      cfg->schedule && pt_schedule_takes_costs(cfg->schedule);
     if (rc == PT_OK) {
         snprintf(p->schedule_name, sizeof p->schedule_name, "%s", pt_schedule_name(p->s));
         p->n_chunks = p->s->n_chunks;
@@ -583,7 +634,9 @@ int pt_pipeline_create(const pt_model_config *model, const pt_optim_config *opti
             p->all_workers[r] = r;
     }
     if (rc == PT_OK)
-        rc = make_partition(p, cfg);
+        rc = make_partition(p, cfg, want_costs);
+    if (rc == PT_OK && p->chunk_cost)
+        rc = order_for_costs(p, cfg);
     if (rc == PT_OK)
         rc = make_programs(p);
     p->loss_scale = 1.0f / (float)(p->async ? p->D : p->M); /* a micro-batch's share of an update */
@@ -643,6 +696,7 @@ void pt_pipeline_destroy(pt_pipeline *p)
     free(p->all_workers);
     free(p->chunk_first);
     free(p->chunk_last);
+    free(p->chunk_cost);
     free(p);
 }
 
@@ -751,6 +805,7 @@ int pt_pipeline_chunks(const pt_pipeline *p) { return p->n_chunks; }
 int pt_pipeline_stages(const pt_pipeline *p) { return p->P / p->D; }
 int pt_pipeline_replicas(const pt_pipeline *p) { return p->D; }
 const char *pt_pipeline_schedule_name(const pt_pipeline *p) { return p->schedule_name; }
+const pt_schedule *pt_pipeline_schedule(const pt_pipeline *p) { return p->s; }
 const char *pt_pipeline_transport_name(const pt_pipeline *p) { return p->mpi ? "mpi" : "threads"; }
 int pt_pipeline_rank(const pt_pipeline *p) { return p->rank; }
 int pt_pipeline_is_main(const pt_pipeline *p) { return p->rank == 0; }

@@ -246,6 +246,8 @@ struct pt_pipeline {
     int P, n_chunks, M, mbs;
     bool async, checkpoint;
     int *chunk_first, *chunk_last; /* [n_chunks] */
+    double *chunk_cost; /* [3 x n_chunks]: each chunk's profiled F, then B, then W seconds,
+                           the zero-bubble order's times; NULL for other schedules */
     pt_threads_world *world;
     bool world_aborted;
     char world_abort_msg[512]; /* MPI: why the world was aborted, for later calls */
@@ -291,6 +293,9 @@ int pt_ranks_endpoint(pt_pipeline_transport want, pt_transport **out);
 int pt_ranks_replicate(const pt_schedule *base, int replicas, int micro, pt_schedule **out);
 /* MPI: rank 0's balance for every rank (profiled partitions may differ). */
 int pt_ranks_agree_balance(pt_pipeline *p, int *balance, int n);
+/* MPI: rank 0's n times (seconds) for every rank, so that all order the
+ * schedule alike. */
+int pt_ranks_agree_times(pt_pipeline *p, double *t, int n);
 /* Chunk c's gradient summed in place over the chunk's replicas (w is one of
  * them), blocking; nothing to do with one replica. */
 int pt_coll_sum_replicas(pt_worker *w, int c);

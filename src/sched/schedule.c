@@ -208,6 +208,15 @@ static const char *const names[] = {"gpipe", "1f1b", "interleaved", "loopedbfs",
 
 const char *const *pt_schedule_names(void) { return names; }
 
+bool pt_schedule_takes_costs(const char *name)
+{
+    static const char *const timed[] = {"zbh1", "zbh2", "zbv", "zb1p", "zb2p"};
+    for (size_t i = 0; i < sizeof timed / sizeof *timed; i++)
+        if (!strcmp(name, timed[i]))
+            return true;
+    return false;
+}
+
 pt_schedule_config pt_schedule_config_default(void)
 {
     return (pt_schedule_config){.name = "1f1b",
@@ -246,7 +255,7 @@ static int gen_zb_auto(const pt_schedule_config *cfg, pt_schedule **out)
                         .f = t,
                         .b = t + P,
                         .w = t + 2 * P,
-                        .comm = c->latency,
+                        .comm = c->latency + c->send, /* a blocking send delays its data too */
                         .mem_limit = limit,
                         .mem_w = cfg->w_memory};
     rc = pt_sched_gen_zb_auto(&pb, out, NULL);
@@ -297,7 +306,10 @@ int pt_schedule_create(const pt_schedule_config *cfg, pt_schedule **out)
                        "is too large",
                        name, P, v, R, M);
 
-    int rc;
+    bool takes_costs = !strcmp(name, "zbh1") || !strcmp(name, "zbh2") || is_zbv;
+    int rc = takes_costs && cfg->costs ? pt_sched_check_costs(P * v, cfg->costs) : PT_OK;
+    if (rc != PT_OK)
+        return rc;
     if (!strcmp(name, "gpipe"))
         rc = pt_sched_gen_gpipe(P, M, out);
     else if (!strcmp(name, "1f1b"))
@@ -307,15 +319,15 @@ int pt_schedule_create(const pt_schedule_config *cfg, pt_schedule **out)
     else if (!strcmp(name, "loopedbfs"))
         rc = pt_sched_gen_loopedbfs(P, M, v, out);
     else if (!strcmp(name, "zbh1"))
-        rc = pt_sched_gen_zbh1(P, M, out);
+        rc = pt_sched_gen_zbh1(P, M, cfg->costs, out);
     else if (!strcmp(name, "zbh2"))
-        rc = pt_sched_gen_zbh2(P, M, out);
+        rc = pt_sched_gen_zbh2(P, M, cfg->costs, out);
     else if (!strcmp(name, "zb1p") || !strcmp(name, "zb2p")) {
         pt_schedule_config named = *cfg;
         named.name = name;
         rc = gen_zb_auto(&named, out);
     } else if (is_zbv)
-        rc = pt_sched_gen_zbv(P, M, out);
+        rc = pt_sched_gen_zbv(P, M, cfg->costs, out);
     else if (!strcmp(name, "pipedream"))
         rc = pt_sched_gen_pipedream(P, M, R, out);
     else

@@ -154,10 +154,15 @@ int pt_sched_gen_pipedream(int stages, int micro, int replicas, pt_schedule **ou
 /* gen_interleaved.c */
 int pt_sched_gen_interleaved(int stages, int micro, int v, pt_schedule **out);
 int pt_sched_gen_loopedbfs(int stages, int micro, int v, pt_schedule **out);
-/* gen_zerobubble.c */
-int pt_sched_gen_zbh1(int stages, int micro, pt_schedule **out);
-int pt_sched_gen_zbh2(int stages, int micro, pt_schedule **out);
-int pt_sched_gen_zbv(int stages, int micro, pt_schedule **out);
+/* True for the generators that order for pt_schedule_config.costs (zbh1,
+ * zbh2, zbv, zb1p, zb2p): a run measures the times for them. */
+bool pt_schedule_takes_costs(const char *name);
+/* gen_zerobubble.c: each plays its greedy rule in time on the unit costs
+ * and on `costs` (NULL: unit; per-chunk allowed, checked by the caller) and
+ * keeps the order that `costs` finish first. */
+int pt_sched_gen_zbh1(int stages, int micro, const pt_schedule_costs *costs, pt_schedule **out);
+int pt_sched_gen_zbh2(int stages, int micro, const pt_schedule_costs *costs, pt_schedule **out);
+int pt_sched_gen_zbv(int stages, int micro, const pt_schedule_costs *costs, pt_schedule **out);
 /* gen_zb_auto.c: the zero-bubble paper's automatic scheduler */
 typedef struct {
     int stages, micro;
