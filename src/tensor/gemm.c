@@ -16,9 +16,9 @@
 
 #include "tensor/scratch.h"
 
-#define KC_MAX   384  /* an A panel of 12 x 384 floats is 18 KiB of L1 */
-#define NC_MAX   1024 /* a B block of 384 x 1024 floats is 1.5 MiB of L2 */
-#define MC       192  /* a multiple of every MR */
+#define KC_MAX   384 /* an A panel of 12 x 384 floats is 18 KiB of L1 */
+#define NC_MAX   1024
+#define MC       192 /* a multiple of every MR */
 #define MAX_TILE (12 * 32)
 #define SLOT_A   4
 #define SLOT_B   5
@@ -41,58 +41,44 @@ typedef struct {
 static int min_int(int a, int b) { return a < b ? a : b; }
 
 /* op(A)'s rows i0 .. i0+m-1, columns p0 .. p0+kc-1, into panels of mr rows:
- * panel r holds, for each p, its mr rows' elements (zero past m). */
+ * panel r holds, for each p, its mr rows' elements (zero past m). Each p's
+ * elements are written together: a row of A when A is transposed, one
+ * element of each of mr rows (mr streams along the rows) when not. */
 static void pack_a(const gemm_job *g, int i0, int m, int p0, int kc, float *out)
 {
     int mr = g->k->mr;
     for (int r = 0; r < m; r += mr, out += (size_t)mr * kc) {
         int rows = min_int(mr, m - r);
-        for (int i = 0; i < mr; i++) {
-            if (i >= rows) {
-                for (int p = 0; p < kc; p++)
-                    out[(size_t)p * mr + i] = 0.0f;
-                continue;
-            }
-            size_t row = (size_t)(i0 + r + i);
-            if (g->trans_a) { /* A is (K,M): op(A)[row][p] = A[p][row] */
-                const float *src = g->A + (size_t)p0 * g->lda + row;
-                for (int p = 0; p < kc; p++)
-                    out[(size_t)p * mr + i] = src[(size_t)p * g->lda];
-            } else {
-                const float *src = g->A + row * g->lda + p0;
-                for (int p = 0; p < kc; p++)
-                    out[(size_t)p * mr + i] = src[p];
-            }
+        for (int p = 0; p < kc; p++) {
+            float *dst = out + (size_t)p * mr;
+            if (g->trans_a) /* A is (K,M): op(A)[i][p] = A[p][i] */
+                memcpy(dst, g->A + (size_t)(p0 + p) * g->lda + i0 + r, sizeof(float) * rows);
+            else
+                for (int i = 0; i < rows; i++)
+                    dst[i] = g->A[(size_t)(i0 + r + i) * g->lda + p0 + p];
+            for (int i = rows; i < mr; i++)
+                dst[i] = 0.0f;
         }
     }
 }
 
 /* op(B)'s rows p0 .. p0+kc-1, columns j0 .. j0+n-1, into panels of nr
- * columns: panel c holds, for each p, its nr columns (zero past n). */
+ * columns: panel c holds, for each p, its nr columns (zero past n), written
+ * as pack_a writes A's. */
 static void pack_b(const gemm_job *g, int p0, int kc, int j0, int n, float *out)
 {
     int nr = g->k->nr;
     for (int c = 0; c < n; c += nr, out += (size_t)nr * kc) {
         int cols = min_int(nr, n - c);
-        if (!g->trans_b) {
-            for (int p = 0; p < kc; p++) {
-                const float *src = g->B + (size_t)(p0 + p) * g->ldb + j0 + c;
-                float *dst = out + (size_t)p * nr;
-                memcpy(dst, src, sizeof(float) * (size_t)cols);
-                for (int j = cols; j < nr; j++)
-                    dst[j] = 0.0f;
-            }
-            continue;
-        }
-        for (int j = 0; j < nr; j++) { /* B is (N,K): op(B)[p][col] = B[col][p] */
-            if (j >= cols) {
-                for (int p = 0; p < kc; p++)
-                    out[(size_t)p * nr + j] = 0.0f;
-                continue;
-            }
-            const float *src = g->B + (size_t)(j0 + c + j) * g->ldb + p0;
-            for (int p = 0; p < kc; p++)
-                out[(size_t)p * nr + j] = src[p];
+        for (int p = 0; p < kc; p++) {
+            float *dst = out + (size_t)p * nr;
+            if (!g->trans_b)
+                memcpy(dst, g->B + (size_t)(p0 + p) * g->ldb + j0 + c, sizeof(float) * cols);
+            else /* B is (N,K): op(B)[p][j] = B[j][p] */
+                for (int j = 0; j < cols; j++)
+                    dst[j] = g->B[(size_t)(j0 + c + j) * g->ldb + p0 + p];
+            for (int j = cols; j < nr; j++)
+                dst[j] = 0.0f;
         }
     }
 }
@@ -116,9 +102,9 @@ static void finish_edge(const float *acc, int nr, float *c, long ldc, int rows, 
 static void gemm_block(gemm_job *g, int m0, int m1, int n0, int n1)
 {
     const pt_gemm_kernel *k = g->k;
-    int mr = k->mr, nr = k->nr, kc = g->kc;
+    int mr = k->mr, nr = k->nr, kc = g->kc, mcb = MC / mr * mr;
     int nc = min_int(NC_MAX, ((n1 - n0) + nr - 1) / nr * nr);
-    float *ap = pt_scratch(SLOT_A, sizeof(float) * (size_t)MC * kc);
+    float *ap = pt_scratch(SLOT_A, sizeof(float) * (size_t)mcb * kc);
     float *bp = pt_scratch(SLOT_B, sizeof(float) * (size_t)nc * kc);
     if (!ap || !bp) {
         __atomic_store_n(&g->failed, 1, __ATOMIC_RELAXED);
@@ -133,8 +119,8 @@ static void gemm_block(gemm_job *g, int m0, int m1, int n0, int n1)
             float beta = pc == 0 ? g->beta : 1.0f;
             const float *bias = pc == 0 && g->bias ? g->bias + jc : NULL;
             pack_b(g, pc, kb, jc, nb, bp);
-            for (int ic = m0; ic < m1; ic += MC) {
-                int mb = min_int(MC, m1 - ic);
+            for (int ic = m0; ic < m1; ic += mcb) {
+                int mb = min_int(mcb, m1 - ic);
                 pack_a(g, ic, mb, pc, kb, ap);
                 for (int ir = 0; ir < mb; ir += mr) {
                     const float *a = ap + (size_t)ir * kb;
