@@ -9,8 +9,9 @@
  * 12 / 768 / 12 at context 256 and micro-batches of 2 sequences (512 rows;
  * forward, dX = dY W^T, dW = X^T dY, one head's attention in place in its
  * (T, 3C) rows), every kernel of the seam this CPU runs on one thread:
- * GFLOP/s, median of repeats, and its share of the one-core peak. Last,
- * the MLP product on two threads: pipetrain's pool against OpenBLAS's.
+ * GFLOP/s in the thread's CPU time (the machine may be shared), median of
+ * repeats, and its share of the one-core peak. Last, the MLP product on
+ * two threads in wall time: pipetrain's pool against OpenBLAS's.
  * Usage: bench_products [reps] (default 5). */
 #include <cblas.h>
 #include <stdio.h>
@@ -44,8 +45,18 @@ static const shape large[] = {GPT_SHAPES(768, 256, 512)};
 static const char *kernel_names[] = {"avx512", "avx2", "openblas"};
 enum { N_KERNELS = 3 };
 
+/* the calling thread's CPU seconds: on a machine shared with other jobs, a
+ * one-thread product's time without the time it was descheduled */
+static double thread_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
 /* GFLOP/s of each kernel in have[] on s, median of reps rounds that take
- * the kernels in turn (a shared machine's load then falls on all alike) */
+ * the kernels in turn (a shared machine's load then falls on all alike);
+ * one thread's in its CPU time, several threads' in wall time */
 static void rates(const shape *s, const int *have, int reps, float *a, float *b, float *c,
                   double *out)
 {
@@ -58,13 +69,14 @@ static void rates(const shape *s, const int *have, int reps, float *a, float *b,
                 continue;
             pt_fp32_set_kernel(kernel_names[k]);
             const pt_kernels *kr = pt_kernels_cpu();
-            double t0 = bench_now();
+            double (*clock)(void) = pt_blas_threads() == 1 ? thread_seconds : bench_now;
+            double t0 = clock();
             for (int i = 0; i < inner; i++)
                 kr->matmul(s->ta, s->tb, s->M, s->N, s->K, 1.0f, pt_mat_of(a, lda, PT_F32),
                            pt_mat_of(b, ldb, PT_F32), r ? 1.0f : 0.0f, pt_mat_of(c, s->N, PT_F32),
                            NULL);
             if (r) /* round 0 warms up */
-                t[k][r - 1] = inner * flops / (bench_now() - t0) / 1e9;
+                t[k][r - 1] = inner * flops / (clock() - t0) / 1e9;
         }
     for (int k = 0; k < N_KERNELS; k++)
         out[k] = have[k] ? bench_median(t[k], reps) : 0;
@@ -138,7 +150,8 @@ int main(int argc, char **argv)
     pt_rng_fill_normal(&r, b, big, 1.0f);
     pt_rng_fill_normal(&r, c, big, 1.0f);
 
-    printf("GFLOP/s on one thread (%% of the one-core %d-bit FMA peak), median of %d:\n",
+    printf("GFLOP/s on one thread, in its CPU time (%% of the one-core %d-bit FMA peak), median "
+           "of %d:\n",
            bench_fma_bits(), reps);
     table("gpt 4 layers, 384 channels, 6 heads, context 256, 512 rows", small,
           sizeof small / sizeof small[0], have, reps, p1, a, b, c);

@@ -10,6 +10,7 @@
  * condition variable, so an idle worker costs no core. The caller runs part
  * 0 itself and spins until the helpers' count of parts left reaches zero. */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
@@ -157,6 +158,11 @@ void pt_gemm_parallel(int n, void (*part)(void *arg, int i), void *arg)
     part(arg, 0);
     for (int i = p->n + 1; i < n; i++) /* parts no helper could take */
         part(arg, i);
-    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0)
-        relax();
+    /* a helper that the machine's other jobs keep off its core is given
+     * this one's time after a short spin */
+    for (int spins = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; spins++)
+        if (spins < 4096)
+            relax();
+        else
+            sched_yield();
 }
