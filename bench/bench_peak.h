@@ -2,6 +2,10 @@
  * registers busy: what the benchmarks state achieved rates against.
  *   bench_fma_gflops       float FMA (AVX-512: 16 lanes x 2 FLOPs an
  *                          instruction);
+ *   bench_fma256_gflops    float FMA on AVX2's ymm (8 lanes), 0 without;
+ *   bench_fma_peak         the widest of the two this CPU has, and on n
+ *                          cores at once (bench_fma_peak_cores: n threads,
+ *                          the sum of their rates);
  *   bench_dpbf16_gflops    AVX512_BF16's VDPBF16PS (16 lanes x 2 products x
  *                          2 FLOPs an instruction), 0 without it.
  * Each runs 12 independent chains, so it measures the units' throughput,
@@ -43,6 +47,26 @@ __attribute__((target("avx512f"))) static inline double bench_fma_gflops(void)
     return PEAK_CHAINS * 16 * 2 * (double)PEAK_ITERS / secs / 1e9;
 }
 
+__attribute__((target("avx2,fma"))) static inline double bench_fma256_run(void)
+{
+    __m256 acc[PEAK_CHAINS], x = _mm256_set1_ps(1.0f - 1e-7f), y = _mm256_set1_ps(1e-7f);
+    for (int i = 0; i < PEAK_CHAINS; i++)
+        acc[i] = _mm256_set1_ps((float)i);
+    double t0 = bench_now();
+    for (long n = 0; n < PEAK_ITERS; n++)
+        for (int i = 0; i < PEAK_CHAINS; i++)
+            acc[i] = _mm256_fmadd_ps(acc[i], x, y);
+    double secs = bench_now() - t0;
+    float lanes[8], sink = 0;
+    for (int i = 0; i < PEAK_CHAINS; i++) {
+        _mm256_storeu_ps(lanes, acc[i]);
+        sink += lanes[0];
+    }
+    if (sink == 12345.0f)
+        printf(" ");
+    return PEAK_CHAINS * 8 * 2 * (double)PEAK_ITERS / secs / 1e9;
+}
+
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) static inline double bench_dpbf16_run(void)
 {
     /* pairs of 1.0 against pairs of 2^-10: normal numbers, sums stay finite */
@@ -65,10 +89,55 @@ static inline double bench_dpbf16_gflops(void)
 {
     return __builtin_cpu_supports("avx512bf16") ? bench_dpbf16_run() : 0;
 }
+
+static inline double bench_fma256_gflops(void)
+{
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? bench_fma256_run() : 0;
+}
+
+/* the widest FMA this CPU has: 512, 256 or 0 bits */
+static inline int bench_fma_bits(void)
+{
+    return bench_has_avx512() ? 512 : bench_fma256_gflops() > 0 ? 256 : 0;
+}
+
+static inline double bench_fma_peak(void)
+{
+    return bench_has_avx512() ? bench_fma_gflops() : bench_fma256_gflops();
+}
 #else
 static inline double bench_fma_gflops(void) { return 0; }
 static inline double bench_dpbf16_gflops(void) { return 0; }
 static inline int bench_has_avx512(void) { return 0; }
+static inline double bench_fma256_gflops(void) { return 0; }
+static inline int bench_fma_bits(void) { return 0; }
+static inline double bench_fma_peak(void) { return 0; }
 #endif
+
+#include <pthread.h>
+
+static inline void *bench_fma_peak_thread(void *out)
+{
+    *(double *)out = bench_fma_peak();
+    return NULL;
+}
+
+/* the widest FMA's rate on n (<= 64) threads at once, summed */
+static inline double bench_fma_peak_cores(int n)
+{
+    pthread_t t[64];
+    double r[64] = {0}, sum = 0;
+    int started[64] = {0};
+    n = n < 1 ? 1 : n > 64 ? 64 : n;
+    for (int i = 1; i < n; i++)
+        started[i] = pthread_create(&t[i], NULL, bench_fma_peak_thread, &r[i]) == 0;
+    r[0] = bench_fma_peak();
+    for (int i = 1; i < n; i++)
+        if (started[i])
+            pthread_join(t[i], NULL);
+    for (int i = 0; i < n; i++)
+        sum += r[i];
+    return sum;
+}
 
 #endif

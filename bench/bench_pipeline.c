@@ -12,11 +12,16 @@
  * model's MLP product shape)), and for P = 2 each worker's measured bubble
  * next to the simulator's prediction for the measured per-chunk times. Each
  * figure is the median of several steps after a warm-up step.
- * Usage: bench_pipeline [steps] (default 3). */
+ * Also printed: the fp32 product kernel, OpenBLAS's core and the widest
+ * FMA's two-core peak measured in this run, and the utilisation against it.
+ * Usage: bench_pipeline [steps] [kernel] (default 3, auto: the kernel as
+ * pt_fp32_set_kernel names it, to compare two back to back). */
+#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "bench_common.h"
+#include "bench_peak.h"
 #include "runtime/optimizer.h"
 
 #define MBS 2
@@ -63,6 +68,9 @@ int main(int argc, char **argv)
     int steps = argc > 1 ? atoi(argv[1]) : 3;
     if (steps < 1 || steps > 32)
         steps = 3;
+    if (argc > 2 && pt_fp32_set_kernel(argv[2]) != PT_OK)
+        return fprintf(stderr, "bench_pipeline: %s\n", pt_last_error()), 2;
+    double fma2 = bench_fma_peak_cores(2);
     pt_model_config c = bench_gpt_small();
     int n = M * MBS, *tok;
     pt_microbatch b = bench_random_batch(&c, n, &tok);
@@ -88,15 +96,17 @@ int main(int argc, char **argv)
     printf("one-thread sgemm (%dx%dx%d): %.1f GFLOP/s before, %.1f after; 2-core limit %.1f "
            "GFLOP/s\n\n",
            MBS * c.seq_len, 4 * c.n_embd, c.n_embd, sgemm1, sgemm1b, peak);
-    printf("%-26s %9s %10s %9s %9s %11s\n", "configuration", "step s", "tokens/s", "vs P1x1",
-           "vs P1x2", "utilisation");
+    printf("fp32 products on %s (openblas core %s); %d-bit FMA peak of 2 cores %.1f GFLOP/s\n\n",
+           pt_fp32_kernel(), openblas_get_corename(), bench_fma_bits(), fma2);
+    printf("%-26s %9s %10s %9s %9s %11s %9s\n", "configuration", "step s", "tokens/s", "vs P1x1",
+           "vs P1x2", "utilisation", "of peak");
     const char *names[] = {"P=1, 1 BLAS thread", "P=1, 2 BLAS threads", "P=2, 1f1b, 1 thread each"};
     result *rs[] = {&one, &two, &pipe};
     for (int i = 0; i < 3; i++) {
         double tps = rows / rs[i]->step_s;
-        printf("%-26s %9.3f %10.0f %8.2fx %8.2fx %10.1f%%\n", names[i], rs[i]->step_s, tps,
+        printf("%-26s %9.3f %10.0f %8.2fx %8.2fx %10.1f%% %8.1f%%\n", names[i], rs[i]->step_s, tps,
                one.step_s / rs[i]->step_s, two.step_s / rs[i]->step_s,
-               100 * flops / rs[i]->step_s / 1e9 / peak);
+               100 * flops / rs[i]->step_s / 1e9 / peak, 100 * flops / rs[i]->step_s / 1e9 / fma2);
     }
     printf("\nP=2 partition --balance %d,%d; bubble of the last step:\n", pipe.balance[0],
            pipe.balance[1]);

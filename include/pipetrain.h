@@ -42,10 +42,26 @@ const char *pt_strerror(int status);
 
 /* ---- Numerical core ---------------------------------------------------- */
 
-/* Threads each BLAS product may use. Workers of a pipeline each run their own
- * products, so this is the count per worker. n >= 1. */
+/* Threads each product may use (pipetrain's own, splitting C between the
+ * calling thread and helpers of its own, or OpenBLAS's). Workers of a
+ * pipeline each run their own products, so this is the count per worker.
+ * n >= 1; 1 until set. */
 int pt_blas_set_threads(int n);
 int pt_blas_threads(void);
+
+/* Which kernel runs fp32 products in this process: "auto" (the default:
+ * pipetrain's blocked product for the widest vectors this CPU has,
+ * "avx512" then "avx2", else "openblas"; chosen by the CPU's features, so
+ * OPENBLAS_CORETYPE in the environment does not change it), "avx512",
+ * "avx2" (each PT_EUNSUPPORTED, naming what is missing, where the CPU lacks
+ * it), "generic" (plain C, any CPU) or "openblas" (cblas_sgemm, whose
+ * kernel OpenBLAS picks). Every kernel is checked against a sum in double
+ * on first use; one that fails is never selected (auto takes the next and
+ * says so on stderr; by name: PT_EUNSUPPORTED). */
+int pt_fp32_set_kernel(const char *name);
+/* The fp32 product kernel now: "gemm-avx512", "gemm-avx2", "gemm-generic"
+ * or "openblas". */
+const char *pt_fp32_kernel(void);
 
 /* The arithmetic a model trains and runs in (docs/bf16.md).
  * fp32: everything in float.
@@ -66,7 +82,7 @@ int pt_precision_parse(const char *s, pt_precision *out);
  * portable path; AVX512_BF16's kernel only by name, since on the CPU it
  * was measured on it was slower than sgemm), "amx", "avx512bf16"
  * (each PT_EUNSUPPORTED, naming what is missing, where it cannot run) or
- * "portable" (operands rounded to bf16, multiplied by sgemm). Every kernel
+ * "portable" (operands rounded to bf16, multiplied by the fp32 product). Every kernel
  * stores the same values up to the order of the float sums inside a
  * product (docs/bf16.md). */
 int pt_bf16_set_kernel(const char *name);

@@ -256,7 +256,7 @@ int cmd_train(int argc, char **argv)
     long decay_steps = -1;
     int threads = 0, quiet = 0;
     const char *balance = NULL, *trace_steps = NULL, *precision = "fp32", *bf16_kernel = "auto",
-               *save_dtype = "fp32";
+               *fp32_kernel = "auto", *save_dtype = "fp32";
     long max_stage_memory = 0;
     int balance_list[1024];
     flag flags[] = {
@@ -313,6 +313,11 @@ int cmd_train(int argc, char **argv)
              "bf16's products: AMX tiles, AVX512_BF16's VDPBF16PS, or operands rounded to bf16 "
              "and multiplied by sgemm on any CPU (default auto: AMX where the CPU has it, "
              "else portable; avx512bf16 only when named)"),
+        FLAG("kernel", FLAG_STRING, &fp32_kernel, "auto|avx512|avx2|generic|openblas",
+             "fp32 products (and bf16's portable ones): pipetrain's blocked product for AVX-512, "
+             "for AVX2+FMA, in plain C, or OpenBLAS's sgemm (default auto: avx512, else avx2, "
+             "else openblas, by the CPU's features, whatever OPENBLAS_CORETYPE says; each is "
+             "checked against a reference product first; docs/performance.md)"),
         FLAG("data", FLAG_LIST, &data, "PATH",
              "text file or directory, token file (*.bin), or digits.csv.gz; repeatable"),
         FLAG("tokenizer", FLAG_STRING, &cfg.tokenizer, "PATH",
@@ -412,7 +417,7 @@ int cmd_train(int argc, char **argv)
     cfg.model.seed = seed;
     if (pt_precision_parse(precision, &cfg.model.precision) != PT_OK ||
         pt_precision_parse(save_dtype, &cfg.save_dtype) != PT_OK ||
-        pt_bf16_set_kernel(bf16_kernel) != PT_OK) {
+        pt_bf16_set_kernel(bf16_kernel) != PT_OK || pt_fp32_set_kernel(fp32_kernel) != PT_OK) {
         fprintf(stderr, "pipetrain train: %s\n", pt_last_error());
         return 2;
     }
@@ -483,6 +488,10 @@ int cmd_train(int argc, char **argv)
                   .log_every = cfg.steps >= 20 ? cfg.steps / 20 : 1};
     cfg.on_report = on_report;
     cfg.user = &p;
+    if (!quiet && !pt_transport_launched_by_mpirun())
+        printf("products: fp32 on %s%s%s\n", pt_fp32_kernel(),
+               cfg.model.precision == PT_PRECISION_BF16 ? ", bf16 on " : "",
+               cfg.model.precision == PT_PRECISION_BF16 ? pt_bf16_kernel() : "");
     if ((stop_save = cfg.save)) {
         signal(SIGTERM, on_stop);
         signal(SIGINT, on_stop);

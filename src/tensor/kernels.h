@@ -1,10 +1,11 @@
 /* kernels.h: the kernel seam. Blocks do arithmetic only through this table.
  *
  * A backend is one pt_kernels filled with its functions, chosen at run time
- * (pt_kernels_for): fp32 on OpenBLAS, or bf16 mixed precision, whose
+ * (pt_kernels_for): fp32 on pipetrain's blocked product for the CPU's
+ * widest vectors (gemm.h) or on OpenBLAS, or bf16 mixed precision, whose
  * products run on the fastest bf16 unit the CPU has (AMX tiles, else
  * AVX512_BF16's VDPBF16PS) or on a portable path (operands rounded to bf16,
- * multiplied by sgemm). Blocks hold
+ * multiplied by the fp32 product). Blocks hold
  * a pointer to the table and never call BLAS or a loop of their own, so a
  * new backend replaces arithmetic without touching a block.
  *
@@ -65,7 +66,8 @@ static inline pt_window pt_window_make(int C, int H, int W, int kh, int kw, int 
 
 typedef struct pt_kernels {
     const char *name;     /* "cpu-fp32", "cpu-bf16-amx", "cpu-bf16-avx512bf16", ... */
-    const char *products; /* what multiplies: "sgemm", "amx", "avx512bf16", "portable" */
+    const char *products; /* what multiplies: "gemm-avx512", "gemm-avx2", "gemm-generic",
+                           * "openblas"; "amx", "avx512bf16", "portable" */
     pt_elem_type act;     /* how activations are stored */
 
     /* C(M,N) = alpha op(A) op(B) + beta C (+ bias (N) on every row when
@@ -188,8 +190,15 @@ typedef struct pt_kernels {
                          float scale);
 } pt_kernels;
 
-/* fp32 kernels: products through cblas_sgemm, the rest in single passes. */
+/* fp32 kernels on the product kernel chosen by pt_fp32_set_kernel() (by
+ * default the fastest this CPU runs that passes the start-up check:
+ * kernels_cpu.c), the rest in single passes. */
 const pt_kernels *pt_kernels_cpu(void);
+/* The start-up check of an fp32 table's product on (M,N,K), every
+ * transpose, strides, alpha, beta and bias: the largest error against a
+ * sum in double, in units of the bound a correct float sum keeps (<= 1:
+ * correct; INFINITY for NaN or when the check could not allocate). */
+double pt_fp32_kernel_error(const pt_kernels *t, int M, int N, int K);
 /* bf16 kernels with the portable products (rounded operands, sgemm): the
  * same values stored as the fast path, on every CPU. */
 const pt_kernels *pt_kernels_bf16_portable(void);

@@ -12,7 +12,6 @@
  * the CPU it was measured on (a Sapphire Rapids Xeon, where VDPBF16PS runs
  * at half the float FMA rate) it is 0.6-0.7x sgemm (docs/bf16.md); a run
  * that knows its CPU does better with it asks for it by name. */
-#include <cblas.h>
 #include <math.h>
 #include <string.h>
 
@@ -55,8 +54,8 @@ void pt_matmul_bf16_portable(int trans_a, int trans_b, int M, int N, int K, floa
     }
     widen_rounded(a, A, ar, ac);
     widen_rounded(b, B, br, bc);
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, a, ac, b, bc, 0.0f, sum, N);
+    pt_kernels_cpu()->matmul(trans_a, trans_b, M, N, K, 1.0f, pt_mat_of(a, ac, PT_F32),
+                             pt_mat_of(b, bc, PT_F32), 0.0f, pt_mat_of(sum, N, PT_F32), NULL);
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++)
             pt_matmul_finish(C, i, j, sum[(size_t)i * N + j], alpha, beta, bias);

@@ -8,7 +8,7 @@
  * the product, so what they store may differ in the last bit of a sum, never
  * in where it is rounded:
  *   portable    operands widened to float (exactly: bf16 is a float with a
- *               shorter mantissa), multiplied by cblas_sgemm; any CPU;
+ *               shorter mantissa), multiplied by the fp32 product; any CPU;
  *   amx         operands packed into bf16 tiles and multiplied by AMX's
  *               TDPBF16PS (Intel Sapphire Rapids and later); one thread;
  *   avx512bf16  operands packed into pairs along K and multiplied by

@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-enum { PT_SCRATCH_SLOTS = 4 };
+enum { PT_SCRATCH_SLOTS = 6 }; /* 0-3: the bf16 products, 4-5: gemm.c */
 
 /* At least `bytes` bytes of slot `slot` (0 .. PT_SCRATCH_SLOTS-1) of the
  * calling thread, 64-byte aligned; NULL when they cannot be allocated. The

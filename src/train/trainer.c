@@ -303,6 +303,7 @@ static void config_text(const pt_train_config *c, char *buf, size_t n)
     ROW("grad-clip", "%g", o->grad_clip);
     ROW("seed", "%llu", (unsigned long long)c->seed);
     ROW("precision", "%s", pt_precision_name(m->precision));
+    ROW("kernel", "%s", pt_fp32_kernel());
     if (m->precision == PT_PRECISION_BF16)
         ROW("bf16-kernel", "%s", pt_bf16_kernel());
     ROW("stages", "%d", c->pipeline.stages);

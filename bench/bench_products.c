@@ -1,0 +1,178 @@
+/* bench_products: which fp32 product kernel is fastest on this machine, at
+ * the shapes pipetrain's GPT models multiply.
+ *
+ * Prints the CPU (model, the vector features the kernels need), OpenBLAS's
+ * core (openblas_get_corename(): what OPENBLAS_CORETYPE would change), the
+ * kernel pipetrain's auto choice takes, and the FMA peak of the widest
+ * vectors the CPU has on one core and on two, measured before and after in
+ * this run. Then, for each product of GPT 4 layers / 384 / 6 heads and
+ * 12 / 768 / 12 at context 256 and micro-batches of 2 sequences (512 rows;
+ * forward, dX = dY W^T, dW = X^T dY, one head's attention in place in its
+ * (T, 3C) rows), every kernel of the seam this CPU runs on one thread:
+ * GFLOP/s in the thread's CPU time (the machine may be shared), median of
+ * repeats, and its share of the one-core peak. Last, the MLP product on
+ * two threads in wall time: pipetrain's pool against OpenBLAS's.
+ * Usage: bench_products [reps] (default 5). */
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_common.h"
+#include "bench_peak.h"
+
+typedef struct {
+    const char *what;
+    int ta, tb, M, N, K, lda, ldb; /* ld 0: the operand's own width */
+} shape;
+
+#define GPT_SHAPES(C, T, R)                                                                       \
+    {"qkv  x W", 0, 0, R, 3 * C, C, 0, 0}, {"fc   x W", 0, 0, R, 4 * C, C, 0, 0},                 \
+        {"proj x W (fc)", 0, 0, R, C, 4 * C, 0, 0}, {"proj x W (attn)", 0, 0, R, C, C, 0, 0},     \
+        {"lm   x E^T", 0, 1, R, 256, C, 0, 0}, {"dX qkv dY W^T", 0, 1, R, C, 3 * C, 0, 0},        \
+        {"dX fc dY W^T", 0, 1, R, C, 4 * C, 0, 0}, {"dX proj dY W^T", 0, 1, R, 4 * C, C, 0, 0},   \
+        {"dW qkv X^T dY", 1, 0, C, 3 * C, R, 0, 0}, {"dW fc X^T dY", 1, 0, C, 4 * C, R, 0, 0},    \
+        {"dW proj X^T dY", 1, 0, 4 * C, C, R, 0, 0}, {"att q k^T", 0, 1, T, T, 64, 3 * C, 3 * C}, \
+        {"att p v", 0, 0, T, 64, T, T, 3 * C},                                                    \
+    {                                                                                             \
+        "att dV p^T dy", 1, 0, T, 64, T, T, C                                                     \
+    }
+
+static const shape small[] = {GPT_SHAPES(384, 256, 512)};
+static const shape large[] = {GPT_SHAPES(768, 256, 512)};
+
+/* the generic kernel is left out: plain C, a fallback, far behind */
+static const char *kernel_names[] = {"avx512", "avx2", "openblas"};
+enum { N_KERNELS = 3 };
+
+/* the calling thread's CPU seconds: on a machine shared with other jobs, a
+ * one-thread product's time without the time it was descheduled */
+static double thread_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
+/* GFLOP/s of each kernel in have[] on s, median of reps rounds that take
+ * the kernels in turn (a shared machine's load then falls on all alike);
+ * one thread's in its CPU time, several threads' in wall time */
+static void rates(const shape *s, const int *have, int reps, float *a, float *b, float *c,
+                  double *out)
+{
+    int lda = s->lda ? s->lda : s->ta ? s->M : s->K, ldb = s->ldb ? s->ldb : s->tb ? s->K : s->N;
+    double flops = 2.0 * s->M * s->N * s->K, t[N_KERNELS][32];
+    int inner = (int)(1e8 / flops) + 1; /* about 0.1 GFLOP a timing */
+    for (int r = 0; r <= reps; r++)
+        for (int k = 0; k < N_KERNELS; k++) {
+            if (!have[k])
+                continue;
+            pt_fp32_set_kernel(kernel_names[k]);
+            const pt_kernels *kr = pt_kernels_cpu();
+            double (*clock)(void) = pt_blas_threads() == 1 ? thread_seconds : bench_now;
+            double t0 = clock();
+            for (int i = 0; i < inner; i++)
+                kr->matmul(s->ta, s->tb, s->M, s->N, s->K, 1.0f, pt_mat_of(a, lda, PT_F32),
+                           pt_mat_of(b, ldb, PT_F32), r ? 1.0f : 0.0f, pt_mat_of(c, s->N, PT_F32),
+                           NULL);
+            if (r) /* round 0 warms up */
+                t[k][r - 1] = inner * flops / (clock() - t0) / 1e9;
+        }
+    for (int k = 0; k < N_KERNELS; k++)
+        out[k] = have[k] ? bench_median(t[k], reps) : 0;
+}
+
+static void cpu_model(char *out, size_t n)
+{
+    snprintf(out, n, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "model name", 10) && strchr(line, ':')) {
+            snprintf(out, n, "%s", strchr(line, ':') + 2);
+            out[strcspn(out, "\n")] = 0;
+            break;
+        }
+    if (f)
+        fclose(f);
+}
+
+static void table(const char *title, const shape *s, int n, const int *have, int reps, double peak1,
+                  float *a, float *b, float *c)
+{
+    printf("\n%s\n%-18s %-16s", title, "product", "M x N x K");
+    for (int k = 0; k < N_KERNELS; k++)
+        if (have[k])
+            printf(" %15s", kernel_names[k]);
+    printf("   best\n");
+    for (int i = 0; i < n; i++) {
+        char dims[32];
+        snprintf(dims, sizeof dims, "%dx%dx%d", s[i].M, s[i].N, s[i].K);
+        printf("%-18s %-16s", s[i].what, dims);
+        double g[N_KERNELS], best = 0;
+        int bk = 0;
+        rates(&s[i], have, reps, a, b, c, g);
+        for (int k = 0; k < N_KERNELS; k++) {
+            if (!have[k])
+                continue;
+            if (g[k] > best)
+                best = g[k], bk = k;
+            printf(" %7.1f (%3.0f%%)", g[k], 100 * g[k] / peak1);
+        }
+        printf("   %s\n", kernel_names[bk]);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int reps = argc > 1 ? atoi(argv[1]) : 5;
+    reps = reps < 1 ? 1 : reps > 32 ? 32 : reps;
+    char model[256];
+    cpu_model(model, sizeof model);
+    printf("cpu: %s; avx2 %d, fma %d, avx512f %d, avx512_bf16 %d, amx_bf16 %d\n", model,
+           !!__builtin_cpu_supports("avx2"), !!__builtin_cpu_supports("fma"),
+           !!__builtin_cpu_supports("avx512f"), !!__builtin_cpu_supports("avx512bf16"),
+           pt_kernels_bf16_amx() != NULL);
+    const char *ct = getenv("OPENBLAS_CORETYPE");
+    printf("openblas core: %s (OPENBLAS_CORETYPE %s); pipetrain's fp32 kernel (auto): %s\n",
+           openblas_get_corename(), ct ? ct : "unset", pt_fp32_kernel());
+    pt_blas_set_threads(1);
+    double p1 = bench_fma_peak(), p2 = bench_fma_peak_cores(2);
+
+    int have[N_KERNELS];
+    for (int k = 0; k < N_KERNELS; k++)
+        have[k] = pt_fp32_set_kernel(kernel_names[k]) == PT_OK;
+    size_t big = (size_t)4 * 768 * 3072 + 4096;
+    float *a = pt_alloc_floats(big), *b = pt_alloc_floats(big), *c = pt_alloc_floats(big);
+    pt_rng r;
+    pt_rng_seed(&r, 3);
+    pt_rng_fill_normal(&r, a, big, 1.0f);
+    pt_rng_fill_normal(&r, b, big, 1.0f);
+    pt_rng_fill_normal(&r, c, big, 1.0f);
+
+    printf("GFLOP/s on one thread, in its CPU time (%% of the one-core %d-bit FMA peak), median "
+           "of %d:\n",
+           bench_fma_bits(), reps);
+    table("gpt 4 layers, 384 channels, 6 heads, context 256, 512 rows", small,
+          sizeof small / sizeof small[0], have, reps, p1, a, b, c);
+    table("gpt 12 layers, 768 channels, 12 heads, context 256, 512 rows", large,
+          sizeof large / sizeof large[0], have, reps, p1, a, b, c);
+
+    printf("\ntwo threads, %s (%% of the two-core peak):\n", small[1].what);
+    pt_blas_set_threads(2);
+    double g2[N_KERNELS], g1[N_KERNELS];
+    rates(&small[1], have, reps, a, b, c, g2);
+    pt_blas_set_threads(1);
+    rates(&small[1], have, reps, a, b, c, g1);
+    for (int k = 0; k < N_KERNELS; k++)
+        if (have[k])
+            printf("%-10s %7.1f GFLOP/s (%3.0f%%), %.2fx its one thread\n", kernel_names[k], g2[k],
+                   100 * g2[k] / p2, g2[k] / g1[k]);
+    pt_fp32_set_kernel("auto");
+    double p1b = bench_fma_peak(), p2b = bench_fma_peak_cores(2);
+    printf("\n%d-bit FMA peak: one core %.1f GFLOP/s before, %.1f after; two cores %.1f before, "
+           "%.1f after\n",
+           bench_fma_bits(), p1, p1b, p2, p2b);
+    pt_free(a), pt_free(b), pt_free(c);
+    return 0;
+}

@@ -1,0 +1,57 @@
+/* gemm.h: pipetrain's own fp32 product, behind the kernel seam's matmul
+ * (kernels_cpu.c) and under bf16's portable path.
+ *
+ * GotoBLAS's and BLIS's design: op(B) is packed in blocks of KC rows by NC
+ * columns (in panels NR wide, zero-padded), op(A) in blocks of MC rows (in
+ * panels MR tall), and a register-blocked micro-kernel multiplies one A
+ * panel by one B panel into an MR x NR tile of C held in registers. The
+ * micro-kernels are written per instruction set, each compiled for it alone
+ * (a target attribute per function), so one binary runs on every x86-64
+ * and takes the widest the CPU has:
+ *   avx512   MR 12 x NR 32 (24 zmm sums), gemm_avx512.c;
+ *   avx2     MR 6 x NR 16 (12 ymm sums, FMA3), gemm_avx2.c;
+ *   generic  MR 4 x NR 16 in plain C, on any CPU, gemm.c.
+ * Every element of C is one chain of multiply-adds along K in order, its
+ * blocks of K fixed by K alone, so what a product stores depends on the
+ * shapes and the micro-kernel, never on how the tiles of C were shared out:
+ * threads (gemm_pool.c) split C, never K, and a pipelined run stores what a
+ * sequential one does. */
+#ifndef PT_TENSOR_GEMM_H
+#define PT_TENSOR_GEMM_H
+
+/* One tile: acc (MR,NR) = sum over kc of a (kc,MR) x b (kc,NR), both packed
+ * k-major; then each element of c (ldc between rows) becomes
+ * (alpha acc + beta c) + bias[j], in that order and unfused; beta == 0
+ * leaves c unread and bias may be NULL. */
+typedef void pt_gemm_tile_fn(int kc, const float *a, const float *b, float *c, long ldc,
+                             float alpha, float beta, const float *bias);
+
+typedef struct {
+    const char *name; /* "avx512", "avx2", "generic" */
+    int mr, nr;
+    pt_gemm_tile_fn *tile;
+} pt_gemm_kernel;
+
+/* The micro-kernels; NULL where this CPU (or the operating system's saving
+ * of its registers) cannot run it. */
+const pt_gemm_kernel *pt_gemm_avx512(void);
+const pt_gemm_kernel *pt_gemm_avx2(void);
+const pt_gemm_kernel *pt_gemm_generic(void);
+
+/* C (M,N) = alpha op(A) op(B) + beta C (+ bias (N) on every row), row-major
+ * float matrices with leading dimensions lda, ldb, ldc; op transposes when
+ * trans_* != 0. The calling thread and threads - 1 helpers of its own
+ * share the tiles of C. Returns 0, or -1 when the packing buffers could not
+ * be allocated (C is then partly written). */
+int pt_gemm(const pt_gemm_kernel *k, int threads, int trans_a, int trans_b, int M, int N, int K,
+            float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C,
+            int ldc, const float *bias);
+
+/* Runs part(arg, i) for i in 0 .. n-1: part 0 on the calling thread, the
+ * others on helpers the calling thread keeps (started on first use, they
+ * spin a little after each job and then sleep; they end with it). Returns
+ * when every part has. Helpers that cannot be started leave their parts to
+ * the calling thread. */
+void pt_gemm_parallel(int n, void (*part)(void *arg, int i), void *arg);
+
+#endif

@@ -1,0 +1,168 @@
+/* gemm_pool.c: the threads that share one worker's products (gemm.h's
+ * pt_gemm_parallel).
+ *
+ * Each thread that asks for parallel parts (a pipeline worker, or the main
+ * thread of a one-worker run) keeps its own helpers, so workers never wait
+ * on each other's products, and the threads end with it (a key's
+ * destructor). A job is published by bumping a generation counter; a
+ * helper spins on it for SPIN_NS after its last job (products come back to
+ * back, separated by short elementwise passes) and then sleeps on a
+ * condition variable, so an idle worker costs no core. The caller runs part
+ * 0 itself and spins until the helpers' count of parts left reaches zero. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "tensor/gemm.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define relax() _mm_pause()
+#else
+#define relax() ((void)0)
+#endif
+
+#define MAX_HELPERS 63
+#define SPIN_NS     200000L /* 0.2 ms */
+
+typedef struct pool {
+    int n; /* helpers started */
+    pthread_t thread[MAX_HELPERS];
+    pthread_mutex_t mu;
+    pthread_cond_t wake;
+    int sleeping;           /* helpers waiting on wake (under mu) */
+    atomic_uint generation; /* bumped for each job */
+    atomic_int pending;     /* helpers not done with the current job */
+    atomic_int quit;
+    void (*part)(void *, int); /* the current job, set before generation */
+    void *arg;
+    int parts;
+} pool;
+
+typedef struct {
+    pool *p;
+    int index;     /* runs part index of each job, where the job has one */
+    unsigned seen; /* the generation when it was started: jobs come after */
+} helper_arg;
+
+static long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
+/* the generation after `seen`, or seen when told to quit */
+static unsigned next_job(pool *p, unsigned seen)
+{
+    long until = now_ns() + SPIN_NS;
+    for (int spins = 0;; spins++) {
+        unsigned g = atomic_load_explicit(&p->generation, memory_order_acquire);
+        if (g != seen || atomic_load(&p->quit))
+            return g;
+        relax();
+        if ((spins & 63) == 63 && now_ns() > until)
+            break;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->sleeping++;
+    unsigned g;
+    while ((g = atomic_load(&p->generation)) == seen && !atomic_load(&p->quit))
+        pthread_cond_wait(&p->wake, &p->mu);
+    p->sleeping--;
+    pthread_mutex_unlock(&p->mu);
+    return g;
+}
+
+static void *helper_main(void *arg)
+{
+    helper_arg h = *(helper_arg *)arg;
+    free(arg);
+    unsigned seen = h.seen;
+    for (;;) {
+        seen = next_job(h.p, seen);
+        if (atomic_load(&h.p->quit))
+            return NULL;
+        if (h.index < h.p->parts)
+            h.p->part(h.p->arg, h.index);
+        atomic_fetch_sub_explicit(&h.p->pending, 1, memory_order_release);
+    }
+}
+
+static void pool_end(void *arg)
+{
+    pool *p = arg;
+    pthread_mutex_lock(&p->mu);
+    atomic_store(&p->quit, 1);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->n; i++)
+        pthread_join(p->thread[i], NULL);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->wake);
+    free(p);
+}
+
+static pthread_key_t key;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void make_key(void) { pthread_key_create(&key, pool_end); }
+
+/* the calling thread's pool with at least `helpers` helpers, as many as
+ * could be started; NULL when none could be made */
+static pool *pool_of_thread(int helpers)
+{
+    pthread_once(&once, make_key);
+    pool *p = pthread_getspecific(key);
+    if (!p) {
+        if (!(p = calloc(1, sizeof *p)))
+            return NULL;
+        pthread_mutex_init(&p->mu, NULL);
+        pthread_cond_init(&p->wake, NULL);
+        if (pthread_setspecific(key, p) != 0) {
+            pool_end(p);
+            return NULL;
+        }
+    }
+    while (p->n < helpers && p->n < MAX_HELPERS) {
+        helper_arg *h = malloc(sizeof *h);
+        if (!h)
+            break;
+        *h = (helper_arg){p, p->n + 1, atomic_load(&p->generation)};
+        if (pthread_create(&p->thread[p->n], NULL, helper_main, h) != 0) {
+            free(h);
+            break;
+        }
+        p->n++;
+    }
+    return p;
+}
+
+void pt_gemm_parallel(int n, void (*part)(void *arg, int i), void *arg)
+{
+    pool *p = n > 1 ? pool_of_thread(n - 1) : NULL;
+    if (!p || p->n == 0) {
+        for (int i = 0; i < n; i++)
+            part(arg, i);
+        return;
+    }
+    p->part = part, p->arg = arg, p->parts = n;
+    atomic_store_explicit(&p->pending, p->n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
+    pthread_mutex_lock(&p->mu);
+    if (p->sleeping)
+        pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+    part(arg, 0);
+    for (int i = p->n + 1; i < n; i++) /* parts no helper could take */
+        part(arg, i);
+    /* a helper that the machine's other jobs keep off its core is given
+     * this one's time after a short spin */
+    for (int spins = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; spins++)
+        if (spins < 4096)
+            relax();
+        else
+            sched_yield();
+}

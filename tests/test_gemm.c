@@ -1,0 +1,261 @@
+/* test_gemm: every fp32 product kernel this CPU runs (pipetrain's avx512,
+ * avx2 and generic micro-kernels, and each table of the seam) computes
+ * C = alpha op(A) op(B) + beta C + bias as a plain triple loop does, and
+ * stores the same bits however many threads share it.
+ * - Against a sum in double, each element within what the order of float
+ *   sums can move it (2 (K + 3) 2^-24 times the sum of magnitudes), over
+ *   shapes off every tile size (1 x 1 x 1 up, K 0, K past one and two
+ *   blocks of 384, N past a block of 1024 columns), all four transposes,
+ *   leading dimensions wider than the rows, alpha and beta (0, 1 and
+ *   others) and a bias or none. Elements beyond N in C's rows stay as they
+ *   were.
+ * - beta 0 ignores C: a NaN there does not reach the result.
+ * - Threads 1, 2, 3 and 5 store C bit for bit alike (C is split, never K):
+ *   what keeps a pipelined run equal to a sequential one.
+ * - The start-up check passes every kernel here, and fails one that drops
+ *   a term of the sum.
+ * - pt_fp32_set_kernel: each name this CPU runs is taken and named by
+ *   pt_fp32_kernel(); one it lacks is PT_EUNSUPPORTED; an unknown name is
+ *   PT_EINVAL; auto takes gemm-avx512, else gemm-avx2, else openblas.
+ * A micro-kernel this CPU lacks is skipped with a line saying so. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipetrain.h"
+#include "tensor/gemm.h"
+#include "tensor/kernels.h"
+#include "tensor/rng.h"
+
+#include "check.h"
+
+typedef struct {
+    int M, N, K;
+} dims;
+
+static const dims shapes[] = {{1, 1, 1},     {1, 1, 0},     {3, 5, 7},     {12, 32, 2},
+                              {13, 33, 3},   {6, 16, 9},    {7, 17, 10},   {31, 17, 64},
+                              {40, 70, 385}, {25, 47, 800}, {5, 1100, 20}, {130, 96, 129}};
+enum { N_SHAPES = sizeof shapes / sizeof shapes[0] };
+
+static const float alphas[] = {1.0f, 0.5f, -1.25f}, betas[] = {0.0f, 1.0f, -0.75f};
+
+typedef struct {
+    float *a, *b, *c, *c0, *bias;
+    int lda, ldb, ldc;
+} operands;
+
+static float at(const float *x, int ld, int trans, int r, int c)
+{
+    return trans ? x[(size_t)c * ld + r] : x[(size_t)r * ld + c];
+}
+
+static int make(operands *o, dims d, pt_rng *r)
+{
+    int big = (d.M > d.N ? d.M : d.N) + d.K;
+    o->lda = big + 3, o->ldb = big + 1, o->ldc = d.N + 5;
+    size_t na = (size_t)o->lda * big, nb = (size_t)o->ldb * big, nc = (size_t)o->ldc * d.M;
+    o->a = malloc(sizeof(float) * na), o->b = malloc(sizeof(float) * nb);
+    o->c = malloc(sizeof(float) * nc), o->c0 = malloc(sizeof(float) * nc);
+    o->bias = malloc(sizeof(float) * (size_t)d.N);
+    if (!o->a || !o->b || !o->c || !o->c0 || !o->bias)
+        return 1;
+    pt_rng_fill_normal(r, o->a, na, 1.0f);
+    pt_rng_fill_normal(r, o->b, nb, 1.0f);
+    pt_rng_fill_normal(r, o->c0, nc, 1.0f);
+    pt_rng_fill_normal(r, o->bias, (size_t)d.N, 1.0f);
+    return 0;
+}
+
+static void drop(operands *o) { free(o->a), free(o->b), free(o->c), free(o->c0), free(o->bias); }
+
+typedef void product_fn(void *ctx, int ta, int tb, dims d, float alpha, const operands *o,
+                        float beta, const float *bias, int threads);
+
+/* C after the product, checked element by element against double sums */
+static int check_against_loop(const char *what, product_fn *run, void *ctx, dims d, int ta, int tb,
+                              float alpha, float beta, int with_bias, operands *o)
+{
+    memcpy(o->c, o->c0, sizeof(float) * (size_t)o->ldc * d.M);
+    run(ctx, ta, tb, d, alpha, o, beta, with_bias ? o->bias : NULL, 1);
+    int bad = 0;
+    for (int i = 0; i < d.M; i++) {
+        for (int j = 0; j < d.N; j++) {
+            double sum = 0, mag = 0;
+            for (int k = 0; k < d.K; k++) {
+                double p = (double)at(o->a, o->lda, ta, i, k) * at(o->b, o->ldb, tb, k, j);
+                sum += p, mag += fabs(p);
+            }
+            double old = o->c0[(size_t)i * o->ldc + j], bj = with_bias ? o->bias[j] : 0;
+            double want = alpha * sum + (beta != 0.0f ? beta * old : 0) + bj;
+            double tol =
+                2.0 * (d.K + 3) * 0x1p-24 * (fabs(alpha) * mag + fabs(beta * old) + fabs(bj)) +
+                1e-30;
+            float got = o->c[(size_t)i * o->ldc + j];
+            if (!(fabs(got - want) <= tol) && !bad++)
+                CHECK(0,
+                      "%s %dx%dx%d ta %d tb %d alpha %g beta %g bias %d: C[%d][%d] = %.9g, "
+                      "want %.9g (tol %.3g)",
+                      what, d.M, d.N, d.K, ta, tb, alpha, beta, with_bias, i, j, got, want, tol);
+        }
+        for (int j = d.N; j < o->ldc; j++)
+            if (memcmp(&o->c[(size_t)i * o->ldc + j], &o->c0[(size_t)i * o->ldc + j],
+                       sizeof(float)) &&
+                !bad++)
+                CHECK(0, "%s %dx%dx%d: C[%d][%d] past N was written", what, d.M, d.N, d.K, i, j);
+    }
+    return bad;
+}
+
+/* ---- the two ways in: a micro-kernel through pt_gemm, a seam table ---- */
+
+static void run_gemm(void *ctx, int ta, int tb, dims d, float alpha, const operands *o, float beta,
+                     const float *bias, int threads)
+{
+    int rc = pt_gemm(ctx, threads, ta, tb, d.M, d.N, d.K, alpha, o->a, o->lda, o->b, o->ldb, beta,
+                     o->c, o->ldc, bias);
+    CHECK(rc == 0, "pt_gemm could not allocate its packing buffers");
+}
+
+static void run_table(void *ctx, int ta, int tb, dims d, float alpha, const operands *o, float beta,
+                      const float *bias, int threads)
+{
+    const pt_kernels *t = ctx;
+    pt_blas_set_threads(threads);
+    t->matmul(ta, tb, d.M, d.N, d.K, alpha, pt_mat_of(o->a, o->lda, PT_F32),
+              pt_mat_of(o->b, o->ldb, PT_F32), beta, pt_mat_of(o->c, o->ldc, PT_F32), bias);
+}
+
+static void check_products(const char *what, product_fn *run, void *ctx, pt_rng *r)
+{
+    for (int s = 0; s < N_SHAPES; s++) {
+        operands o;
+        if (make(&o, shapes[s], r)) {
+            CHECK(0, "cannot allocate the operands");
+            drop(&o);
+            return;
+        }
+        int v = 0;
+        for (int tr = 0; tr < 4; tr++)
+            for (int ai = 0; ai < 3; ai++)
+                for (int bi = 0; bi < 3; bi++, v++)
+                    check_against_loop(what, run, ctx, shapes[s], tr & 1, tr >> 1, alphas[ai],
+                                       betas[bi], v % 2, &o);
+        drop(&o);
+    }
+}
+
+/* beta 0 with NaN in C, and the same bits from every thread count */
+static void check_nan_and_threads(const char *what, product_fn *run, void *ctx, pt_rng *r)
+{
+    dims d = {149, 203, 401};
+    operands o;
+    if (make(&o, d, r)) {
+        CHECK(0, "cannot allocate the operands");
+        drop(&o);
+        return;
+    }
+    size_t nc = (size_t)o.ldc * d.M;
+    float *first = malloc(sizeof(float) * nc);
+    static const int threads[] = {1, 2, 3, 5};
+    for (int tr = 0; first && tr < 4; tr++)
+        for (int t = 0; t < 4; t++) {
+            for (size_t i = 0; i < nc; i++)
+                o.c[i] = NAN;
+            run(ctx, tr & 1, tr >> 1, d, 0.5f, &o, 0.0f, o.bias, threads[t]);
+            int nan = 0;
+            for (int i = 0; i < d.M; i++)
+                for (int j = 0; j < d.N; j++)
+                    nan += isnan(o.c[(size_t)i * o.ldc + j]);
+            CHECK(!nan, "%s: beta 0 let %d NaNs of C through (ta %d tb %d, %d threads)", what, nan,
+                  tr & 1, tr >> 1, threads[t]);
+            if (t == 0)
+                memcpy(first, o.c, sizeof(float) * nc);
+            else
+                CHECK(!memcmp(first, o.c, sizeof(float) * nc),
+                      "%s: %d threads store other bits than one (ta %d tb %d)", what, threads[t],
+                      tr & 1, tr >> 1);
+        }
+    free(first);
+    drop(&o);
+    pt_blas_set_threads(1);
+}
+
+/* a product that leaves out the last term of every sum: the check must
+ * fail it */
+static void dropping_matmul(int ta, int tb, int M, int N, int K, float alpha, pt_mat A, pt_mat B,
+                            float beta, pt_mat C, const float *bias)
+{
+    pt_kernels_cpu()->matmul(ta, tb, M, N, K > 1 ? K - 1 : K, alpha, A, B, beta, C, bias);
+}
+
+static void check_selection(void)
+{
+    static const struct {
+        const char *name, *products;
+        const pt_gemm_kernel *(*gemm)(void);
+    } names[] = {{"avx512", "gemm-avx512", pt_gemm_avx512},
+                 {"avx2", "gemm-avx2", pt_gemm_avx2},
+                 {"generic", "gemm-generic", pt_gemm_generic},
+                 {"openblas", "openblas", NULL}};
+    const char *want_auto = pt_gemm_avx512() ? "gemm-avx512"
+                            : pt_gemm_avx2() ? "gemm-avx2"
+                                             : "openblas";
+    CHECK(!strcmp(pt_fp32_kernel(), want_auto), "auto runs %s, want %s", pt_fp32_kernel(),
+          want_auto);
+    for (int i = 0; i < 4; i++) {
+        int here = !names[i].gemm || names[i].gemm();
+        int rc = pt_fp32_set_kernel(names[i].name);
+        if (here) {
+            CHECK(rc == PT_OK, "fp32 kernel %s refused: %s", names[i].name, pt_last_error());
+            CHECK(!strcmp(pt_fp32_kernel(), names[i].products), "%s set, %s runs", names[i].name,
+                  pt_fp32_kernel());
+            CHECK(!strcmp(pt_kernels_for(PT_PRECISION_FP32)->products, names[i].products),
+                  "the fp32 table does not run %s", names[i].name);
+            CHECK(pt_fp32_kernel_error(pt_kernels_cpu(), 29, 45, 785) <= 1.0,
+                  "%s fails the start-up check", names[i].name);
+        } else {
+            CHECK(rc == PT_EUNSUPPORTED && strstr(pt_last_error(), names[i].name),
+                  "%s where the CPU lacks it: rc %d, '%s'", names[i].name, rc, pt_last_error());
+        }
+    }
+    int rc = pt_fp32_set_kernel("cublas");
+    CHECK(rc == PT_EINVAL && strstr(pt_last_error(), "cublas"), "unknown name: rc %d, '%s'", rc,
+          pt_last_error());
+    CHECK(pt_fp32_set_kernel("auto") == PT_OK && !strcmp(pt_fp32_kernel(), want_auto),
+          "auto again runs %s", pt_fp32_kernel());
+    pt_kernels wrong = *pt_kernels_cpu();
+    wrong.matmul = dropping_matmul;
+    CHECK(pt_fp32_kernel_error(&wrong, 29, 45, 785) > 1.0,
+          "the start-up check passes a product that drops a term");
+}
+
+int main(void)
+{
+    pt_rng r;
+    pt_rng_seed(&r, 11);
+    const pt_gemm_kernel *micro[] = {pt_gemm_avx512(), pt_gemm_avx2(), pt_gemm_generic()};
+    const char *isa[] = {"avx512", "avx2", "generic"};
+    for (int i = 0; i < 3; i++) {
+        if (!micro[i]) {
+            printf("skipped: this CPU has no %s\n", isa[i]);
+            continue;
+        }
+        check_products(micro[i]->name, run_gemm, (void *)micro[i], &r);
+        check_nan_and_threads(micro[i]->name, run_gemm, (void *)micro[i], &r);
+    }
+    const char *tables[] = {"avx512", "avx2", "generic", "openblas"};
+    for (int i = 0; i < 4; i++) {
+        if (pt_fp32_set_kernel(tables[i]) != PT_OK)
+            continue;
+        check_products(pt_fp32_kernel(), run_table, (void *)pt_kernels_cpu(), &r);
+        check_nan_and_threads(pt_fp32_kernel(), run_table, (void *)pt_kernels_cpu(), &r);
+    }
+    pt_fp32_set_kernel("auto");
+    check_selection();
+    if (failures)
+        return 1;
+    printf("ok\n");
+    return 0;
+}
