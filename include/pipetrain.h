@@ -77,9 +77,69 @@ const char *pt_bf16_kernel(void);
 
 typedef struct pt_model pt_model;
 
-typedef enum { PT_MODEL_GPT = 0, PT_MODEL_MLP = 1 } pt_model_kind;
+/* gpt and mlp are the two built-in families; spec is any list of layers
+ * written in the spec grammar (docs/models.md), e.g.
+ * "linear 1024 2048; relu; linear 2048 1024; mse". */
+typedef enum { PT_MODEL_GPT = 0, PT_MODEL_MLP = 1, PT_MODEL_SPEC = 2 } pt_model_kind;
 
 #define PT_MLP_MAX_WIDTHS 16
+#define PT_SPEC_MAX_TEXT 4096  /* bytes of a spec, its NUL included */
+#define PT_SPEC_MAX_TYPES 8    /* user-defined layer types one config may name */
+#define PT_LAYER_MAX_PARAMS 8  /* parameters of one user-defined layer */
+
+/* ---- User-defined layers ---------------------------------------------- */
+
+/* What a user-defined layer's callbacks see for one micro-batch of `batch`
+ * samples: its input (batch x in_floats), output (batch x out_floats), the
+ * saved area (batch x saved_floats) it keeps from forward to backward, the
+ * gradient of its output and of its input (din is NULL for the model's
+ * first layer), and its parameters and their gradients in declaration
+ * order. Every tensor is float: user-defined layers run under fp32 only. */
+typedef struct {
+    int batch;
+    const float *in;
+    float *out;
+    float *saved;
+    const float *dout;
+    float *din;
+    float *const *params;
+    float *const *grads;
+    void *user;
+} pt_layer_call;
+
+/* A parameter of a user-defined layer: named "<layer>.<name>" in the model
+ * (as nn.Sequential names its modules' parameters), initialised to
+ * `value` everywhere, or, when std > 0, from a normal of that deviation
+ * drawn from the parameter's own seeded stream. */
+typedef struct {
+    const char *name;
+    int ndim;
+    int shape[4];
+    float std;
+    float value;
+} pt_layer_param;
+
+/* A layer pipetrain has never seen: registered in a config under `name`,
+ * named in its spec like a built-in layer (without arguments), and cut
+ * into stages like any other. forward fills out (and saved); backward_input
+ * fills din from dout (it may read in, out and saved); backward_weight adds
+ * (+=) the parameters' gradients. The pipeline runs them on its workers'
+ * threads: they must not share writable state. Widths are per sample;
+ * in_floats 0 takes the width entering it, out_floats 0 keeps it. The costs
+ * are per-sample FLOPs: the partitioner and simulator weigh them. The struct
+ * must outlive every model built from it. */
+typedef struct {
+    const char *name;
+    int in_floats, out_floats;
+    int saved_floats;
+    int n_params;
+    pt_layer_param params[PT_LAYER_MAX_PARAMS];
+    double forward_flops, backward_input_flops, backward_weight_flops;
+    void (*forward)(const pt_layer_call *c);
+    void (*backward_input)(const pt_layer_call *c);
+    void (*backward_weight)(const pt_layer_call *c);
+    void *user;
+} pt_layer_type;
 
 /* The MLP's activation, as GPT2Config's activation_function names it. */
 typedef enum {
@@ -109,12 +169,27 @@ typedef struct {
     /* mlp: widths[0] inputs, widths[n_widths-1] classes, ReLU between */
     int n_widths;
     int widths[PT_MLP_MAX_WIDTHS];
+    /* spec: the layer list (docs/models.md), and the user-defined layer
+     * types it may name (pt_model_config_add_layer_type) */
+    char spec[PT_SPEC_MAX_TEXT];
+    int n_layer_types;
+    const pt_layer_type *layer_types[PT_SPEC_MAX_TYPES];
     uint64_t seed;          /* initialisation (default 1) */
     pt_precision precision; /* arithmetic (default fp32) */
 } pt_model_config;
 
 pt_model_config pt_model_config_gpt(void);
 pt_model_config pt_model_config_mlp(int n_widths, const int *widths);
+/* A spec model from its text (seed 1, fp32); PT_EINVAL when the text is too
+ * long. The layers are checked when a model is created or described:
+ * an unknown layer, widths that do not chain or a loss that is not last
+ * are refused with the layer's name and position. */
+int pt_model_config_spec(const char *text, pt_model_config *out);
+/* The same from text given as a file's path (read whole) or as the text
+ * itself: a value naming a readable file is that file. */
+int pt_model_config_spec_load(const char *path_or_text, pt_model_config *out);
+/* Lets c's spec name a user-defined layer type (kept by pointer). */
+int pt_model_config_add_layer_type(pt_model_config *c, const pt_layer_type *type);
 /* A gpt's derived sizes: its MLP width (n_inner, or 4 n_embd when 0) and
  * the rows of its position table (n_positions, or seq_len when 0). */
 int pt_gpt_inner(const pt_model_config *c);
@@ -151,6 +226,28 @@ typedef struct {
 
 int pt_model_n_blocks(const pt_model *m);
 const char *pt_model_block_kind(const pt_model *m, int block);
+
+/* Layers are what the user wrote, and what a balance counts: a spec's
+ * layers (a parenthesised group counts as one; a loss joins the layer
+ * before it), or a gpt's and mlp's blocks, one each. A layer is one or
+ * more consecutive blocks. */
+int pt_model_n_layers(const pt_model *m);
+int pt_model_layer_blocks(const pt_model *m, int layer, int *first, int *last);
+/* A balance in layers per chunk turned into blocks per chunk; PT_EINVAL
+ * (naming the layers) when it does not sum to the layer count. */
+int pt_model_balance_blocks(const pt_model *m, const int *layers, int n, int *blocks);
+
+/* What a model reads and what its loss compares against, per sample. */
+typedef struct {
+    int tokens;  /* token ids it reads (0: it reads floats) */
+    int vocab;   /* token ids lie in 0..vocab-1 */
+    int inputs;  /* floats it reads (0: it reads tokens) */
+    int labels;  /* class labels its loss reads (0: none) */
+    int classes; /* labels lie in 0..classes-1 (token models: -1 skips a position) */
+    int values;  /* float targets its loss reads (regression; 0: none) */
+} pt_model_io;
+
+pt_model_io pt_model_get_io(const pt_model *m);
 pt_block_cost pt_model_block_cost(const pt_model *m, int block);
 
 /* A parameter: a named tensor owned by one block. Names and layouts follow
@@ -184,13 +281,17 @@ void pt_model_params_changed(pt_model *m);
 /* Bytes one stored activation takes: 4 under fp32, 2 under bf16. */
 size_t pt_model_activation_size(const pt_model *m);
 
-/* One micro-batch of samples. gpt reads tokens and targets, (batch, seq_len)
- * each; mlp reads inputs (batch, widths[0]) and targets (batch). */
+/* One micro-batch of samples, as pt_model_get_io says: tokens (batch x
+ * io.tokens) or inputs (batch x io.inputs), and targets (batch x
+ * io.labels class labels) or target_values (batch x io.values floats).
+ * gpt reads tokens and targets, (batch, seq_len) each; mlp reads inputs
+ * (batch, widths[0]) and targets (batch). */
 typedef struct {
     int batch;
     const int *tokens;
     const float *inputs;
     const int *targets;
+    const float *target_values;
 } pt_microbatch;
 
 /* Everything blocks first..last keep for one micro-batch between its forward
@@ -831,13 +932,30 @@ const char *pt_tokenizer_token(const pt_tokenizer *t, uint32_t id, size_t *len);
  * there is none. Callers encode a large file piece by piece with it. */
 size_t pt_tokenizer_cut(const pt_tokenizer *t, const char *text, size_t len, size_t from);
 
+/* ---- Data -------------------------------------------------------------- */
+
+/* Synthetic regression: y = x A / sqrt(inputs) + noise N(0, noise^2), x
+ * and A standard normal, A fixed by the seed. Sample i of split 0
+ * (training) or 1 (held out) is the same every time it is drawn. */
+typedef struct pt_regression pt_regression;
+
+int pt_regression_create(int inputs, int outputs, float noise, uint64_t seed, pt_regression **out);
+void pt_regression_destroy(pt_regression *r);
+int pt_regression_inputs(const pt_regression *r);
+int pt_regression_outputs(const pt_regression *r);
+/* Samples first .. first + batch - 1 of a split: x (batch, inputs), y
+ * (batch, outputs). */
+void pt_regression_batch(const pt_regression *r, int split, uint64_t first, int batch, float *x,
+                         float *y);
+
 /* ---- Training --------------------------------------------------------- */
 
 typedef enum {
     PT_DATA_AUTO = 0, /* gpt: a single *.bin file is tokens, anything else text; mlp: digits */
     PT_DATA_TEXT,     /* text files or directories: bytes (vocab 256) or tokenized */
     PT_DATA_TOKENS,   /* llm.c or nanoGPT token file */
-    PT_DATA_DIGITS    /* scikit-learn's digits.csv.gz */
+    PT_DATA_DIGITS,   /* scikit-learn's digits.csv.gz */
+    PT_DATA_SYNTHETIC_REGRESSION /* pt_regression: seeded, no files (data may be empty) */
 } pt_data_kind;
 
 /* What the trainer tells its caller after every step. */
