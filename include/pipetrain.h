@@ -362,6 +362,45 @@ typedef struct {
 
 pt_optim_config pt_optim_config_default(pt_optim_kind kind);
 
+/* An optimizer over one model's held parameters: its moments laid out as
+ * the parameters. A pipeline makes one per stage itself; this is for a
+ * model trained on one worker (pt_model_step_microbatch). */
+typedef struct pt_optimizer pt_optimizer;
+
+int pt_optimizer_create(const pt_model *m, const pt_optim_config *cfg, pt_optimizer **out);
+void pt_optimizer_destroy(pt_optimizer *o);
+const pt_optim_config *pt_optimizer_config(const pt_optimizer *o);
+/* The learning rate of step `step` (0-based) under the config's schedule:
+ * linear warm-up, then cosine decay to min_lr. */
+float pt_optimizer_lr(const pt_optim_config *cfg, long step);
+/* Sum of squared gradients of blocks first..last, tied copies left out. */
+double pt_optimizer_grad_sq(const pt_model *m, int first, int last);
+/* The factor that brings a gradient of global norm `norm` within the
+ * config's clip (1 when clipping is off or not needed). */
+float pt_optimizer_clip_factor(const pt_optim_config *cfg, double norm);
+/* Updates the parameters of blocks first..last from their gradients times
+ * clip, at learning rate lr. `step` counts the updates made before this one
+ * (AdamW's bias correction uses step + 1). */
+void pt_optimizer_step(pt_optimizer *o, pt_model *m, int first, int last, long step, float lr,
+                       float clip);
+/* One optimizer step of a whole model on one worker: sums tied gradients,
+ * clips by the global norm, steps at the schedule's rate for `step`. */
+void pt_optimizer_step_model(pt_optimizer *o, pt_model *m, long step);
+
+/* ---- Checkpoints ------------------------------------------------------ */
+
+/* A model's weights (and, with opt, its optimizer moments and the step) to
+ * path: a checkpoint set (a folder), or, for a path ending in
+ * ".safetensors", one file of the weights alone (opt must be NULL).
+ * Written to a temporary name and renamed. The model holds every block. */
+int pt_model_save(const pt_model *m, pt_optimizer *opt, long step, const char *path);
+/* Loads into m (whole or a part) the tensors it holds from a file or set
+ * of the same config; with opt, also the moments (a checkpoint without them
+ * is refused) and *step (may be NULL). */
+int pt_model_load(pt_model *m, pt_optimizer *opt, long *step, const char *path);
+/* The model config a checkpoint (file or folder) records. */
+int pt_model_read_config(const char *path, pt_model_config *cfg);
+
 /* ---- Memory ----------------------------------------------------------- */
 
 /* Bytes one pipeline worker holds, by kind. */
@@ -726,7 +765,6 @@ int pt_plan_search(const pt_cluster *c, const pt_model_config *m, const pt_searc
  * stage's gradients are summed across its replicas before the step.
  * docs/mpi.md describes the MPI side. */
 typedef struct pt_pipeline pt_pipeline;
-typedef struct pt_optimizer pt_optimizer;
 
 typedef enum {
     PT_PIPELINE_AUTO = 0, /* MPI when mpirun started more than one rank, else threads */
@@ -741,8 +779,9 @@ typedef struct {
     int micro_batch_size;      /* samples per micro-batch (default 1) */
     const char *schedule;      /* generator name (default "1f1b") */
     const char *schedule_file; /* a schedule in the text format; overrides schedule */
-    const int *balance;        /* blocks per chunk, n_balance = chunks; NULL = profile
-                                  the blocks and choose (default NULL) */
+    const int *balance;        /* layers per chunk (pt_model_n_layers: a spec's layers,
+                                  a gpt's or mlp's blocks), n_balance = chunks; NULL =
+                                  profile the blocks and choose (default NULL) */
     int n_balance;
     size_t max_stage_memory;         /* bytes per chunk for the partitioner; 0 = no cap */
     int checkpoint_activations;      /* keep only chunk inputs; recompute before backward */
@@ -933,6 +972,36 @@ const char *pt_tokenizer_token(const pt_tokenizer *t, uint32_t id, size_t *len);
 size_t pt_tokenizer_cut(const pt_tokenizer *t, const char *text, size_t len, size_t from);
 
 /* ---- Data -------------------------------------------------------------- */
+
+/* scikit-learn's 8x8 handwritten digits (digits.csv.gz; docs/training.md),
+ * 64 pixels in [0, 1] per image, row-major, one channel; labels 0..9.
+ * Shuffled with the seed and split: the last test_fraction are held out. */
+typedef struct pt_digit_set pt_digit_set;
+
+int pt_digit_set_load(const char *path, double test_fraction, uint64_t seed, pt_digit_set **out);
+void pt_digit_set_destroy(pt_digit_set *d);
+/* Split 0 (training) or 1 (held out): its images (n, 64) and labels (n). */
+int pt_digit_set_split(const pt_digit_set *d, int split, const float **x, const int **y);
+
+/* A text corpus or token file as training batches of T+1-token windows
+ * (inputs and next-token targets), as the train command reads --data: text
+ * files or folders as bytes (vocab 256) or, with a tokenizer, as its ids;
+ * a *.bin token file (llm.c or nanoGPT) as ids. The last val_fraction of
+ * the tokens is held out. */
+typedef struct pt_token_batches pt_token_batches;
+
+/* tokenizer NULL: text is bytes (vocab must be 256); a token file is
+ * recognised by its name (*.bin). Batches hold `batch` windows. */
+int pt_token_batches_open(const char *const *paths, int n_paths, const char *tokenizer, int vocab,
+                          int seq_len, int batch, double val_fraction, uint64_t seed,
+                          pt_token_batches **out);
+void pt_token_batches_destroy(pt_token_batches *b);
+/* The next random training batch: tokens and targets (batch, seq_len). */
+void pt_token_batches_next(pt_token_batches *b, int *tokens, int *targets);
+/* Held-out batch k (0 .. pt_token_batches_val_count - 1): the same windows
+ * every time. */
+size_t pt_token_batches_val_count(const pt_token_batches *b);
+int pt_token_batches_val(const pt_token_batches *b, size_t k, int *tokens, int *targets);
 
 /* Synthetic regression: y = x A / sqrt(inputs) + noise N(0, noise^2), x
  * and A standard normal, A fixed by the seed. Sample i of split 0
