@@ -128,6 +128,19 @@ static int read_args(parser *ps, pt_layer_item *it)
     return PT_OK;
 }
 
+static int read_statement(parser *ps, pt_layer_item *it, const char *name)
+{
+    if (it->entry)
+        return read_args(ps, it);
+    if (!(it->user = find_user_type(ps->cfg, name)))
+        return unknown_layer(ps, name);
+    skip_blanks(ps);
+    if (*ps->p && !is_separator(*ps->p) && *ps->p != ')')
+        return pt_fail(PT_EINVAL, "spec layer %d (%s): a user-defined layer takes no arguments",
+                       it->position, name);
+    return PT_OK;
+}
+
 static int read_layer(parser *ps, pt_layer_list *l, int layer, const char *prefix)
 {
     char name[48];
@@ -138,17 +151,11 @@ static int read_layer(parser *ps, pt_layer_list *l, int layer, const char *prefi
     if (!it)
         return pt_fail(PT_EINVAL, "spec layer %d: more than %d layers", ps->position,
                        PT_MODEL_MAX_BLOCKS);
-    it->position = ps->position++;
+    it->position = ps->position;
     it->layer = layer;
-    if (it->entry)
-        return read_args(ps, it);
-    if (!(it->user = find_user_type(ps->cfg, name)))
-        return unknown_layer(ps, name);
-    skip_blanks(ps);
-    if (*ps->p && !is_separator(*ps->p) && *ps->p != ')')
-        return pt_fail(PT_EINVAL, "spec layer %d (%s): a user-defined layer takes no arguments",
-                       it->position, name);
-    return PT_OK;
+    int rc = read_statement(ps, it, name);
+    ps->position++;
+    return rc;
 }
 
 static int read_input(parser *ps, pt_layer_list *l)
