@@ -57,7 +57,8 @@ int pt_regression_outputs(const pt_regression *r) { return r->outputs; }
 void pt_regression_batch(const pt_regression *r, int split, uint64_t first, int batch, float *x,
                          float *y)
 {
-    for (int b = 0; b < batch; b++) {
+    double *sum = malloc(sizeof(double) * (size_t)r->outputs);
+    for (int b = 0; sum && b < batch; b++) {
         char name[64];
         snprintf(name, sizeof name, "regression.%d.%llu", split,
                  (unsigned long long)(first + (uint64_t)b));
@@ -65,11 +66,13 @@ void pt_regression_batch(const pt_regression *r, int split, uint64_t first, int 
         pt_rng_seed_named(&rng, r->seed, name);
         float *xs = x + (size_t)b * r->inputs, *ys = y + (size_t)b * r->outputs;
         pt_rng_fill_normal(&rng, xs, (size_t)r->inputs, 1.0f);
-        for (int o = 0; o < r->outputs; o++) {
-            double s = 0.0;
-            for (int i = 0; i < r->inputs; i++)
-                s += (double)xs[i] * r->map[(size_t)i * r->outputs + o];
-            ys[o] = (float)s + r->noise * (float)pt_rng_normal(&rng);
-        }
+        for (int o = 0; o < r->outputs; o++)
+            sum[o] = 0.0;
+        for (int i = 0; i < r->inputs; i++) /* row by row of A: contiguous */
+            for (int o = 0; o < r->outputs; o++)
+                sum[o] += (double)xs[i] * r->map[(size_t)i * r->outputs + o];
+        for (int o = 0; o < r->outputs; o++)
+            ys[o] = (float)sum[o] + r->noise * (float)pt_rng_normal(&rng);
     }
+    free(sum);
 }
