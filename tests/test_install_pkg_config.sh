@@ -5,6 +5,8 @@
 # alone, and runs (its two-stage run equals its one-stage run).
 set -euo pipefail
 build=$(dirname "$PIPETRAIN")
+grep -q "^PT_SANITIZE:BOOL=ON" "$build/CMakeCache.txt" 2>/dev/null &&
+  { echo "a sanitizer build: its library needs the sanitizer runtime to link: skipped"; exit 77; }
 command -v pkg-config >/dev/null || { echo "pkg-config not found: skipped"; exit 77; }
 command -v cc >/dev/null || { echo "no C compiler (cc): skipped"; exit 77; }
 tmp=$(mktemp -d)
