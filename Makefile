@@ -5,6 +5,8 @@
 #               AddressSanitizer + UndefinedBehaviorSanitizer, the threaded ones
 #               under ThreadSanitizer, then every test on the release build
 #   make bench  build and run the benchmarks
+#   make install PREFIX=DIR   install the header, libpipetrain (static and
+#               shared), the command and pipetrain.pc under DIR (/usr/local)
 #   make fuzz   build the fuzzers with clang (build-fuzz/) and run each for
 #               FUZZ_SECONDS (or FUZZ_RUNS executions); docs/fuzzing.md
 JOBS ?= $(shell nproc)
@@ -18,11 +20,16 @@ FUZZ_RUNS ?=
 MPIRUN = OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe
 THREADED_TESTS = ^test_(transport_threads|pipeline_matches_sequential|pipeline_memory|pipedream_trains|train_pipelined)$$
 
-.PHONY: all deps run check bench fuzz clean
+PREFIX ?= /usr/local
+
+.PHONY: all deps run check bench fuzz clean install
 
 all:
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
+
+install: all
+	@cmake --install $(BUILD) --prefix $(PREFIX)
 
 deps:
 	@bash scripts/install-deps.sh

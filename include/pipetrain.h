@@ -93,9 +93,69 @@ const char *pt_bf16_kernel(void);
 
 typedef struct pt_model pt_model;
 
-typedef enum { PT_MODEL_GPT = 0, PT_MODEL_MLP = 1 } pt_model_kind;
+/* gpt and mlp are the two built-in families; spec is any list of layers
+ * written in the spec grammar (docs/models.md), e.g.
+ * "linear 1024 2048; relu; linear 2048 1024; mse". */
+typedef enum { PT_MODEL_GPT = 0, PT_MODEL_MLP = 1, PT_MODEL_SPEC = 2 } pt_model_kind;
 
 #define PT_MLP_MAX_WIDTHS 16
+#define PT_SPEC_MAX_TEXT 4096  /* bytes of a spec, its NUL included */
+#define PT_SPEC_MAX_TYPES 8    /* user-defined layer types one config may name */
+#define PT_LAYER_MAX_PARAMS 8  /* parameters of one user-defined layer */
+
+/* ---- User-defined layers ---------------------------------------------- */
+
+/* What a user-defined layer's callbacks see for one micro-batch of `batch`
+ * samples: its input (batch x in_floats), output (batch x out_floats), the
+ * saved area (batch x saved_floats) it keeps from forward to backward, the
+ * gradient of its output and of its input (din is NULL for the model's
+ * first layer), and its parameters and their gradients in declaration
+ * order. Every tensor is float: user-defined layers run under fp32 only. */
+typedef struct {
+    int batch;
+    const float *in;
+    float *out;
+    float *saved;
+    const float *dout;
+    float *din;
+    float *const *params;
+    float *const *grads;
+    void *user;
+} pt_layer_call;
+
+/* A parameter of a user-defined layer: named "<layer>.<name>" in the model
+ * (as nn.Sequential names its modules' parameters), initialised to
+ * `value` everywhere, or, when std > 0, from a normal of that deviation
+ * drawn from the parameter's own seeded stream. */
+typedef struct {
+    const char *name;
+    int ndim;
+    int shape[4];
+    float std;
+    float value;
+} pt_layer_param;
+
+/* A layer pipetrain has never seen: registered in a config under `name`,
+ * named in its spec like a built-in layer (without arguments), and cut
+ * into stages like any other. forward fills out (and saved); backward_input
+ * fills din from dout (it may read in, out and saved); backward_weight adds
+ * (+=) the parameters' gradients. The pipeline runs them on its workers'
+ * threads: they must not share writable state. Widths are per sample;
+ * in_floats 0 takes the width entering it, out_floats 0 keeps it. The costs
+ * are per-sample FLOPs: the partitioner and simulator weigh them. The struct
+ * must outlive every model built from it. */
+typedef struct {
+    const char *name;
+    int in_floats, out_floats;
+    int saved_floats;
+    int n_params;
+    pt_layer_param params[PT_LAYER_MAX_PARAMS];
+    double forward_flops, backward_input_flops, backward_weight_flops;
+    void (*forward)(const pt_layer_call *c);
+    void (*backward_input)(const pt_layer_call *c);
+    void (*backward_weight)(const pt_layer_call *c);
+    void *user;
+} pt_layer_type;
 
 /* The MLP's activation, as GPT2Config's activation_function names it. */
 typedef enum {
@@ -125,12 +185,27 @@ typedef struct {
     /* mlp: widths[0] inputs, widths[n_widths-1] classes, ReLU between */
     int n_widths;
     int widths[PT_MLP_MAX_WIDTHS];
+    /* spec: the layer list (docs/models.md), and the user-defined layer
+     * types it may name (pt_model_config_add_layer_type) */
+    char spec[PT_SPEC_MAX_TEXT];
+    int n_layer_types;
+    const pt_layer_type *layer_types[PT_SPEC_MAX_TYPES];
     uint64_t seed;          /* initialisation (default 1) */
     pt_precision precision; /* arithmetic (default fp32) */
 } pt_model_config;
 
 pt_model_config pt_model_config_gpt(void);
 pt_model_config pt_model_config_mlp(int n_widths, const int *widths);
+/* A spec model from its text (seed 1, fp32); PT_EINVAL when the text is too
+ * long. The layers are checked when a model is created or described:
+ * an unknown layer, widths that do not chain or a loss that is not last
+ * are refused with the layer's name and position. */
+int pt_model_config_spec(const char *text, pt_model_config *out);
+/* The same from text given as a file's path (read whole) or as the text
+ * itself: a value naming a readable file is that file. */
+int pt_model_config_spec_load(const char *path_or_text, pt_model_config *out);
+/* Lets c's spec name a user-defined layer type (kept by pointer). */
+int pt_model_config_add_layer_type(pt_model_config *c, const pt_layer_type *type);
 /* A gpt's derived sizes: its MLP width (n_inner, or 4 n_embd when 0) and
  * the rows of its position table (n_positions, or seq_len when 0). */
 int pt_gpt_inner(const pt_model_config *c);
@@ -167,6 +242,28 @@ typedef struct {
 
 int pt_model_n_blocks(const pt_model *m);
 const char *pt_model_block_kind(const pt_model *m, int block);
+
+/* Layers are what the user wrote, and what a balance counts: a spec's
+ * layers (a parenthesised group counts as one; a loss joins the layer
+ * before it), or a gpt's and mlp's blocks, one each. A layer is one or
+ * more consecutive blocks. */
+int pt_model_n_layers(const pt_model *m);
+int pt_model_layer_blocks(const pt_model *m, int layer, int *first, int *last);
+/* A balance in layers per chunk turned into blocks per chunk; PT_EINVAL
+ * (naming the layers) when it does not sum to the layer count. */
+int pt_model_balance_blocks(const pt_model *m, const int *layers, int n, int *blocks);
+
+/* What a model reads and what its loss compares against, per sample. */
+typedef struct {
+    int tokens;  /* token ids it reads (0: it reads floats) */
+    int vocab;   /* token ids lie in 0..vocab-1 */
+    int inputs;  /* floats it reads (0: it reads tokens) */
+    int labels;  /* class labels its loss reads (0: none) */
+    int classes; /* labels lie in 0..classes-1 (token models: -1 skips a position) */
+    int values;  /* float targets its loss reads (regression; 0: none) */
+} pt_model_io;
+
+pt_model_io pt_model_get_io(const pt_model *m);
 pt_block_cost pt_model_block_cost(const pt_model *m, int block);
 
 /* A parameter: a named tensor owned by one block. Names and layouts follow
@@ -200,8 +297,11 @@ void pt_model_params_changed(pt_model *m);
 /* Bytes one stored activation takes: 4 under fp32, 2 under bf16. */
 size_t pt_model_activation_size(const pt_model *m);
 
-/* One micro-batch of samples. gpt reads tokens and targets, (batch, seq_len)
- * each; mlp reads inputs (batch, widths[0]) and targets (batch). */
+/* One micro-batch of samples, as pt_model_get_io says: tokens (batch x
+ * io.tokens) or inputs (batch x io.inputs), and targets (batch x
+ * io.labels class labels) or target_values (batch x io.values floats).
+ * gpt reads tokens and targets, (batch, seq_len) each; mlp reads inputs
+ * (batch, widths[0]) and targets (batch). */
 typedef struct {
     int batch;
     const int *tokens;
@@ -277,6 +377,45 @@ typedef struct {
 } pt_optim_config;
 
 pt_optim_config pt_optim_config_default(pt_optim_kind kind);
+
+/* An optimizer over one model's held parameters: its moments laid out as
+ * the parameters. A pipeline makes one per stage itself; this is for a
+ * model trained on one worker (pt_model_step_microbatch). */
+typedef struct pt_optimizer pt_optimizer;
+
+int pt_optimizer_create(const pt_model *m, const pt_optim_config *cfg, pt_optimizer **out);
+void pt_optimizer_destroy(pt_optimizer *o);
+const pt_optim_config *pt_optimizer_config(const pt_optimizer *o);
+/* The learning rate of step `step` (0-based) under the config's schedule:
+ * linear warm-up, then cosine decay to min_lr. */
+float pt_optimizer_lr(const pt_optim_config *cfg, long step);
+/* Sum of squared gradients of blocks first..last, tied copies left out. */
+double pt_optimizer_grad_sq(const pt_model *m, int first, int last);
+/* The factor that brings a gradient of global norm `norm` within the
+ * config's clip (1 when clipping is off or not needed). */
+float pt_optimizer_clip_factor(const pt_optim_config *cfg, double norm);
+/* Updates the parameters of blocks first..last from their gradients times
+ * clip, at learning rate lr. `step` counts the updates made before this one
+ * (AdamW's bias correction uses step + 1). */
+void pt_optimizer_step(pt_optimizer *o, pt_model *m, int first, int last, long step, float lr,
+                       float clip);
+/* One optimizer step of a whole model on one worker: sums tied gradients,
+ * clips by the global norm, steps at the schedule's rate for `step`. */
+void pt_optimizer_step_model(pt_optimizer *o, pt_model *m, long step);
+
+/* ---- Checkpoints ------------------------------------------------------ */
+
+/* A model's weights (and, with opt, its optimizer moments and the step) to
+ * path: a checkpoint set (a folder), or, for a path ending in
+ * ".safetensors", one file of the weights alone (opt must be NULL).
+ * Written to a temporary name and renamed. The model holds every block. */
+int pt_model_save(const pt_model *m, pt_optimizer *opt, long step, const char *path);
+/* Loads into m (whole or a part) the tensors it holds from a file or set
+ * of the same config; with opt, also the moments (a checkpoint without them
+ * is refused) and *step (may be NULL). */
+int pt_model_load(pt_model *m, pt_optimizer *opt, long *step, const char *path);
+/* The model config a checkpoint (file or folder) records. */
+int pt_model_read_config(const char *path, pt_model_config *cfg);
 
 /* ---- Memory ----------------------------------------------------------- */
 
@@ -644,7 +783,6 @@ int pt_plan_search(const pt_cluster *c, const pt_model_config *m, const pt_searc
  * stage's gradients are summed across its replicas before the step.
  * docs/mpi.md describes the MPI side. */
 typedef struct pt_pipeline pt_pipeline;
-typedef struct pt_optimizer pt_optimizer;
 
 typedef enum {
     PT_PIPELINE_AUTO = 0, /* MPI when mpirun started more than one rank, else threads */
@@ -659,8 +797,9 @@ typedef struct {
     int micro_batch_size;      /* samples per micro-batch (default 1) */
     const char *schedule;      /* generator name (default "1f1b") */
     const char *schedule_file; /* a schedule in the text format; overrides schedule */
-    const int *balance;        /* blocks per chunk, n_balance = chunks; NULL = profile
-                                  the blocks and choose (default NULL) */
+    const int *balance;        /* layers per chunk (pt_model_n_layers: a spec's layers,
+                                  a gpt's or mlp's blocks), n_balance = chunks; NULL =
+                                  profile the blocks and choose (default NULL) */
     int n_balance;
     size_t max_stage_memory;         /* bytes per chunk for the partitioner; 0 = no cap */
     int checkpoint_activations;      /* keep only chunk inputs; recompute before backward */
@@ -855,13 +994,60 @@ const char *pt_tokenizer_token(const pt_tokenizer *t, uint32_t id, size_t *len);
  * there is none. Callers encode a large file piece by piece with it. */
 size_t pt_tokenizer_cut(const pt_tokenizer *t, const char *text, size_t len, size_t from);
 
+/* ---- Data -------------------------------------------------------------- */
+
+/* scikit-learn's 8x8 handwritten digits (digits.csv.gz; docs/training.md),
+ * 64 pixels in [0, 1] per image, row-major, one channel; labels 0..9.
+ * Shuffled with the seed and split: the last test_fraction are held out. */
+typedef struct pt_digit_set pt_digit_set;
+
+int pt_digit_set_load(const char *path, double test_fraction, uint64_t seed, pt_digit_set **out);
+void pt_digit_set_destroy(pt_digit_set *d);
+/* Split 0 (training) or 1 (held out): its images (n, 64) and labels (n). */
+int pt_digit_set_split(const pt_digit_set *d, int split, const float **x, const int **y);
+
+/* A text corpus or token file as training batches of T+1-token windows
+ * (inputs and next-token targets), as the train command reads --data: text
+ * files or folders as bytes (vocab 256) or, with a tokenizer, as its ids;
+ * a *.bin token file (llm.c or nanoGPT) as ids. The last val_fraction of
+ * the tokens is held out. */
+typedef struct pt_token_batches pt_token_batches;
+
+/* tokenizer NULL: text is bytes (vocab must be 256); a token file is
+ * recognised by its name (*.bin). Batches hold `batch` windows. */
+int pt_token_batches_open(const char *const *paths, int n_paths, const char *tokenizer, int vocab,
+                          int seq_len, int batch, double val_fraction, uint64_t seed,
+                          pt_token_batches **out);
+void pt_token_batches_destroy(pt_token_batches *b);
+/* The next random training batch: tokens and targets (batch, seq_len). */
+void pt_token_batches_next(pt_token_batches *b, int *tokens, int *targets);
+/* Held-out batch k (0 .. pt_token_batches_val_count - 1): the same windows
+ * every time. */
+size_t pt_token_batches_val_count(const pt_token_batches *b);
+int pt_token_batches_val(const pt_token_batches *b, size_t k, int *tokens, int *targets);
+
+/* Synthetic regression: y = x A / sqrt(inputs) + noise N(0, noise^2), x
+ * and A standard normal, A fixed by the seed. Sample i of split 0
+ * (training) or 1 (held out) is the same every time it is drawn. */
+typedef struct pt_regression pt_regression;
+
+int pt_regression_create(int inputs, int outputs, float noise, uint64_t seed, pt_regression **out);
+void pt_regression_destroy(pt_regression *r);
+int pt_regression_inputs(const pt_regression *r);
+int pt_regression_outputs(const pt_regression *r);
+/* Samples first .. first + batch - 1 of a split: x (batch, inputs), y
+ * (batch, outputs). */
+void pt_regression_batch(const pt_regression *r, int split, uint64_t first, int batch, float *x,
+                         float *y);
+
 /* ---- Training --------------------------------------------------------- */
 
 typedef enum {
     PT_DATA_AUTO = 0, /* gpt: a single *.bin file is tokens, anything else text; mlp: digits */
     PT_DATA_TEXT,     /* text files or directories: bytes (vocab 256) or tokenized */
     PT_DATA_TOKENS,   /* llm.c or nanoGPT token file */
-    PT_DATA_DIGITS    /* scikit-learn's digits.csv.gz */
+    PT_DATA_DIGITS,   /* scikit-learn's digits.csv.gz */
+    PT_DATA_SYNTHETIC_REGRESSION /* pt_regression: seeded, no files (data may be empty) */
 } pt_data_kind;
 
 /* What the trainer tells its caller after every step. */

@@ -197,7 +197,7 @@ static void check_layers(void)
     check_init("rmsnorm", pt_rmsnorm_init, llama, 30);
 
     memset(&h, 0, sizeof h);
-    pt_mse_init(&h.b, &(pt_block_shape){.in = 10});
+    pt_mse_init(&h.b, &(pt_block_shape){.in = 10}, "");
     harness_setup(&h, 3, 1, 0, 2, 31);
     float *y = harness_floats(h.n_in);
     for (size_t i = 0; i < h.n_in; i++)

@@ -184,6 +184,36 @@ int main(void)
     harness_setup(&h, B, 1, 0, 4, 9);
     check_block("classifier (linear, cross-entropy)", &h, 1, 0.0f);
 
+    /* the spec's layers (src/nn/spec_*.c, linear without bias) */
+    const struct {
+        const char *label;
+        void (*init)(pt_block *, const pt_block_shape *, const char *);
+        pt_block_shape shape;
+        int is_loss, labels, classes;
+    } spec_layers[] = {
+        {"linear without bias, 3 rows per sample",
+         pt_linear_init_no_bias,
+         {.in = 6, .out = 5, .T = 3},
+         0,
+         0,
+         2},
+        {"linear, 3 rows per sample", pt_linear_init, {.in = 6, .out = 5, .T = 3}, 0, 0, 2},
+        {"tanh", pt_tanh_init, {.in = 7}, 0, 0, 2},
+        {"cross_entropy (3 rows of 5 classes)", pt_cross_entropy_init, {.in = 5, .T = 3}, 1, 3, 5},
+        {"mse", pt_mse_init, {.in = 7}, 1, 0, 2},
+    };
+    float values[2 * 7]; /* mse's targets */
+    for (int i = 0; i < 2 * 7; i++)
+        values[i] = 0.1f * (float)(i % 5) - 0.2f;
+    for (size_t i = 0; i < sizeof spec_layers / sizeof spec_layers[0]; i++) {
+        memset(&h, 0, sizeof h);
+        spec_layers[i].init(&h.b, &spec_layers[i].shape, "0");
+        harness_setup(&h, B, spec_layers[i].is_loss, spec_layers[i].labels, spec_layers[i].classes,
+                      10 + i);
+        h.mb.target_values = values;
+        check_block(spec_layers[i].label, &h, 1, 0.0f);
+    }
+
     printf("%s\n", failures ? "FAILED" : "all block gradients agree");
     return failures ? 1 : 0;
 }

@@ -167,7 +167,7 @@ static void check_mse(void)
 {
     harness h;
     memset(&h, 0, sizeof h);
-    pt_mse_init(&h.b, &(pt_block_shape){.in = 5});
+    pt_mse_init(&h.b, &(pt_block_shape){.in = 5}, "");
     harness_setup(&h, 3, 1, 0, 2, 60);
     float *y = harness_floats(h.n_in);
     pt_rng r;

@@ -132,23 +132,35 @@ static int check_modes(const flag *flags, int n, const char *model, const char *
     static const char *const tokens_only[] = {"val-data", NULL};
     static const char *const trace_only[] = {"trace-steps", NULL};
     static const char *const text_only[] = {"tokenizer", NULL};
-    int gpt = !strcmp(model, "gpt");
-    if (!gpt && strcmp(model, "mlp")) {
-        fprintf(stderr, "pipetrain train: --model '%s': expected gpt or mlp\n", model);
+    static const char *const shape_flags[] = {"layers", "heads",  "embd", "seq",
+                                              "vocab",  "widths", NULL};
+    int gpt = !strcmp(model, "gpt"), spec = !strcmp(model, "spec");
+    if (!gpt && !spec && strcmp(model, "mlp")) {
+        fprintf(stderr, "pipetrain train: --model '%s': expected gpt, mlp or spec\n", model);
         return 2;
     }
+    if (spec != !!flags_given(flags, n, "model-spec")) {
+        fprintf(stderr, "pipetrain train: --model spec and --model-spec go together (the spec "
+                        "names the layers)\n");
+        return 2;
+    }
+    if (spec && flags_refuse_given("train", flags, n, shape_flags,
+                                   "with --model-spec (the spec gives every layer's shape)"))
+        return 2;
+    int synthetic = !strcmp(data_format, "synthetic-regression");
     if (strcmp(optimizer, "adamw") && strcmp(optimizer, "sgd")) {
         fprintf(stderr, "pipetrain train: --optimizer '%s': expected adamw or sgd\n", optimizer);
         return 2;
     }
     if (strcmp(data_format, "auto") && strcmp(data_format, "text") &&
-        strcmp(data_format, "tokens") && strcmp(data_format, "digits")) {
+        strcmp(data_format, "tokens") && strcmp(data_format, "digits") && !synthetic) {
         fprintf(stderr,
-                "pipetrain train: --data-format '%s': expected auto, text, tokens or digits\n",
+                "pipetrain train: --data-format '%s': expected auto, text, tokens, digits or "
+                "synthetic-regression\n",
                 data_format);
         return 2;
     }
-    if (data->n == 0) {
+    if (data->n == 0 && !synthetic) {
         fprintf(stderr, "pipetrain train: --data is required (see pipetrain train --help)\n");
         return 2;
     }
@@ -157,11 +169,13 @@ static int check_modes(const flag *flags, int n, const char *model, const char *
         flags_refuse_given("train", flags, n, text_only,
                            "for token data (*.bin or --data-format tokens): it holds ids already"))
         return 2;
-    if (gpt ? flags_refuse_given("train", flags, n, mlp_only,
-                                 "for a gpt: it sets an mlp's widths (add --model mlp)")
-            : flags_refuse_given("train", flags, n, gpt_only,
-                                 "for an mlp: it shapes or validates a gpt (the mlp's shape "
-                                 "is --widths; its validation is the whole test set)"))
+    if (spec)
+        ;
+    else if (gpt ? flags_refuse_given("train", flags, n, mlp_only,
+                                      "for a gpt: it sets an mlp's widths (add --model mlp)")
+                 : flags_refuse_given("train", flags, n, gpt_only,
+                                      "for an mlp: it shapes or validates a gpt (the mlp's shape "
+                                      "is --widths; its validation is the whole test set)"))
         return 2;
     if (!strcmp(optimizer, "adamw") ? flags_refuse_given("train", flags, n, sgd_only,
                                                          "with --optimizer adamw (it is SGD's)")
@@ -238,7 +252,8 @@ static int tokenizer_vocab(const flag *flags, int n, pt_train_config *cfg)
 }
 
 static const char summary[] =
-    "Trains a gpt on text (or token files) or an mlp on the digits data set. Text is\n"
+    "Trains a gpt on text (or token files) or an mlp on the digits data set, or any\n"
+    "list of layers (--model-spec) on the data its first layer and loss read. Text is\n"
     "bytes, or with --tokenizer the ids of a BPE tokenizer (each file's head and tail\n"
     "encoded after its <|endoftext|>, as pipetrain tokenize joins documents).\n"
     "To resume, repeat the command that saved the checkpoint and add --resume PATH:\n"
@@ -250,6 +265,7 @@ static const char summary[] =
 int cmd_train(int argc, char **argv)
 {
     pt_train_config cfg = pt_train_config_default();
+    const char *model_spec = NULL;
     const char *model = "gpt", *widths = "64,256,10", *optimizer = "adamw", *data_format = "auto";
     flag_list data = {.n = 0};
     float min_lr = -1.0f, weight_decay = -1.0f;
@@ -260,7 +276,11 @@ int cmd_train(int argc, char **argv)
     long max_stage_memory = 0;
     int balance_list[1024];
     flag flags[] = {
-        FLAG("model", FLAG_STRING, &model, "gpt|mlp", "model family (default gpt)"),
+        FLAG("model", FLAG_STRING, &model, "gpt|mlp|spec",
+             "model family (default gpt; spec: --model-spec)"),
+        FLAG("model-spec", FLAG_STRING, &model_spec, "FILE|TEXT",
+             "the layers, as a file or as text: 'linear 64 128; relu; linear 128 10; "
+             "cross_entropy' (docs/models.md); implies --model spec"),
         FLAG_RANGED("layers", FLAG_INT, &cfg.model.n_layer, "N",
                     "gpt transformer blocks (default 4)", LIMIT_LAYERS),
         FLAG_RANGED("heads", FLAG_INT, &cfg.model.n_head, "N", "gpt attention heads (default 4)",
@@ -323,8 +343,11 @@ int cmd_train(int argc, char **argv)
         FLAG("tokenizer", FLAG_STRING, &cfg.tokenizer, "PATH",
              "encode the text with this BPE tokenizer: tokenizer.json, or a folder holding it or "
              "vocab.json and merges.txt (default: text is bytes)"),
-        FLAG("data-format", FLAG_STRING, &data_format, "auto|text|tokens|digits",
-             "how to read --data (default auto: mlp digits, *.bin tokens, else text)"),
+        FLAG("data-format", FLAG_STRING, &data_format,
+             "auto|text|tokens|digits|synthetic-regression",
+             "how to read --data (default auto: a model reading floats the digits, or "
+             "synthetic-regression for an mse loss: y = x A + noise, seeded, no --data; "
+             "*.bin tokens, else text)"),
         FLAG("val-data", FLAG_STRING, &cfg.val_data, "FILE",
              "validation token file (default: the last 10% of the data)"),
         FLAG_RANGED("eval-every", FLAG_INT, &cfg.eval_every, "K",
@@ -399,6 +422,8 @@ int cmd_train(int argc, char **argv)
     int rc = flags_parse("train", summary, flags, n, argc, argv);
     if (rc)
         return rc == 1 ? 0 : 2;
+    if (model_spec && !flags_given(flags, n, "model"))
+        model = "spec";
     if (check_modes(flags, n, model, optimizer, data_format, &data) ||
         check_optim(flags, n, min_lr, cfg.optim.lr, decay_steps))
         return 2;
@@ -408,6 +433,10 @@ int cmd_train(int argc, char **argv)
         return 2;
 
     uint64_t seed = cfg.seed;
+    if (model_spec && pt_model_config_spec_load(model_spec, &cfg.model) != PT_OK) {
+        fprintf(stderr, "pipetrain train: --model-spec: %s\n", pt_last_error());
+        return 2;
+    }
     if (!strcmp(model, "mlp")) {
         int w[PT_MLP_MAX_WIDTHS], nw;
         if (num_int_list("train", "widths", widths, LIMIT_WIDTH, w, PT_MLP_MAX_WIDTHS, &nw))
@@ -433,9 +462,9 @@ int cmd_train(int argc, char **argv)
         cfg.model.precision = keep;
         model_note_dropout("train", cfg.init_from);
     }
-    const char *kinds[] = {"auto", "text", "tokens", "digits"};
+    const char *kinds[] = {"auto", "text", "tokens", "digits", "synthetic-regression"};
     int k = 0;
-    while (k < 4 && strcmp(data_format, kinds[k]))
+    while (k < 5 && strcmp(data_format, kinds[k]))
         k++;
     cfg.data_kind = (pt_data_kind)k;
     int moments = 2;

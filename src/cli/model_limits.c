@@ -36,6 +36,8 @@ static int attention_floats(const pt_model_config *cfg, int mbs, uint64_t *out)
 int model_limits_shape(const char *cmd, const pt_model_config *cfg, int batch)
 {
     uint64_t x;
+    if (cfg->kind == PT_MODEL_SPEC) /* the library checks each layer's widths itself */
+        return 0;
     if (cfg->kind == PT_MODEL_MLP) {
         int widest = 0;
         for (int i = 0; i < cfg->n_widths; i++)
@@ -82,6 +84,8 @@ int model_limits_shape(const char *cmd, const pt_model_config *cfg, int batch)
 int model_limits_memory(const char *cmd, const pt_model_config *cfg, int mbs, const char *mbs_flags,
                         int moments, int whole)
 {
+    if (cfg->kind == PT_MODEL_SPEC) /* the activations' allocation says what it needs */
+        return 0;
     uint64_t limit = machine_bytes(), att;
     char need[64], have[64];
     if (cfg->kind == PT_MODEL_GPT && (attention_floats(cfg, mbs, &att) || att > limit)) {

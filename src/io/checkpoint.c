@@ -74,6 +74,35 @@ void pt_ckpt_meta_add(pt_ckpt_meta *l, const char *key, const char *fmt, ...)
     l->n++;
 }
 
+void pt_ckpt_spec_line(const char *spec, char *out, size_t n)
+{
+    size_t k = 0;
+    int blank = 1; /* at the start or after a space or ';' */
+    for (const char *p = spec; *p && k + 2 < n; p++) {
+        char ch = *p == '\n' ? ';' : *p == '\t' || *p == '\r' ? ' ' : *p;
+        if (ch == '#') {
+            while (p[1] && p[1] != '\n')
+                p++;
+            continue;
+        }
+        if (ch == ' ' && blank)
+            continue;
+        if (ch == ';' && k && out[k - 1] == ' ')
+            k--;
+        if (ch == ';' && (k == 0 || out[k - 1] == ';' || out[k - 1] == '('))
+            continue;
+        if (ch == ')' && k && out[k - 1] == ';')
+            k--;
+        out[k++] = ch;
+        blank = ch == ' ' || ch == ';' || ch == '(';
+        if (ch == ';')
+            out[k++] = ' ';
+    }
+    while (k && (out[k - 1] == ' ' || out[k - 1] == ';'))
+        k--;
+    out[k] = '\0';
+}
+
 /* The shortest decimal that reads back as x (buf of 32). */
 static const char *float_text(float x, char *buf)
 {
@@ -89,7 +118,12 @@ void pt_ckpt_config_meta(pt_ckpt_meta *l, const pt_model_config *c)
 {
     char eps[32];
     pt_ckpt_meta_add(l, "format", "pt");
-    if (c->kind == PT_MODEL_GPT) {
+    if (c->kind == PT_MODEL_SPEC && l->n < PT_CKPT_MAX_META) {
+        pt_ckpt_meta_add(l, "model", "spec");
+        pt_ckpt_meta_add(l, "spec", "%s", "");
+        pt_ckpt_spec_line(c->spec, l->spec, sizeof l->spec);
+        l->meta[l->n - 1].value = l->spec;
+    } else if (c->kind == PT_MODEL_GPT) {
         pt_ckpt_meta_add(l, "model", "gpt");
         pt_ckpt_meta_add(l, "n_layer", "%d", c->n_layer);
         pt_ckpt_meta_add(l, "n_head", "%d", c->n_head);
@@ -205,10 +239,16 @@ static int parse_gpt_variant(pt_ckpt_lookup get, const void *ctx, const char *pa
 int pt_ckpt_config_parse(pt_ckpt_lookup get, const void *ctx, const char *path,
                          pt_model_config *cfg)
 {
-    char model_buf[16], widths_buf[160], seed_buf[32];
+    char model_buf[16], widths_buf[160], seed_buf[32], spec_buf[PT_SPEC_MAX_TEXT];
     const char *model = get(ctx, "model", model_buf, sizeof model_buf);
     const char *seed = get(ctx, "seed", seed_buf, sizeof seed_buf);
-    if (model && !strcmp(model, "mlp")) {
+    if (model && !strcmp(model, "spec")) {
+        const char *spec = get(ctx, "spec", spec_buf, sizeof spec_buf);
+        int rc = spec ? pt_model_config_spec(spec, cfg)
+                      : pt_fail(PT_EFORMAT, "%s: a spec model without its 'spec'", path);
+        if (rc != PT_OK)
+            return rc;
+    } else if (model && !strcmp(model, "mlp")) {
         int rc = parse_widths(get(ctx, "widths", widths_buf, sizeof widths_buf), path, cfg);
         if (rc != PT_OK)
             return rc;
@@ -230,7 +270,7 @@ int pt_ckpt_config_parse(pt_ckpt_lookup get, const void *ctx, const char *path,
         if (rc != PT_OK)
             return rc;
     } else {
-        return pt_fail(PT_EFORMAT, "%s: 'model' is '%s', expected gpt or mlp", path,
+        return pt_fail(PT_EFORMAT, "%s: 'model' is '%s', expected gpt, mlp or spec", path,
                        model ? model : "(missing)");
     }
     if (seed)
@@ -250,12 +290,23 @@ static void gpt_text(const pt_model_config *c, char *buf, size_t n)
              c->tie_word_embeddings ? "" : " untied lm_head");
 }
 
+static const char *kind_text(pt_model_kind k)
+{
+    return k == PT_MODEL_GPT ? " gpt" : k == PT_MODEL_MLP ? "n mlp" : " spec";
+}
+
 int pt_ckpt_same_config(const pt_model_config *a, const pt_model_config *b, const char *path)
 {
     if (a->kind != b->kind)
-        return pt_fail(PT_EFORMAT, "%s holds a%s model, not a%s", path,
-                       a->kind == PT_MODEL_GPT ? " gpt" : "n mlp",
-                       b->kind == PT_MODEL_GPT ? " gpt" : "n mlp");
+        return pt_fail(PT_EFORMAT, "%s holds a%s model, not a%s", path, kind_text(a->kind),
+                       kind_text(b->kind));
+    if (a->kind == PT_MODEL_SPEC) {
+        char la[PT_SPEC_MAX_TEXT], lb[PT_SPEC_MAX_TEXT];
+        pt_ckpt_spec_line(a->spec, la, sizeof la);
+        pt_ckpt_spec_line(b->spec, lb, sizeof lb);
+        if (strcmp(la, lb))
+            return pt_fail(PT_EFORMAT, "%s holds the spec '%s'; the model is '%s'", path, la, lb);
+    }
     if (a->kind == PT_MODEL_GPT &&
         (a->n_layer != b->n_layer || a->n_head != b->n_head || a->n_embd != b->n_embd ||
          pt_gpt_positions(a) != pt_gpt_positions(b) || a->vocab != b->vocab ||

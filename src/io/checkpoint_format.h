@@ -47,11 +47,15 @@ int pt_ckpt_check_run_id(const char *run_id);
 typedef struct {
     char key[PT_CKPT_MAX_META][40];
     char value[PT_CKPT_MAX_META][160];
+    char spec[PT_SPEC_MAX_TEXT]; /* the one long value: a spec model's layers */
     pt_st_meta meta[PT_CKPT_MAX_META];
     int n;
 } pt_ckpt_meta;
 
 void pt_ckpt_meta_add(pt_ckpt_meta *l, const char *key, const char *fmt, ...) PT_PRINTF(3, 4);
+/* A spec on one line, as a checkpoint records it and compares it:
+ * comments dropped, newlines as "; ", runs of blanks as one space. */
+void pt_ckpt_spec_line(const char *spec, char *out, size_t n);
 /* "format": "pt" (what transformers asks of a weights file), then the
  * config (model, n_layer ... or widths, seed). */
 void pt_ckpt_config_meta(pt_ckpt_meta *l, const pt_model_config *c);

@@ -253,7 +253,7 @@ static int write_trainer_state(const char *staging, int n_shards, const pt_model
     fputs("  \"model\": {", f);
     for (int i = 1; i < l.n; i++) { /* 0 is "format" */
         fprintf(f, "%s\"%s\": ", i > 1 ? ", " : "", l.key[i]);
-        write_value(f, l.value[i]);
+        write_value(f, l.meta[i].value);
     }
     fputs("}\n}\n", f);
     if (fclose(f) != 0)

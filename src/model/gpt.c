@@ -6,7 +6,7 @@
  * docs/model.md says what each one computes. */
 #include <math.h>
 
-#include "model/model.h"
+#include "model/spec.h"
 #include "tensor/error.h"
 
 static int check_flag(const char *name, int value)
@@ -72,9 +72,22 @@ int pt_gpt_build(pt_model *m)
                         .attn_unscaled = !c->scale_attn_weights,
                         .attn_by_layer = c->scale_attn_by_inverse_layer_idx,
                         .head_untied = !c->tie_word_embeddings};
-    pt_embedding_init(&m->blocks[m->n_blocks++], &s);
-    for (int l = 0; l < c->n_layer; l++)
-        pt_transformer_init(&m->blocks[m->n_blocks++], &s, l);
-    pt_lm_head_init(&m->blocks[m->n_blocks++], &s);
-    return PT_OK;
+    pt_layer_list l;
+    if ((rc = pt_layer_list_init(&l)) != PT_OK)
+        return rc;
+    /* empty prefixes: the blocks keep GPT2LMHeadModel's names */
+    pt_layer_item *it = pt_layer_list_add(&l, "embedding", "");
+    *it = (pt_layer_item){it->entry, NULL, {c->vocab, c->n_embd, c->seq_len}, s, 1, 0, ""};
+    for (int i = 0; i < c->n_layer; i++) {
+        it = pt_layer_list_add(&l, "gpt2_block", "");
+        *it = (pt_layer_item){it->entry, NULL, {c->n_embd, c->n_head, c->n_inner}, s, i + 2,
+                              i + 1,     ""};
+    }
+    it = pt_layer_list_add(&l, "lm_head", "");
+    *it = (pt_layer_item){it->entry, NULL,           {c->vocab, c->n_embd, c->tie_word_embeddings},
+                          s,         c->n_layer + 2, c->n_layer + 1,
+                          ""};
+    rc = pt_layers_build(m, &l);
+    pt_layer_list_free(&l);
+    return rc;
 }

@@ -70,6 +70,10 @@ static void init_param(pt_param *p, const pt_param_decl *d, uint64_t seed)
         for (size_t i = 0; i < p->numel; i++)
             p->data[i] = 1.0f;
         break;
+    case PT_INIT_CONSTANT:
+        for (size_t i = 0; i < p->numel; i++)
+            p->data[i] = d->std;
+        break;
     case PT_INIT_NORMAL:
         pt_rng_seed_named(&rng, seed, d->name);
         pt_rng_fill_normal(&rng, p->data, p->numel, d->std);
@@ -204,6 +208,7 @@ static int create(const pt_model_config *cfg, const unsigned char *hold, int hol
         switch (cfg->kind) {
         case PT_MODEL_GPT: rc = pt_gpt_build(m); break;
         case PT_MODEL_MLP: rc = pt_mlp_build(m); break;
+        case PT_MODEL_SPEC: rc = pt_spec_build(m); break;
         default: rc = pt_fail(PT_EINVAL, "unknown model kind %d", (int)cfg->kind);
         }
     }
@@ -231,6 +236,7 @@ void pt_model_destroy(pt_model *m)
     free(m->params);
     free(m->blocks);
     free(m->held);
+    free(m->layer_first);
     free(m);
 }
 
@@ -263,6 +269,41 @@ int pt_model_block_output_floats(const pt_model *m, int block)
 {
     return block >= 0 && block < m->n_blocks ? m->blocks[block].out_floats : 0;
 }
+
+int pt_model_n_layers(const pt_model *m) { return m->n_layers; }
+
+int pt_model_layer_blocks(const pt_model *m, int layer, int *first, int *last)
+{
+    if (layer < 0 || layer >= m->n_layers)
+        return pt_fail(PT_EINVAL, "layer %d is not within the model's %d layers", layer,
+                       m->n_layers);
+    *first = m->layer_first[layer];
+    *last = m->layer_first[layer + 1] - 1;
+    return PT_OK;
+}
+
+int pt_model_balance_blocks(const pt_model *m, const int *layers, int n, int *blocks)
+{
+    long sum = 0;
+    for (int c = 0; c < n; c++) {
+        if (layers[c] < 1)
+            return pt_fail(PT_EINVAL, "balance entry %d is %d; every chunk needs a layer", c + 1,
+                           layers[c]);
+        sum += layers[c];
+    }
+    if (sum != m->n_layers) {
+        int f = m->layer_first[m->n_layers - 1];
+        return pt_fail(PT_EINVAL,
+                       "balance sums to %ld layers, but the model has %d layers (%d blocks; "
+                       "the last layer, %d, is %s)",
+                       sum, m->n_layers, m->n_blocks, m->n_layers, m->blocks[f].ops->kind);
+    }
+    for (int c = 0, layer = 0; c < n; layer += layers[c++])
+        blocks[c] = m->layer_first[layer + layers[c]] - m->layer_first[layer];
+    return PT_OK;
+}
+
+pt_model_io pt_model_get_io(const pt_model *m) { return m->io; }
 
 int pt_model_n_params(const pt_model *m) { return m->n_params; }
 
@@ -393,7 +434,7 @@ static size_t out_bytes(const pt_model *m, const pt_block *b, int batch)
  * record keeps them rounded, as the block's input activation. */
 static size_t in0_bytes(const pt_model *m, int first, int batch)
 {
-    if (first != 0 || m->cfg.kind != PT_MODEL_MLP || m->k->act == PT_F32)
+    if (first != 0 || m->io.tokens || m->k->act == PT_F32)
         return 0;
     return (size_t)batch * (size_t)m->blocks[0].in_floats * pt_elem_size(m->k->act);
 }
@@ -454,8 +495,8 @@ int pt_activations_create(const pt_model *m, int first, int last, int batch, pt_
     if ((rc = pt_arena_init(&a->arena, floats)) != PT_OK) {
         pt_activations_destroy(a);
         char per[48] = "";
-        if (m->cfg.kind == PT_MODEL_GPT)
-            snprintf(per, sizeof per, " of %d tokens", m->cfg.seq_len);
+        if (m->io.tokens)
+            snprintf(per, sizeof per, " of %d tokens", m->io.tokens);
         return pt_fail(rc,
                        "the activations of blocks %d..%d for a micro-batch of %d sample%s%s "
                        "need %.0f bytes, which cannot be allocated: a smaller micro-batch, "
@@ -526,28 +567,36 @@ static int check_call(const pt_model *m, int first, int last, const pt_microbatc
  * any block indexes a table with them. */
 static int check_labels(const pt_model *m, int first, int last, const pt_microbatch *mb)
 {
-    const pt_model_config *c = &m->cfg;
-    int gpt = c->kind == PT_MODEL_GPT;
-    int classes = gpt ? c->vocab : c->widths[c->n_widths - 1];
-    size_t n = (size_t)mb->batch * (gpt ? c->seq_len : 1);
-    if (first == 0 && gpt) {
+    const pt_model_io *io = &m->io;
+    if (first == 0 && io->tokens) {
         if (!mb->tokens)
             return pt_fail(PT_EINVAL, "the micro-batch has no tokens");
+        size_t n = (size_t)mb->batch * io->tokens;
         for (size_t i = 0; i < n; i++)
-            if (mb->tokens[i] < 0 || mb->tokens[i] >= c->vocab)
+            if (mb->tokens[i] < 0 || mb->tokens[i] >= io->vocab)
                 return pt_fail(PT_EINVAL,
                                "token %d at position %zu is outside the vocabulary "
                                "of %d",
-                               mb->tokens[i], i, c->vocab);
+                               mb->tokens[i], i, io->vocab);
     }
-    if (first == 0 && !gpt && !mb->inputs)
+    if (first == 0 && !io->tokens && !mb->inputs)
         return pt_fail(PT_EINVAL, "the micro-batch has no inputs");
-    if (last == m->n_blocks - 1 && mb->targets)
+    if (last == m->n_blocks - 1 && mb->targets && io->labels) {
+        /* a token model may skip a position's loss with -1 */
+        size_t n = (size_t)mb->batch * io->labels;
+        int lowest = io->tokens ? -1 : 0;
         for (size_t i = 0; i < n; i++)
-            if (mb->targets[i] < (gpt ? -1 : 0) || mb->targets[i] >= classes)
+            if (mb->targets[i] < lowest || mb->targets[i] >= io->classes)
                 return pt_fail(PT_EINVAL, "target %d at position %zu is outside 0..%d",
-                               mb->targets[i], i, classes - 1);
+                               mb->targets[i], i, io->classes - 1);
+    }
     return PT_OK;
+}
+
+/* What the loss compares against: labels or float values. */
+static const void *targets_of(const pt_model *m, const pt_microbatch *mb)
+{
+    return m->io.values ? (const void *)mb->target_values : (const void *)mb->targets;
 }
 
 static const void *block_input(const pt_model *m, int i, const pt_microbatch *mb, const void *in,
@@ -555,7 +604,7 @@ static const void *block_input(const pt_model *m, int i, const pt_microbatch *mb
 {
     if (i > a->first)
         return a->out[i - 1 - a->first];
-    if (i == 0 && m->cfg.kind == PT_MODEL_MLP)
+    if (i == 0 && !m->io.tokens)
         return a->in0 ? a->in0 : mb->inputs;
     return in;
 }
@@ -592,8 +641,9 @@ int pt_model_backward_input(pt_model *m, int first, int last, const pt_microbatc
         return rc;
     refresh_low(m);
     int ends_in_loss = last == m->n_blocks - 1;
-    if (ends_in_loss && !mb->targets)
-        return pt_fail(PT_EINVAL, "backward through the loss needs targets");
+    if (ends_in_loss && !targets_of(m, mb))
+        return pt_fail(PT_EINVAL, "backward through the loss needs %s",
+                       m->io.values ? "target values" : "targets");
     if (!ends_in_loss) {
         if (!dout)
             return pt_fail(PT_EINVAL, "block %d needs the gradient of its output", last);

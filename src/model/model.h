@@ -22,6 +22,11 @@ struct pt_model {
                             for a block this model does not hold */
     unsigned char *held; /* [n_blocks]: the block's tensors exist here */
     pt_arena data, grad;
+    /* the user's layers (what a balance counts): layer l is blocks
+     * layer_first[l] .. layer_first[l + 1] - 1 */
+    int n_layers;
+    int *layer_first;
+    pt_model_io io; /* what a micro-batch carries */
     /* bf16: a copy of data, element for element, that the products read;
      * refreshed from data before the next forward or backward once
      * low_stale says data changed. NULL under fp32. */
@@ -29,9 +34,11 @@ struct pt_model {
     bool low_stale;
 };
 
-/* Appends blocks to m->blocks (allocated for PT_MODEL_MAX_BLOCKS). */
+/* Append blocks to m->blocks (allocated for PT_MODEL_MAX_BLOCKS) through
+ * the layer table (spec.h). */
 int pt_gpt_build(pt_model *m);
 int pt_mlp_build(pt_model *m);
+int pt_spec_build(pt_model *m);
 
 /* The parameters of block `block`: params[first .. first + count). */
 int pt_model_block_first_param(const pt_model *m, int block);

@@ -37,7 +37,9 @@ typedef struct pt_block pt_block;
 typedef struct {
     int T, C, H, V; /* sequence, channels, heads, vocabulary (gpt) */
     int in, out;    /* widths (linear, mlp) */
+    int no_bias;    /* linear, conv2d: weight only */
     int n_layer;    /* for GPT-2's scaled init of residual projections */
+    int index;      /* which transformer layer this is (0 .. n_layer-1) */
     /* gpt: GPT2Config's arithmetic, as pt_model_config names it. Each zero
      * is GPT-2's own choice, so a shape of T, C, H, V alone is GPT-2; the
      * gpt blocks resolve the zeros (pt_block_shape_gpt) when built. */
@@ -56,7 +58,6 @@ typedef struct {
     int stride;       /* 0: 1 for conv2d, the kernel for pools; residual: its first conv's */
     int padding;      /* zeros on each side */
     int groups;       /* GroupNorm's groups; 0: LayerNorm over (C,H,W) */
-    int no_bias;      /* conv2d without a bias (ResNet's convolutions) */
     int n_kv_heads;   /* llama: key/value heads, dividing H (0: H) */
     float rope_theta; /* llama: rotary base (0: 10000) */
     float rms_eps;    /* llama, rmsnorm: RMSNorm's epsilon (0: 1e-6) */
@@ -65,7 +66,8 @@ typedef struct {
 /* s with its zeros resolved to GPT-2's values. */
 pt_block_shape pt_block_shape_gpt(const pt_block_shape *s);
 
-typedef enum { PT_INIT_ZEROS, PT_INIT_ONES, PT_INIT_NORMAL } pt_init_kind;
+/* PT_INIT_CONSTANT fills with the declaration's std field as the value */
+typedef enum { PT_INIT_ZEROS, PT_INIT_ONES, PT_INIT_NORMAL, PT_INIT_CONSTANT } pt_init_kind;
 
 /* What a block declares of one parameter before storage exists. */
 typedef struct {
@@ -82,6 +84,7 @@ typedef struct {
 typedef struct {
     const char *kind;
     int out_is_float; /* the output is float under every precision (loss heads) */
+    int reads_tokens; /* the micro-batch's tokens are its input (the embedding) */
     /* bytes kept per micro-batch of B samples between forward and backward */
     size_t (*saved_bytes)(const pt_block *b, int B);
     /* loss is written by the loss heads only (sum over the micro-batch's
@@ -105,6 +108,11 @@ struct pt_block {
     pt_block_shape shape;
     int in_floats, out_floats; /* per sample */
     int layer;                 /* transformer layer index, -1 elsewhere */
+    /* loss heads: what they compare against, per sample: `labels` class
+     * labels in 0..classes-1, or `values` floats (model.c reads these to
+     * say what a micro-batch must carry) */
+    int labels, classes, values;
+    const pt_layer_type *user; /* a user-defined layer's callbacks (spec_user.c) */
     int n_params;
     pt_param_decl decl[PT_BLOCK_MAX_PARAMS];
     float *p[PT_BLOCK_MAX_PARAMS];    /* parameter data, in declaration order */
@@ -140,6 +148,20 @@ static inline pt_mat pt_block_weight(const pt_block *b, int i, int ld)
     return b->pl[i] ? pt_mat_of(b->pl[i], ld, PT_BF16) : pt_mat_of(b->p[i], ld, PT_F32);
 }
 
+/* Element i of an activation tensor, and storing one: for the few blocks
+ * that work element by element outside the seam (tanh, the losses) */
+static inline float pt_act_load(const pt_block *b, const void *p, size_t i)
+{
+    return b->k->act == PT_BF16 ? pt_bf16_widen(((const pt_bf16 *)p)[i]) : ((const float *)p)[i];
+}
+static inline void pt_act_store(const pt_block *b, void *p, size_t i, float x)
+{
+    if (b->k->act == PT_BF16)
+        ((pt_bf16 *)p)[i] = pt_bf16_round(x);
+    else
+        ((float *)p)[i] = x;
+}
+
 /* An activation's two kernels from the seam, and its cost per element. */
 typedef struct {
     void (*forward)(void *out, const void *inp, size_t n);
@@ -165,12 +187,23 @@ size_t pt_block_param_bytes(const pt_block *b);
 void pt_embedding_init(pt_block *b, const pt_block_shape *s);
 void pt_layernorm_init(pt_block *b, const pt_block_shape *s, const char *prefix);
 void pt_linear_init(pt_block *b, const pt_block_shape *s, const char *prefix);
+/* The same without the bias: <prefix>.weight alone. Both apply to each of
+ * the input's s->T rows (0: one row per sample). */
+void pt_linear_init_no_bias(pt_block *b, const pt_block_shape *s, const char *prefix);
 /* An elementwise activation (in (n) -> out (n)), kind its GPT2Config name. */
 void pt_activation_init(pt_block *b, const pt_block_shape *s, pt_activation act);
 void pt_attention_init(pt_block *b, const pt_block_shape *s, const char *prefix);
 void pt_transformer_init(pt_block *b, const pt_block_shape *s, int layer);
 void pt_lm_head_init(pt_block *b, const pt_block_shape *s);
 void pt_classifier_init(pt_block *b, const pt_block_shape *s, const char *prefix);
+/* Elementwise tanh: in (n) -> out (n), n = s->in (spec_tanh.c). */
+void pt_tanh_init(pt_block *b, const pt_block_shape *s, const char *prefix);
+/* A loss head without parameters (spec_losses.c): softmax cross-entropy
+ * over each of s->T rows (0: one) of s->in logits against class labels. */
+void pt_cross_entropy_init(pt_block *b, const pt_block_shape *s, const char *prefix);
+/* A user-defined layer's callbacks as a block of in_floats inputs
+ * (spec_user.c). */
+void pt_user_layer_init(pt_block *b, const pt_layer_type *t, int in_floats, const char *prefix);
 
 /* Images, in (channels, height, width) per sample (conv2d.c, pool.c,
  * image_norm.c, residual.c). */
@@ -185,8 +218,10 @@ void pt_residual_init(pt_block *b, const pt_block_shape *s, const char *prefix);
 /* The Llama family (llama.c, rmsnorm.c), in (T, C) per sample. */
 void pt_llama_init(pt_block *b, const pt_block_shape *s, const char *prefix);
 void pt_rmsnorm_init(pt_block *b, const pt_block_shape *s, const char *prefix);
-/* Heads (mse.c, last_token.c). */
-void pt_mse_init(pt_block *b, const pt_block_shape *s);
+/* Heads (mse.c, last_token.c): the mean squared error of s->in predictions
+ * against as many float targets (MSELoss, mean reduction), GPT-2's score
+ * head on the last token. */
+void pt_mse_init(pt_block *b, const pt_block_shape *s, const char *prefix);
 void pt_last_token_classifier_init(pt_block *b, const pt_block_shape *s, const char *prefix);
 
 #endif

@@ -78,5 +78,7 @@ void pt_classifier_init(pt_block *b, const pt_block_shape *s, const char *prefix
     b->shape = *s;
     b->in_floats = s->in;
     b->out_floats = s->out;
+    b->labels = 1;
+    b->classes = s->out;
     pt_block_declare_linear(b, prefix, s->in, s->out, sqrtf(1.0f / (float)s->in));
 }

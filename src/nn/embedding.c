@@ -62,6 +62,7 @@ static pt_block_cost embedding_cost(const pt_block *b)
 
 static const pt_block_ops embedding_ops = {
     .kind = "embedding",
+    .reads_tokens = 1,
     .saved_bytes = embedding_saved,
     .forward = embedding_forward,
     .backward_input = embedding_backward_input,

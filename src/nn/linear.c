@@ -4,6 +4,7 @@
 #include "nn/linear.h"
 
 #include <math.h>
+#include <stdio.h>
 
 void pt_linear_forward(const pt_block *b, int w, void *out, const void *inp, int N, int in,
                        int out_w)
@@ -24,10 +25,17 @@ void pt_linear_backward_weight(pt_block *b, int w, const void *dout, const void 
 {
     b->k->matmul(1, 0, in, out_w, N, 1.0f, pt_block_act(b, inp, in), pt_block_act(b, dout, out_w),
                  1.0f, pt_mat_of(b->g[w], out_w, PT_F32), NULL);
-    b->k->bias_backward(b->g[w + 1], dout, N, out_w);
+    if (b->g[w + 1]) /* NULL past the last parameter: a Linear without bias */
+        b->k->bias_backward(b->g[w + 1], dout, N, out_w);
 }
 
 /* ---- the Linear block ---- */
+
+/* Rows of a micro-batch: each sample is s.T rows of `in` (0: one row) */
+static int rows(const pt_block *b, const pt_microbatch *mb)
+{
+    return mb->batch * (b->shape.T ? b->shape.T : 1);
+}
 
 static size_t linear_saved(const pt_block *b, int B)
 {
@@ -41,7 +49,7 @@ static void linear_forward(pt_block *b, const pt_microbatch *mb, const void *in,
                            void *saved, double *loss_sum, int *loss_rows)
 {
     (void)saved, (void)loss_sum, (void)loss_rows;
-    pt_linear_forward(b, 0, out, in, mb->batch, b->shape.in, b->shape.out);
+    pt_linear_forward(b, 0, out, in, rows(b, mb), b->shape.in, b->shape.out);
 }
 
 // dout (B,out) -> din (B,in)
@@ -50,22 +58,22 @@ static void linear_backward_input(pt_block *b, const pt_microbatch *mb, const vo
 {
     (void)in, (void)out, (void)saved, (void)loss_scale;
     if (din)
-        pt_linear_backward_input(b, 0, din, dout, mb->batch, b->shape.in, b->shape.out);
+        pt_linear_backward_input(b, 0, din, dout, rows(b, mb), b->shape.in, b->shape.out);
 }
 
 static void linear_backward_weight(pt_block *b, const pt_microbatch *mb, const void *in,
                                    const void *out, const void *saved, const void *dout)
 {
     (void)out, (void)saved;
-    pt_linear_backward_weight(b, 0, dout, in, mb->batch, b->shape.in, b->shape.out);
+    pt_linear_backward_weight(b, 0, dout, in, rows(b, mb), b->shape.in, b->shape.out);
 }
 
 static pt_block_cost linear_cost(const pt_block *b)
 {
-    double mac = (double)b->shape.in * b->shape.out;
+    double n = b->shape.T ? b->shape.T : 1, mac = n * b->shape.in * b->shape.out;
     return (pt_block_cost){.forward_flops = 2 * mac,
                            .backward_input_flops = 2 * mac,
-                           .backward_weight_flops = 2 * mac + b->shape.out};
+                           .backward_weight_flops = 2 * mac + (b->n_params > 1) * n * b->shape.out};
 }
 
 static const pt_block_ops linear_ops = {
@@ -77,12 +85,28 @@ static const pt_block_ops linear_ops = {
     .cost = linear_cost,
 };
 
-void pt_linear_init(pt_block *b, const pt_block_shape *s, const char *prefix)
+/* He initialisation: the Linear block feeds ReLUs in the mlp model */
+static float he_std(const pt_block_shape *s) { return sqrtf(2.0f / (float)s->in); }
+
+static void shape_linear(pt_block *b, const pt_block_shape *s)
 {
     b->ops = &linear_ops;
     b->shape = *s;
-    b->in_floats = s->in;
-    b->out_floats = s->out;
-    /* He initialisation: the Linear block feeds ReLUs in the mlp model */
-    pt_block_declare_linear(b, prefix, s->in, s->out, sqrtf(2.0f / (float)s->in));
+    b->in_floats = (s->T ? s->T : 1) * s->in;
+    b->out_floats = (s->T ? s->T : 1) * s->out;
+}
+
+void pt_linear_init(pt_block *b, const pt_block_shape *s, const char *prefix)
+{
+    shape_linear(b, s);
+    pt_block_declare_linear(b, prefix, s->in, s->out, he_std(s));
+}
+
+void pt_linear_init_no_bias(pt_block *b, const pt_block_shape *s, const char *prefix)
+{
+    shape_linear(b, s);
+    char name[96];
+    int ws[2] = {s->in, s->out};
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    pt_block_declare(b, name, 2, ws, PT_INIT_NORMAL, he_std(s));
 }

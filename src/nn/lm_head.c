@@ -117,6 +117,8 @@ static const pt_block_ops head_ops = {
 
 void pt_lm_head_init(pt_block *b, const pt_block_shape *s)
 {
+    b->labels = s->T;
+    b->classes = s->V;
     b->ops = &head_ops;
     b->shape = pt_block_shape_gpt(s);
     b->in_floats = s->T * s->C;

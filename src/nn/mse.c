@@ -55,9 +55,11 @@ static const pt_block_ops mse_ops = {
     .cost = mse_cost,
 };
 
-void pt_mse_init(pt_block *b, const pt_block_shape *s)
+void pt_mse_init(pt_block *b, const pt_block_shape *s, const char *prefix)
 {
+    (void)prefix;
     b->ops = &mse_ops;
     b->shape = *s;
     b->in_floats = b->out_floats = s->in;
+    b->values = s->in;
 }

@@ -74,11 +74,14 @@ int pt_profile_blocks(const pt_model_config *c, int batch, int reps, pt_block_pr
     if (rc != PT_OK)
         return rc;
     int n = pt_model_n_blocks(desc);
-    int gpt = c->kind == PT_MODEL_GPT;
-    size_t rows = (size_t)batch * (gpt ? (size_t)c->seq_len : 1);
-    int classes = gpt ? c->vocab : c->widths[c->n_widths - 1];
-    int *tokens = malloc(sizeof(int) * rows), *targets = malloc(sizeof(int) * rows);
-    float *inputs = gpt ? NULL : pt_alloc_floats((size_t)batch * (size_t)c->widths[0]);
+    pt_model_io io = pt_model_get_io(desc);
+    size_t n_tokens = (size_t)batch * (size_t)io.tokens;
+    size_t n_labels = (size_t)batch * (size_t)io.labels;
+    size_t n_values = (size_t)batch * (size_t)io.values;
+    size_t n_inputs = (size_t)batch * (size_t)io.inputs;
+    int *tokens = malloc(sizeof(int) * (n_tokens + 1)),
+        *targets = malloc(sizeof(int) * (n_labels + 1));
+    float *inputs = pt_alloc_floats(n_inputs + 1), *values = pt_alloc_floats(n_values + 1);
     unsigned char *hold = calloc((size_t)n, 1);
     float *dout = NULL, *din = NULL, *in = NULL, *next = NULL;
     double *t = malloc(sizeof(double) * 3 * (size_t)reps);
@@ -94,21 +97,25 @@ int pt_profile_blocks(const pt_model_config *c, int batch, int reps, pt_block_pr
     din = pt_alloc_floats(widest);
     in = pt_alloc_floats(widest);
     next = pt_alloc_floats(widest);
-    rc = tokens && targets && (gpt || inputs) && hold && t && dout && din && in && next
+    rc = tokens && targets && inputs && values && hold && t && dout && din && in && next
              ? PT_OK
              : pt_fail(PT_ENOMEM, "cannot allocate the profiler's buffers");
     pt_rng rng;
     pt_rng_seed(&rng, 12345);
-    for (size_t i = 0; rc == PT_OK && i < rows; i++) {
-        tokens[i] = gpt ? (int)pt_rng_below(&rng, (uint64_t)c->vocab) : 0;
-        targets[i] = (int)pt_rng_below(&rng, (uint64_t)classes);
-    }
-    if (rc == PT_OK && inputs)
-        pt_rng_fill_normal(&rng, inputs, (size_t)batch * (size_t)c->widths[0], 1.0f);
-    if (rc == PT_OK)
+    for (size_t i = 0; rc == PT_OK && i < n_tokens; i++)
+        tokens[i] = (int)pt_rng_below(&rng, (uint64_t)io.vocab);
+    for (size_t i = 0; rc == PT_OK && i < n_labels; i++)
+        targets[i] = (int)pt_rng_below(&rng, (uint64_t)io.classes);
+    if (rc == PT_OK) {
+        pt_rng_fill_normal(&rng, inputs, n_inputs, 1.0f);
+        pt_rng_fill_normal(&rng, values, n_values, 1.0f);
         pt_rng_fill_normal(&rng, dout, widest, 1e-3f);
-    pt_microbatch mb = {
-        .batch = batch, .tokens = gpt ? tokens : NULL, .inputs = inputs, .targets = targets};
+    }
+    pt_microbatch mb = {.batch = batch,
+                        .tokens = io.tokens ? tokens : NULL,
+                        .inputs = io.tokens ? NULL : inputs,
+                        .targets = targets,
+                        .target_values = values};
     /* one block held at a time, fed by the previous block's output */
     for (int b = 0; rc == PT_OK && b < n; b++) {
         pt_model *m = NULL;
@@ -134,6 +141,7 @@ int pt_profile_blocks(const pt_model_config *c, int batch, int reps, pt_block_pr
     free(tokens);
     free(targets);
     pt_free(inputs);
+    pt_free(values);
     pt_free(dout);
     pt_free(din);
     pt_free(in);

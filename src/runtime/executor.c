@@ -43,17 +43,14 @@ double pt_pipeline_now(void)
 
 pt_microbatch pt_pipeline_microbatch(const pt_pipeline *p, const pt_microbatch *batch, int k)
 {
-    const pt_model_config *c = pt_model_get_config(p->desc);
+    pt_model_io io = pt_model_get_io(p->desc);
     size_t rows = (size_t)k * (size_t)p->mbs;
     pt_microbatch mb = {.batch = p->mbs};
-    if (c->kind == PT_MODEL_GPT) {
-        size_t off = rows * (size_t)c->seq_len;
-        mb.tokens = batch->tokens ? batch->tokens + off : NULL;
-        mb.targets = batch->targets ? batch->targets + off : NULL;
-    } else {
-        mb.inputs = batch->inputs ? batch->inputs + rows * (size_t)c->widths[0] : NULL;
-        mb.targets = batch->targets ? batch->targets + rows : NULL;
-    }
+    mb.tokens = batch->tokens ? batch->tokens + rows * (size_t)io.tokens : NULL;
+    mb.inputs = batch->inputs ? batch->inputs + rows * (size_t)io.inputs : NULL;
+    mb.targets = batch->targets ? batch->targets + rows * (size_t)io.labels : NULL;
+    mb.target_values =
+        batch->target_values ? batch->target_values + rows * (size_t)io.values : NULL;
     return mb;
 }
 

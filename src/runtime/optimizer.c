@@ -161,3 +161,11 @@ void pt_optimizer_step(pt_optimizer *o, pt_model *m, int first, int last, long s
     }
     pt_model_params_changed(m); /* bf16: the products' copy follows */
 }
+
+void pt_optimizer_step_model(pt_optimizer *o, pt_model *m, long step)
+{
+    int last = pt_model_n_blocks(m) - 1;
+    pt_model_sum_tied_grads(m);
+    float clip = pt_optimizer_clip_factor(&o->cfg, sqrt(pt_optimizer_grad_sq(m, 0, last)));
+    pt_optimizer_step(o, m, 0, last, step, pt_optimizer_lr(&o->cfg, step), clip);
+}

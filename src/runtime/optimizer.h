@@ -16,26 +16,8 @@
 
 #include "pipetrain.h"
 
-typedef struct pt_optimizer pt_optimizer;
-
-int pt_optimizer_create(const pt_model *m, const pt_optim_config *cfg, pt_optimizer **out);
-void pt_optimizer_destroy(pt_optimizer *o);
-const pt_optim_config *pt_optimizer_config(const pt_optimizer *o);
-
-/* The learning rate of step `step` (0-based) under the config's schedule. */
-float pt_optimizer_lr(const pt_optim_config *cfg, long step);
-
-/* Sum of squared gradients of blocks first..last, tied copies left out. */
-double pt_optimizer_grad_sq(const pt_model *m, int first, int last);
-/* The factor that brings a gradient of global norm `norm` within the
- * config's clip (1 when clipping is off or not needed). */
-float pt_optimizer_clip_factor(const pt_optim_config *cfg, double norm);
-
-/* Updates the parameters of blocks first..last from their gradients times
- * clip, at learning rate lr. `step` is the 0-based count of updates made
- * before this one (AdamW's bias correction uses step + 1). */
-void pt_optimizer_step(pt_optimizer *o, pt_model *m, int first, int last, long step, float lr,
-                       float clip);
+/* Create, destroy, the rate, the clip and the step are public
+ * (include/pipetrain.h). */
 
 /* Bytes of every moment buffer. */
 size_t pt_optimizer_bytes(const pt_optimizer *o);

@@ -378,8 +378,10 @@ static int make_partition(pt_pipeline *p, const pt_pipeline_config *cfg, bool wa
         free(balance);
         return pt_fail(PT_ENOMEM, "cannot allocate the partition");
     }
-    if (cfg->balance)
+    if (cfg->balance && cfg->n_balance != K)
         rc = pt_partition_check_balance(cfg->balance, cfg->n_balance, K, n_blocks);
+    else if (cfg->balance) /* counts the user's layers */
+        rc = pt_model_balance_blocks(p->desc, cfg->balance, K, balance);
     else if (K > n_blocks)
         rc = pt_fail(PT_EINVAL,
                      "%d chunks (stages x virtual stages) need at least %d blocks, "
@@ -390,9 +392,7 @@ static int make_partition(pt_pipeline *p, const pt_pipeline_config *cfg, bool wa
         rc = prof ? pt_profile_blocks(pt_model_get_config(p->desc), p->mbs, 3, prof)
                   : pt_fail(PT_ENOMEM, "cannot allocate the profile");
     }
-    if (rc == PT_OK && cfg->balance) {
-        memcpy(balance, cfg->balance, sizeof(int) * (size_t)K);
-    } else if (rc == PT_OK) {
+    if (rc == PT_OK && !cfg->balance) {
         int stages = p->P / p->D, micro = p->M / p->D;
         int inflight = micro < stages ? micro : stages;
         rc = pt_partition_solve(prof, n_blocks, K, cfg->max_stage_memory, inflight, balance, NULL);
@@ -704,17 +704,16 @@ void pt_pipeline_destroy(pt_pipeline *p)
 
 static int check_batch(const pt_pipeline *p, const pt_microbatch *batch, bool targets)
 {
-    const pt_model_config *c = pt_model_get_config(p->desc);
+    pt_model_io io = pt_model_get_io(p->desc);
     if (!batch)
         return pt_fail(PT_EINVAL, "no batch");
     if (batch->batch != p->M * p->mbs)
         return pt_fail(PT_EINVAL, "a batch of %d samples is not %d micro-batches of %d",
                        batch->batch, p->M, p->mbs);
-    if (c->kind == PT_MODEL_GPT ? !batch->tokens : !batch->inputs)
-        return pt_fail(PT_EINVAL, "the batch has no %s",
-                       c->kind == PT_MODEL_GPT ? "tokens" : "inputs");
-    if (targets && !batch->targets)
-        return pt_fail(PT_EINVAL, "training needs targets");
+    if (io.tokens ? !batch->tokens : !batch->inputs)
+        return pt_fail(PT_EINVAL, "the batch has no %s", io.tokens ? "tokens" : "inputs");
+    if (targets && (io.values ? !batch->target_values : !batch->targets))
+        return pt_fail(PT_EINVAL, "training needs %s", io.values ? "target values" : "targets");
     return PT_OK;
 }
 

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "io/checkpoint_format.h"
 #include "io/digits.h"
 #include "io/metrics.h"
 #include "io/tensorboard.h"
@@ -46,13 +47,18 @@ pt_train_config pt_train_config_default(void)
                              .pipeline = pt_pipeline_config_default()};
 }
 
-/* Where batches come from: token streams for gpt, the digits for mlp. */
+/* Where batches come from: token streams for a model that reads tokens
+ * (gpt), the digits or synthetic regression for one that reads floats. */
 typedef struct {
-    int gpt;
+    int gpt; /* tokens */
+    pt_data_kind kind;
+    pt_model_io io; /* what the model reads and compares against */
     pt_token_data tokens;
     pt_batch_sampler sampler;
     pt_digits digits;
     pt_digits_sampler digit_sampler;
+    pt_regression *regression;
+    uint64_t regression_drawn;
 } data_source;
 
 typedef struct {
@@ -66,7 +72,7 @@ typedef struct {
     double *bubbles;       /* per worker, of the last training step (threads) */
     int mbs;               /* micro-batch size */
     int *tokens, *targets; /* one batch */
-    float *inputs;
+    float *inputs, *values;
     pt_train_state state;
 } trainer;
 
@@ -77,67 +83,94 @@ static double now(void)
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
+/* What the model reads and its loss compares against. */
+static int model_io(const pt_model_config *c, pt_model_io *io)
+{
+    pt_model *desc;
+    int rc = pt_model_describe(c, &desc);
+    if (rc == PT_OK)
+        *io = pt_model_get_io(desc);
+    pt_model_destroy(desc);
+    return rc;
+}
+
+static int open_digits(const pt_train_config *c, data_source *d)
+{
+    int rc = pt_digits_load(c->data[0], PT_DIGITS_TEST_FRACTION_DEFAULT, c->seed, &d->digits);
+    if (rc == PT_OK && (d->io.inputs != PT_DIGITS_FEATURES || d->io.labels != 1 ||
+                        d->io.classes != PT_DIGITS_CLASSES))
+        rc = pt_fail(PT_EINVAL,
+                     "the digits have %d features and %d classes: the model must read %d "
+                     "floats (an mlp's widths start with %d) and end in %d classes",
+                     PT_DIGITS_FEATURES, PT_DIGITS_CLASSES, PT_DIGITS_FEATURES, PT_DIGITS_FEATURES,
+                     PT_DIGITS_CLASSES);
+    if (rc == PT_OK)
+        rc = pt_digits_sampler_init(&d->digit_sampler, &d->digits.train, c->seed);
+    return rc;
+}
+
 static int open_data(trainer *t)
 {
     const pt_train_config *c = t->cfg;
     data_source *d = &t->data;
-    d->gpt = c->model.kind == PT_MODEL_GPT;
-    if (c->n_data < 1)
-        return pt_fail(PT_EINVAL, "no training data given");
+    int rc = model_io(&c->model, &d->io);
+    if (rc != PT_OK)
+        return rc;
+    d->gpt = d->io.tokens > 0;
     pt_data_kind kind = c->data_kind;
+    if (kind != PT_DATA_SYNTHETIC_REGRESSION && c->n_data < 1)
+        return pt_fail(PT_EINVAL, "no training data given");
     if (kind == PT_DATA_AUTO)
-        kind = !d->gpt                                     ? PT_DATA_DIGITS
+        kind = d->io.values                                ? PT_DATA_SYNTHETIC_REGRESSION
+               : !d->gpt                                   ? PT_DATA_DIGITS
                : pt_data_is_token_file(c->data, c->n_data) ? PT_DATA_TOKENS
                                                            : PT_DATA_TEXT;
-    if (d->gpt == (kind == PT_DATA_DIGITS))
-        return pt_fail(PT_EINVAL, "%s data does not fit a%s model",
-                       kind == PT_DATA_DIGITS ? "digits" : "token", d->gpt ? " gpt" : "n mlp");
-    int rc;
-    if (kind == PT_DATA_DIGITS) {
-        rc = pt_digits_load(c->data[0], PT_DIGITS_TEST_FRACTION_DEFAULT, c->seed, &d->digits);
-        if (rc == PT_OK && (c->model.widths[0] != PT_DIGITS_FEATURES ||
-                            c->model.widths[c->model.n_widths - 1] != PT_DIGITS_CLASSES))
-            rc = pt_fail(PT_EINVAL,
-                         "the digits have %d features and %d classes: the mlp's "
-                         "widths must start with %d and end with %d",
-                         PT_DIGITS_FEATURES, PT_DIGITS_CLASSES, PT_DIGITS_FEATURES,
-                         PT_DIGITS_CLASSES);
-        if (rc == PT_OK)
-            rc = pt_digits_sampler_init(&d->digit_sampler, &d->digits.train, c->seed);
-        return rc;
-    }
+    d->kind = kind;
+    int floats = kind == PT_DATA_DIGITS || kind == PT_DATA_SYNTHETIC_REGRESSION;
+    if (d->gpt == floats || (kind == PT_DATA_SYNTHETIC_REGRESSION) != (d->io.values > 0))
+        return pt_fail(PT_EINVAL,
+                       "%s data does not fit a model that reads %s and compares against %s",
+                       kind == PT_DATA_DIGITS                 ? "digits"
+                       : kind == PT_DATA_SYNTHETIC_REGRESSION ? "synthetic regression"
+                                                              : "token",
+                       d->gpt ? "tokens" : "floats", d->io.values ? "float values" : "labels");
+    if (kind == PT_DATA_DIGITS)
+        return open_digits(c, d);
+    if (kind == PT_DATA_SYNTHETIC_REGRESSION)
+        return pt_regression_create(d->io.inputs, d->io.values, 0.01f, c->seed, &d->regression);
     if (kind == PT_DATA_TEXT && c->tokenizer) {
         rc = pt_text_data_encode_path(c->data, c->n_data, c->val_fraction, c->tokenizer,
-                                      c->model.vocab, &d->tokens);
+                                      d->io.vocab, &d->tokens);
     } else if (kind == PT_DATA_TEXT) {
-        if (c->model.vocab != 256)
+        if (d->io.vocab != 256)
             return pt_fail(PT_EINVAL,
                            "text is read as bytes: the gpt's vocab must be 256 "
                            "(got %d)",
-                           c->model.vocab);
+                           d->io.vocab);
         rc = pt_text_data_load(c->data, c->n_data, c->val_fraction, &d->tokens);
     } else if (c->tokenizer) {
         return pt_fail(PT_EINVAL,
                        "a tokenizer does nothing for token files: they hold ids already");
     } else {
-        rc = pt_token_data_load_files(c->data[0], c->val_data, c->model.vocab, c->val_fraction,
+        rc = pt_token_data_load_files(c->data[0], c->val_data, d->io.vocab, c->val_fraction,
                                       &d->tokens);
     }
     if (rc == PT_OK)
         rc = pt_batch_sampler_init(&d->sampler, d->tokens.train, d->tokens.n_train, c->batch,
-                                   c->model.seq_len, c->seed);
-    if (rc == PT_OK && pt_eval_batch_count(d->tokens.n_val, t->mbs, c->model.seq_len) < 1)
+                                   d->io.tokens, c->seed);
+    if (rc == PT_OK && pt_eval_batch_count(d->tokens.n_val, t->mbs, d->io.tokens) < 1)
         rc = pt_fail(PT_EINVAL,
                      "the validation split holds %zu tokens, fewer than one "
                      "micro-batch of %d x %d",
-                     d->tokens.n_val, t->mbs, c->model.seq_len);
+                     d->tokens.n_val, t->mbs, d->io.tokens);
     return rc;
 }
 
 static void close_data(data_source *d)
 {
     pt_token_data_free(&d->tokens);
-    if (!d->gpt) {
+    pt_regression_destroy(d->regression);
+    if (d->kind == PT_DATA_DIGITS) {
         pt_digits_sampler_free(&d->digit_sampler);
         pt_digits_free(&d->digits);
     }
@@ -145,16 +178,22 @@ static void close_data(data_source *d)
 
 static void next_batch(trainer *t)
 {
-    if (t->data.gpt)
-        pt_batch_next(&t->data.sampler, t->tokens, t->targets);
-    else
-        pt_digits_batch_next(&t->data.digit_sampler, t->cfg->batch, t->inputs, t->targets);
+    data_source *d = &t->data;
+    if (d->gpt) {
+        pt_batch_next(&d->sampler, t->tokens, t->targets);
+    } else if (d->regression) {
+        pt_regression_batch(d->regression, 0, d->regression_drawn, t->cfg->batch, t->inputs,
+                            t->values);
+        d->regression_drawn += (uint64_t)t->cfg->batch;
+    } else {
+        pt_digits_batch_next(&d->digit_sampler, t->cfg->batch, t->inputs, t->targets);
+    }
 }
 
 /* The batch held in t, whole: the pipeline cuts it into micro-batches. */
 static pt_microbatch whole_batch(const trainer *t)
 {
-    pt_microbatch b = {.batch = t->cfg->batch, .targets = t->targets};
+    pt_microbatch b = {.batch = t->cfg->batch, .targets = t->targets, .target_values = t->values};
     if (t->data.gpt)
         b.tokens = t->tokens;
     else
@@ -170,11 +209,24 @@ static int evaluate(trainer *t, float *val_loss, float *accuracy)
     double sum = 0.0;
     int n = 0, rc = PT_OK;
     *accuracy = -1.0f;
+    const data_source *d = &t->data;
+    if (d->regression) { /* eval_batches batches of the held-out split */
+        for (int k = 0; rc == PT_OK && k < c->eval_batches; k++) {
+            pt_regression_batch(d->regression, 1, (uint64_t)k * c->batch, c->batch, t->inputs,
+                                t->values);
+            pt_microbatch b = whole_batch(t);
+            float l;
+            rc = pt_pipeline_eval(t->pipe, &b, &l);
+            sum += l, n++;
+        }
+        *val_loss = n ? (float)(sum / n) : NAN;
+        return rc;
+    }
     if (t->data.gpt) {
-        size_t avail = pt_eval_batch_count(t->data.tokens.n_val, c->batch, c->model.seq_len);
+        size_t avail = pt_eval_batch_count(t->data.tokens.n_val, c->batch, d->io.tokens);
         size_t count = avail < (size_t)c->eval_batches ? avail : (size_t)c->eval_batches;
         for (size_t k = 0; rc == PT_OK && k < count; k++) {
-            pt_eval_batch(t->data.tokens.val, t->data.tokens.n_val, c->batch, c->model.seq_len, k,
+            pt_eval_batch(t->data.tokens.val, t->data.tokens.n_val, c->batch, d->io.tokens, k,
                           t->tokens, t->targets);
             pt_microbatch b = whole_batch(t);
             float l;
@@ -185,7 +237,7 @@ static int evaluate(trainer *t, float *val_loss, float *accuracy)
         return rc;
     }
     const pt_digits_split *test = &t->data.digits.test;
-    int classes = c->model.widths[c->model.n_widths - 1], correct = 0;
+    int classes = d->io.classes, correct = 0;
     float *probs = malloc(sizeof(float) * (size_t)test->n * classes);
     if (!probs)
         return pt_fail(PT_ENOMEM, "cannot allocate the test set's probabilities");
@@ -210,6 +262,8 @@ static int save(trainer *t)
 {
     if (t->data.gpt)
         t->state.data_rng = t->data.sampler.rng;
+    else if (t->data.regression)
+        t->state.data_drawn = t->data.regression_drawn;
     else
         t->state.data_drawn = t->data.digit_sampler.drawn;
     int rc = pt_stage_checkpoint_save(t->pipe, t->cfg->save, &t->state, t->cfg->tokenizer);
@@ -284,6 +338,11 @@ static void config_text(const pt_train_config *c, char *buf, size_t n)
         ROW("embd", "%d", m->n_embd);
         ROW("seq", "%d", m->seq_len);
         ROW("vocab", "%d", m->vocab);
+    } else if (m->kind == PT_MODEL_SPEC) {
+        char line[PT_SPEC_MAX_TEXT];
+        pt_ckpt_spec_line(m->spec, line, sizeof line);
+        ROW("model", "spec");
+        ROW("spec", "%s", line);
     } else {
         char w[256] = "";
         for (int i = 0, k = 0; i < m->n_widths && k < (int)sizeof w; i++)
@@ -389,6 +448,8 @@ static int setup(trainer *t, const pt_train_config *c)
             return rc;
         if (t->data.gpt) {
             t->data.sampler.rng = t->state.data_rng;
+        } else if (t->data.regression) {
+            t->data.regression_drawn = t->state.data_drawn;
         } else {
             /* the digits sampler's state is the count drawn: replay it */
             float *x = malloc(sizeof(float) * PT_DIGITS_FEATURES);
@@ -398,12 +459,13 @@ static int setup(trainer *t, const pt_train_config *c)
             free(x);
         }
     }
-    int rows = t->data.gpt ? mc.seq_len : 1;
-    size_t n = (size_t)c->batch * rows;
-    t->tokens = malloc(sizeof(int) * n);
-    t->targets = malloc(sizeof(int) * n);
-    t->inputs = t->data.gpt ? NULL : malloc(sizeof(float) * n * mc.widths[0]);
-    if (!t->tokens || !t->targets || (!t->data.gpt && !t->inputs))
+    const pt_model_io *io = &t->data.io;
+    size_t n = (size_t)c->batch;
+    t->tokens = malloc(sizeof(int) * (n * io->tokens + 1));
+    t->targets = malloc(sizeof(int) * (n * io->labels + 1));
+    t->inputs = malloc(sizeof(float) * (n * io->inputs + 1));
+    t->values = malloc(sizeof(float) * (n * io->values + 1));
+    if (!t->tokens || !t->targets || !t->inputs || !t->values)
         return pt_fail(PT_ENOMEM, "cannot allocate a batch");
     t->trace_first = c->trace_first ? c->trace_first : c->steps;
     t->trace_last = c->trace_last ? c->trace_last : c->steps;
@@ -430,7 +492,7 @@ static void teardown(trainer *t)
     pt_trace_destroy(t->trace);
     free(t->bubbles);
     pt_pipeline_destroy(t->pipe);
-    free(t->tokens), free(t->targets), free(t->inputs);
+    free(t->tokens), free(t->targets), free(t->inputs), free(t->values);
     close_data(&t->data);
 }
 
@@ -548,7 +610,7 @@ static int save_step(trainer *t, pt_train_result *result)
 static int run(trainer *t, pt_train_result *result)
 {
     const pt_train_config *c = t->cfg;
-    double samples = (double)c->batch * (t->data.gpt ? c->model.seq_len : 1);
+    double samples = (double)c->batch * (t->data.gpt ? t->data.io.tokens : 1);
     double started = now();
     long first = t->state.step;
     int rc = PT_OK, skipped = 0;

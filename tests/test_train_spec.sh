@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# test_train_spec: pipetrain train --model-spec, as text and as a file.
+#  - an MSE regression spec trains on synthetic-regression data on two
+#    stages (--balance counting the spec's layers) and its loss falls;
+#  - a spec classifier of the digits trains to a held-out accuracy;
+#  - a spec saved to a checkpoint resumes; another spec is refused;
+#  - bad specs and balances are refused (exit 2) naming the layer and its
+#    position.
+set -euo pipefail
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+reg='linear 16 32; tanh; linear 32 4 bias=0; mse'
+"$PIPETRAIN" train --model-spec "$reg" --data-format synthetic-regression --steps 60 \
+  --batch 16 --microbatches 4 --stages 2 --balance 2,1 --lr 3e-3 --metrics "$tmp/m.jsonl" \
+  --save "$tmp/reg" >"$tmp/reg.log" 2>&1 || { cat "$tmp/reg.log"; fail "regression spec"; }
+first=$(head -n 1 "$tmp/m.jsonl" | sed 's/.*"loss": *\([0-9.e+-]*\).*/\1/')
+last=$(tail -n 1 "$tmp/m.jsonl" | sed 's/.*"loss": *\([0-9.e+-]*\).*/\1/')
+awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.8 * a) }' ||
+  fail "the regression loss did not fall: $first -> $last"
+
+# the same spec from a file resumes the run; another spec is refused
+printf '# a regression MLP\nlinear 16 32\ntanh\nlinear 32 4 bias=0\nmse\n' >"$tmp/reg.spec"
+"$PIPETRAIN" train --model-spec "$tmp/reg.spec" --data-format synthetic-regression \
+  --steps 70 --batch 16 --microbatches 4 --lr 3e-3 --resume "$tmp/reg" >"$tmp/resume.log" 2>&1 ||
+  { cat "$tmp/resume.log"; fail "resume from a spec file"; }
+if "$PIPETRAIN" train --model-spec 'linear 16 8; tanh; linear 8 4; mse' \
+  --data-format synthetic-regression --steps 70 --resume "$tmp/reg" >"$tmp/other.log" 2>&1; then
+  fail "a checkpoint of another spec resumed"
+fi
+grep -q "spec" "$tmp/other.log" || { cat "$tmp/other.log"; fail "no message naming the spec"; }
+
+digits="$PT_SOURCE_DIR/data/digits.csv.gz"
+if [ -s "$digits" ]; then
+  "$PIPETRAIN" train --model-spec 'input 64; (linear 64 128; relu); linear 128 10; cross_entropy' \
+    --data "$digits" --steps 300 --batch 32 --microbatches 4 --stages 2 --balance 1,1 \
+    --lr 2e-3 >"$tmp/digits.log" 2>&1 || { cat "$tmp/digits.log"; fail "digits spec"; }
+  acc=$(sed -n 's/.*held-out accuracy \([0-9.]*\)%.*/\1/p' "$tmp/digits.log")
+  awk -v a="$acc" 'BEGIN { exit !(a >= 90) }' || fail "digits accuracy $acc% < 90%"
+fi
+
+refuse() { # spec, extra flags, words the message must hold
+  local spec=$1 extra=$2; shift 2
+  set +e
+  "$PIPETRAIN" train --model-spec "$spec" --data-format synthetic-regression --steps 1 \
+    $extra >"$tmp/bad.log" 2>&1
+  local rc=$?
+  set -e
+  [ "$rc" -eq 2 ] || { cat "$tmp/bad.log"; fail "'$spec' $extra exited $rc, not 2"; }
+  for w in "$@"; do
+    grep -qF -- "$w" "$tmp/bad.log" || { cat "$tmp/bad.log"; fail "'$spec': no '$w'"; }
+  done
+}
+refuse 'linear 16 32; tanhh; linear 32 4; mse' '' 'layer 2' "unknown layer 'tanhh'"
+refuse 'linear 16 32; tanh; linear 31 4; mse' '' 'layer 3 (linear)' 'in is 31'
+refuse 'linear 16 32; mse; linear 32 4' '' 'layer 2 (mse)' 'last'
+refuse "$reg" '--stages 2 --balance 1,1' 'balance sums to 2 layers' '3 layers'
+refuse "$reg" '--layers 3' '--layers'
+echo "ok"
