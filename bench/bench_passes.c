@@ -35,26 +35,33 @@ enum {
     PASS_KINDS
 };
 
-static const char *pass_names[PASS_KINDS] = {
-    "products", "attention products", "attention softmax", "layernorm (+ residual)", "activation (gelu)",
-    "residual adds", "bias gradients", "cross-entropy", "embedding"};
+static const char *pass_names[PASS_KINDS] = {"products",
+                                             "attention products",
+                                             "attention softmax (+ stores)",
+                                             "layernorm (+ residual)",
+                                             "activation (gelu)",
+                                             "residual adds",
+                                             "bias gradients",
+                                             "cross-entropy",
+                                             "embedding"};
 
 static double pass_time[PASS_KINDS];
 static const pt_kernels *real;
 
-#define TIMED(kind, call)                                                                       \
-    do {                                                                                        \
-        double t0_ = bench_now();                                                               \
-        call;                                                                                   \
-        pass_time[kind] += bench_now() - t0_;                                                   \
+#define TIMED(kind, call)                     \
+    do {                                      \
+        double t0_ = bench_now();             \
+        call;                                 \
+        pass_time[kind] += bench_now() - t0_; \
     } while (0)
 
-/* The attention's products are the per-head ones: at most one band of
- * query rows (64) deep, where the projections are a micro-batch's rows. */
+/* The attention's products are the per-head ones: at most a sequence
+ * (256) deep and long, where the projections and the LM head run over a
+ * micro-batch's rows (512). */
 static void t_matmul(int ta, int tb, int M, int N, int K, float alpha, pt_mat A, pt_mat B,
                      float beta, pt_mat C, const float *bias)
 {
-    int kind = M <= 64 ? PASS_ATTENTION : PASS_PRODUCTS;
+    int kind = M <= 256 && K <= 256 ? PASS_ATTENTION : PASS_PRODUCTS;
     TIMED(kind, real->matmul(ta, tb, M, N, K, alpha, A, B, beta, C, bias));
 }
 static void t_ln_f(void *out, float *mean, float *rstd, const void *inp, const float *w,
@@ -62,10 +69,17 @@ static void t_ln_f(void *out, float *mean, float *rstd, const void *inp, const f
 {
     TIMED(PASS_LAYERNORM, real->layernorm_forward(out, mean, rstd, inp, w, b, N, C, eps));
 }
-static void t_ln_bi(void *dinp, const void *dout, const void *inp, const float *w,
+static void t_res_ln_f(void *sum, void *out, float *mean, float *rstd, const void *a, const void *b,
+                       const float *w, const float *bias, int N, int C, float eps)
+{
+    TIMED(PASS_LAYERNORM,
+          real->residual_layernorm_forward(sum, out, mean, rstd, a, b, w, bias, N, C, eps));
+}
+static void t_ln_bi(void *dinp, const void *dres, const void *dout, const void *inp, const float *w,
                     const float *mean, const float *rstd, int N, int C)
 {
-    TIMED(PASS_LAYERNORM, real->layernorm_backward_input(dinp, dout, inp, w, mean, rstd, N, C));
+    TIMED(PASS_LAYERNORM,
+          real->layernorm_backward_input(dinp, dres, dout, inp, w, mean, rstd, N, C));
 }
 static void t_ln_bw(float *dw, float *db, const void *dout, const void *inp, const float *mean,
                     const float *rstd, int N, int C)
@@ -96,13 +110,23 @@ static void t_accumulate(float *g, const void *d, size_t n)
 {
     TIMED(PASS_EMBEDDING, real->accumulate(g, d, n));
 }
-static void t_softmax_f(void *att, float *scores, int T, float scale)
+static void t_softmax_f(void *att, float *scores, float *stats, int r0, int n, int ld, float scale)
 {
-    TIMED(PASS_SOFTMAX, real->softmax_causal_forward(att, scores, T, scale));
+    TIMED(PASS_SOFTMAX, real->softmax_causal_forward(att, scores, stats, r0, n, ld, scale));
 }
-static void t_softmax_b(void *datt, const void *att, const float *dprob, int T, float scale)
+static void t_softmax_r(void *att, const float *scores, const float *stats, int r0, int n, int ld,
+                        float scale)
 {
-    TIMED(PASS_SOFTMAX, real->softmax_causal_backward(datt, att, dprob, T, scale));
+    TIMED(PASS_SOFTMAX, real->softmax_causal_recompute(att, scores, stats, r0, n, ld, scale));
+}
+static void t_softmax_b(void *datt, const void *att, const float *dprob, int r0, int n, int ld,
+                        float scale)
+{
+    TIMED(PASS_SOFTMAX, real->softmax_causal_backward(datt, att, dprob, r0, n, ld, scale));
+}
+static void t_store(void *out, const float *in, size_t n)
+{
+    TIMED(PASS_SOFTMAX, real->store_floats(out, in, n));
 }
 static double t_ce_f(float *probs, const int *targets, int N, int V)
 {
@@ -120,6 +144,7 @@ static pt_kernels timed_kernels(const pt_kernels *k)
     pt_kernels t = *k;
     t.matmul = t_matmul;
     t.layernorm_forward = t_ln_f;
+    t.residual_layernorm_forward = t_res_ln_f;
     t.layernorm_backward_input = t_ln_bi;
     t.layernorm_backward_weight = t_ln_bw;
     t.gelu_forward = t_gelu_f;
@@ -129,7 +154,9 @@ static pt_kernels timed_kernels(const pt_kernels *k)
     t.add_floats = t_add_floats;
     t.accumulate = t_accumulate;
     t.softmax_causal_forward = t_softmax_f;
+    t.softmax_causal_recompute = t_softmax_r;
     t.softmax_causal_backward = t_softmax_b;
+    t.store_floats = t_store;
     t.crossentropy_forward = t_ce_f;
     t.crossentropy_backward = t_ce_b;
     return t;
