@@ -12,11 +12,15 @@
 #include "nn/block.h"
 #include "nn/linear.h"
 
-/* The causal mask makes the (T,T) score and probability matrices lower
- * triangular, so the products run over bands of ATT_ROWS rows (or columns)
- * that stop at the diagonal: about 5/8 of the full square at T = 256. The
- * softmax reads only j <= i and writes zeros above the diagonal, so what the
- * bands leave uncomputed is never read. */
+/* Attention runs one band of ATT_ROWS query rows at a time against every
+ * key up to the band's diagonal: the band's scores and probabilities (ATT_ROWS
+ * x T) live in scratch only while the band is worked on, and what backward
+ * needs of the softmax is each row's max and 1/sum (stats), from which it
+ * recomputes the band's probabilities bit for bit. So no (T,T) matrix is
+ * kept or even held whole, activation memory grows with T rather than T^2,
+ * and the products stop at the diagonal: about 5/8 of the full square at
+ * T = 256. The softmax writes zeros past the diagonal up to the band's
+ * last column, which is as far as the products read. */
 #define ATT_ROWS 64
 
 static int band(int T, int r0) { return T - r0 < ATT_ROWS ? T - r0 : ATT_ROWS; }
@@ -27,59 +31,95 @@ float pt_attention_scale(const pt_block_shape *s, int layer)
     return s->attn_by_layer ? scale / (float)(layer < 0 ? 1 : layer + 1) : scale;
 }
 
+/* The scratch: a band's scores, which backward overwrites with their
+ * gradient once it has the probabilities (floats), the key and value
+ * gradients of one head summed over bands (floats), then the band's
+ * probabilities (activations). Offsets in floats. */
+typedef struct {
+    size_t scores, dk, dv, att, floats;
+} attention_scratch;
+
+static attention_scratch scratch_layout(int T, int C, int H, pt_elem_type act)
+{
+    size_t band_n = (size_t)band(T, 0) * T, head = (size_t)T * (C / H);
+    attention_scratch l = {.scores = 0, .dk = band_n};
+    l.dv = l.dk + head;
+    l.att = l.dv + head;
+    l.floats = l.att + (band_n * pt_elem_size(act) + 3) / 4;
+    return l;
+}
+
+size_t pt_attention_scratch_floats(int T, int C, int H, pt_elem_type act)
+{
+    return scratch_layout(T, C, H, act).floats;
+}
+
 /* an activation operand n elements into p */
 #define ACT(p, n, ld) pt_mat_of(pt_elems_at(p, n, k->act), ld, k->act)
+#define FLOATS(p, ld) pt_mat_of(p, ld, PT_F32)
 
-// qkv (B,T,3C) -> y (B,T,C); att (B,H,T,T)
-void pt_attention_forward(const pt_kernels *k, void *y, void *att, float *scratch, const void *qkv,
-                          int B, int T, int C, int H, float scale)
+// qkv (B,T,3C) -> y (B,T,C); stats (B,H,T,2)
+void pt_attention_forward(const pt_kernels *k, void *y, float *stats, float *scratch,
+                          const void *qkv, int B, int T, int C, int H, float scale)
 {
-    size_t hs = (size_t)(C / H), C3 = 3 * (size_t)C, TT = (size_t)T * T;
+    attention_scratch sl = scratch_layout(T, C, H, k->act);
+    float *scores = scratch + sl.scores;
+    void *att = scratch + sl.att;
+    size_t hs = (size_t)(C / H), C3 = 3 * (size_t)C;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             size_t q = (size_t)b * T * C3 + h * hs, kk = q + C, v = q + 2 * (size_t)C;
-            size_t a = ((size_t)b * H + h) * TT, yh = (size_t)b * T * C + h * hs;
-            for (int r0 = 0; r0 < T; r0 += ATT_ROWS) /* q k^T, rows r0.. up to the diagonal */
-                k->matmul(0, 1, band(T, r0), r0 + band(T, r0), (int)hs, 1.0f,
-                          ACT(qkv, q + r0 * C3, (int)C3), ACT(qkv, kk, (int)C3), 0.0f,
-                          pt_mat_of(scratch + (size_t)r0 * T, T, PT_F32), NULL);
-            k->softmax_causal_forward(pt_elems_at(att, a, k->act), scratch, T, scale);
-            for (int r0 = 0; r0 < T; r0 += ATT_ROWS) /* att v */
-                k->matmul(0, 0, band(T, r0), (int)hs, r0 + band(T, r0), 1.0f,
-                          ACT(att, a + (size_t)r0 * T, T), ACT(qkv, v, (int)C3), 0.0f,
-                          ACT(y, yh + (size_t)r0 * C, C), NULL);
+            size_t yh = (size_t)b * T * C + h * hs;
+            float *st = stats + ((size_t)b * H + h) * T * 2;
+            for (int r0 = 0; r0 < T; r0 += ATT_ROWS) {
+                int n = band(T, r0);
+                k->matmul(0, 1, n, r0 + n, (int)hs, 1.0f, ACT(qkv, q + r0 * C3, (int)C3),
+                          ACT(qkv, kk, (int)C3), 0.0f, FLOATS(scores, T), NULL);
+                k->softmax_causal_forward(att, scores, st + 2 * (size_t)r0, r0, n, T, scale);
+                k->matmul(0, 0, n, (int)hs, r0 + n, 1.0f, ACT(att, 0, T), ACT(qkv, v, (int)C3),
+                          0.0f, ACT(y, yh + (size_t)r0 * C, C), NULL);
+            }
         }
 }
 
 // dy (B,T,C) -> dqkv (B,T,3C)
-void pt_attention_backward(const pt_kernels *k, void *dqkv, void *att, float *scratch,
+void pt_attention_backward(const pt_kernels *k, void *dqkv, const float *stats, float *scratch,
                            const void *dy, const void *qkv, int B, int T, int C, int H, float scale)
 {
-    size_t hs = (size_t)(C / H), C3 = 3 * (size_t)C, TT = (size_t)T * T;
+    attention_scratch sl = scratch_layout(T, C, H, k->act);
+    float *scores = scratch + sl.scores, *dprob = scores; /* scores die once att has them */
+    float *dk_sum = scratch + sl.dk, *dv_sum = scratch + sl.dv;
+    void *att = scratch + sl.att;
+    size_t hs = (size_t)(C / H), C3 = 3 * (size_t)C;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < H; h++) {
             size_t q = (size_t)b * T * C3 + h * hs, kk = q + C, v = q + 2 * (size_t)C;
             size_t dq = q, dk = kk, dv = v; /* dqkv is laid out as qkv */
-            size_t a = ((size_t)b * H + h) * TT, dyh = (size_t)b * T * C + h * hs;
-            for (int r0 = 0; r0 < T; r0 += ATT_ROWS) { /* dP = dy v^T, and dv = att^T dy */
+            size_t dyh = (size_t)b * T * C + h * hs;
+            const float *st = stats + ((size_t)b * H + h) * T * 2;
+            memset(dk_sum, 0, sizeof(float) * T * hs);
+            memset(dv_sum, 0, sizeof(float) * T * hs);
+            for (int r0 = 0; r0 < T; r0 += ATT_ROWS) {
                 int n = band(T, r0);
-                k->matmul(0, 1, n, r0 + n, (int)hs, 1.0f, ACT(dy, dyh + (size_t)r0 * C, C),
-                          ACT(qkv, v, (int)C3), 0.0f,
-                          pt_mat_of(scratch + (size_t)r0 * T, T, PT_F32), NULL);
-                k->matmul(1, 0, n, (int)hs, T - r0, 1.0f, ACT(att, a + (size_t)r0 * T + r0, T),
-                          ACT(dy, dyh + (size_t)r0 * C, C), 0.0f,
-                          ACT(dqkv, dv + (size_t)r0 * C3, (int)C3), NULL);
+                pt_mat qb = ACT(qkv, q + r0 * C3, (int)C3), dyb = ACT(dy, dyh + (size_t)r0 * C, C);
+                /* the forward's probabilities; dP = dy v^T; dv += P^T dy */
+                k->matmul(0, 1, n, r0 + n, (int)hs, 1.0f, qb, ACT(qkv, kk, (int)C3), 0.0f,
+                          FLOATS(scores, T), NULL);
+                k->softmax_causal_recompute(att, scores, st + 2 * (size_t)r0, r0, n, T, scale);
+                k->matmul(0, 1, n, r0 + n, (int)hs, 1.0f, dyb, ACT(qkv, v, (int)C3), 0.0f,
+                          FLOATS(dprob, T), NULL);
+                k->matmul(1, 0, r0 + n, (int)hs, n, 1.0f, ACT(att, 0, T), dyb, 1.0f,
+                          FLOATS(dv_sum, (int)hs), NULL);
+                /* dS, in place; dq = dS k; dk += dS^T q */
+                k->softmax_causal_backward(att, att, dprob, r0, n, T, scale);
+                k->matmul(0, 0, n, (int)hs, r0 + n, 1.0f, ACT(att, 0, T), ACT(qkv, kk, (int)C3),
+                          0.0f, ACT(dqkv, dq + (size_t)r0 * C3, (int)C3), NULL);
+                k->matmul(1, 0, r0 + n, (int)hs, n, 1.0f, ACT(att, 0, T), qb, 1.0f,
+                          FLOATS(dk_sum, (int)hs), NULL);
             }
-            void *ah = pt_elems_at(att, a, k->act);
-            k->softmax_causal_backward(ah, ah, scratch, T, scale); /* dS, in place */
-            for (int r0 = 0; r0 < T; r0 += ATT_ROWS) {             /* dq = dS k, and dk = dS^T q */
-                int n = band(T, r0);
-                k->matmul(0, 0, n, (int)hs, r0 + n, 1.0f, ACT(att, a + (size_t)r0 * T, T),
-                          ACT(qkv, kk, (int)C3), 0.0f, ACT(dqkv, dq + (size_t)r0 * C3, (int)C3),
-                          NULL);
-                k->matmul(1, 0, n, (int)hs, T - r0, 1.0f, ACT(att, a + (size_t)r0 * T + r0, T),
-                          ACT(qkv, q + (size_t)r0 * C3, (int)C3), 0.0f,
-                          ACT(dqkv, dk + (size_t)r0 * C3, (int)C3), NULL);
+            for (int t = 0; t < T; t++) {
+                k->store_floats(pt_elems_at(dqkv, dk + t * C3, k->act), dk_sum + t * hs, hs);
+                k->store_floats(pt_elems_at(dqkv, dv + t * C3, k->act), dv_sum + t * hs, hs);
             }
         }
 }
@@ -90,7 +130,7 @@ double pt_attention_backward_flops(int T, int C) { return 8.0 * T * T * C; }
 /* ---- the attention block ---- */
 
 typedef struct {
-    size_t qkv, att, y, dqkv, dy, scratch, total; /* bytes */
+    size_t qkv, stats, y, dqkv, dy, scratch, total; /* bytes */
 } attention_layout;
 
 static attention_layout layout(const pt_block *b, int B)
@@ -99,11 +139,11 @@ static attention_layout layout(const pt_block *b, int B)
     pt_elem_type t = b->k->act;
     attention_layout l;
     l.qkv = pt_saved_take(&at, n * 3 * C, t);
-    l.att = pt_saved_take(&at, (size_t)B * b->shape.H * T * T, t);
+    l.stats = pt_saved_take(&at, (size_t)B * b->shape.H * T * 2, PT_F32);
     l.y = pt_saved_take(&at, n * C, t);
     l.dqkv = pt_saved_take(&at, n * 3 * C, t);
     l.dy = pt_saved_take(&at, n * C, t);
-    l.scratch = pt_saved_take(&at, T * T, PT_F32);
+    l.scratch = pt_saved_take(&at, pt_attention_scratch_floats(T, C, b->shape.H, t), PT_F32);
     l.total = at;
     return l;
 }
@@ -118,7 +158,7 @@ static void attention_forward(pt_block *b, const pt_microbatch *mb, const void *
     int B = mb->batch, T = b->shape.T, C = b->shape.C, N = B * T;
     attention_layout l = layout(b, B);
     pt_linear_forward(b, 0, pt_saved_at(s, l.qkv), in, N, C, 3 * C);
-    pt_attention_forward(b->k, pt_saved_at(s, l.y), pt_saved_at(s, l.att),
+    pt_attention_forward(b->k, pt_saved_at(s, l.y), pt_saved_floats(s, l.stats),
                          pt_saved_floats(s, l.scratch), pt_saved_at(s, l.qkv), B, T, C, b->shape.H,
                          pt_attention_scale(&b->shape, b->layer));
     pt_linear_forward(b, 2, out, pt_saved_at(s, l.y), N, C, C);
@@ -133,7 +173,7 @@ static void attention_backward_input(pt_block *b, const pt_microbatch *mb, const
     int B = mb->batch, T = b->shape.T, C = b->shape.C, N = B * T;
     attention_layout l = layout(b, B);
     pt_linear_backward_input(b, 2, pt_saved_at(s, l.dy), dout, N, C, C);
-    pt_attention_backward(b->k, pt_saved_at(s, l.dqkv), pt_saved_at(s, l.att),
+    pt_attention_backward(b->k, pt_saved_at(s, l.dqkv), pt_saved_floats(s, l.stats),
                           pt_saved_floats(s, l.scratch), pt_saved_at(s, l.dy),
                           pt_saved_at(s, l.qkv), B, T, C, b->shape.H,
                           pt_attention_scale(&b->shape, b->layer));

@@ -12,15 +12,19 @@
  * attn_unscaled, and also 1 / (layer + 1) under attn_by_layer. */
 float pt_attention_scale(const pt_block_shape *s, int layer);
 
-// qkv (B,T,3C) -> y (B,T,C); att (B,H,T,T) keeps the probabilities; the
-// scores pass through scratch, T*T floats. qkv, y, att: activations.
-void pt_attention_forward(const pt_kernels *k, void *y, void *att, float *scratch, const void *qkv,
-                          int B, int T, int C, int H, float scale);
-// dy (B,T,C) -> dqkv (B,T,3C). att is overwritten (it becomes the score
-// gradient); scratch holds T*T floats. scale: the forward's.
-void pt_attention_backward(const pt_kernels *k, void *dqkv, void *att, float *scratch,
+// qkv (B,T,3C) -> y (B,T,C); stats (B,H,T,2) keeps each row's softmax max
+// and 1/sum, from which backward recomputes the probabilities; scratch
+// holds pt_attention_scratch_floats() floats. qkv, y: activations.
+void pt_attention_forward(const pt_kernels *k, void *y, float *stats, float *scratch,
+                          const void *qkv, int B, int T, int C, int H, float scale);
+// dy (B,T,C) -> dqkv (B,T,3C), with the forward's stats and scale.
+void pt_attention_backward(const pt_kernels *k, void *dqkv, const float *stats, float *scratch,
                            const void *dy, const void *qkv, int B, int T, int C, int H,
                            float scale);
+/* Floats of scratch attention needs: a band of query rows' scores and
+ * their gradients and probabilities (rows x T), and one head's key and
+ * value gradients (T x C/H); never (T,T). */
+size_t pt_attention_scratch_floats(int T, int C, int H, pt_elem_type act);
 /* FLOPs per sample: the products run over the full (T,T) square */
 double pt_attention_forward_flops(int T, int C);
 double pt_attention_backward_flops(int T, int C);

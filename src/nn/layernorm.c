@@ -3,7 +3,6 @@
  * <prefix>.bias (C).
  * Saved: each row's mean and reciprocal deviation, and for backward_weight
  * the gradient of the normalised output, which is dout itself. */
-#include <string.h>
 
 #include "nn/block.h"
 
@@ -35,8 +34,7 @@ static void layernorm_backward_input(pt_block *b, const pt_microbatch *mb, const
         return;
     int N = rows(b, mb), C = b->shape.C;
     const float *stats = saved;
-    memset(din, 0, (size_t)N * C * pt_elem_size(b->k->act)); /* all-zero bits: 0 in both types */
-    b->k->layernorm_backward_input(din, dout, in, b->p[0], stats, stats + N, N, C);
+    b->k->layernorm_backward_input(din, NULL, dout, in, b->p[0], stats, stats + N, N, C);
 }
 
 static void layernorm_backward_weight(pt_block *b, const pt_microbatch *mb, const void *in,

@@ -76,10 +76,8 @@ static void head_backward_input(pt_block *b, const pt_microbatch *mb, const void
     k->crossentropy_backward(out, mb->targets, N, V, rows ? loss_scale / rows : 0.0f);
     k->matmul(0, 0, N, C, V, 1.0f, pt_mat_of(out, V, PT_F32), pt_block_weight(b, HEAD, C), 0.0f,
               pt_block_act(b, S(dln), C), NULL);
-    if (din) {
-        memset(din, 0, (size_t)N * C * pt_elem_size(k->act));
-        k->layernorm_backward_input(din, S(dln), in, b->p[LNF_W], F(mean), F(rstd), N, C);
-    }
+    if (din)
+        k->layernorm_backward_input(din, NULL, S(dln), in, b->p[LNF_W], F(mean), F(rstd), N, C);
 }
 
 static void head_backward_weight(pt_block *b, const pt_microbatch *mb, const void *in,

@@ -12,7 +12,6 @@
  * and can run any time later (zero-bubble schedules need that). */
 #include <math.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "nn/attention.h"
 #include "nn/block.h"
@@ -24,7 +23,7 @@ enum { LN1_W, LN1_B, ATTN_W, ATTN_B, APROJ_W, APROJ_B, LN2_W, LN2_B, FC_W, FC_B,
  * fills the first group, backward_input the second. LayerNorm statistics
  * and the score scratch are float; the rest are activations. */
 typedef struct {
-    size_t ln1, mean1, rstd1, qkv, att, y, x2, ln2, mean2, rstd2, h, g;
+    size_t ln1, mean1, rstd1, qkv, stats, y, x2, ln2, mean2, rstd2, h, g;
     size_t dqkv, dy, dx2, dln1, dln2, dh, scratch, total;
 } transformer_layout;
 
@@ -37,7 +36,7 @@ static transformer_layout layout(const pt_block *b, int B)
     l.mean1 = pt_saved_take(&at, n, PT_F32);
     l.rstd1 = pt_saved_take(&at, n, PT_F32);
     l.qkv = pt_saved_take(&at, n * 3 * C, t);
-    l.att = pt_saved_take(&at, (size_t)B * b->shape.H * T * T, t);
+    l.stats = pt_saved_take(&at, (size_t)B * b->shape.H * T * 2, PT_F32);
     l.y = pt_saved_take(&at, n * C, t);
     l.x2 = pt_saved_take(&at, n * C, t);
     l.ln2 = pt_saved_take(&at, n * C, t);
@@ -51,7 +50,7 @@ static transformer_layout layout(const pt_block *b, int B)
     l.dln1 = pt_saved_take(&at, n * C, t);
     l.dln2 = pt_saved_take(&at, n * C, t);
     l.dh = pt_saved_take(&at, n * I, t);
-    l.scratch = pt_saved_take(&at, T * T, PT_F32);
+    l.scratch = pt_saved_take(&at, pt_attention_scratch_floats(T, C, b->shape.H, t), PT_F32);
     l.total = at;
     return l;
 }
@@ -75,11 +74,11 @@ static void transformer_forward(pt_block *b, const pt_microbatch *mb, const void
 
     k->layernorm_forward(S(ln1), F(mean1), F(rstd1), in, p[LN1_W], p[LN1_B], N, C, eps);
     pt_linear_forward(b, ATTN_W, S(qkv), S(ln1), N, C, 3 * C);
-    pt_attention_forward(k, S(y), S(att), F(scratch), S(qkv), B, T, C, b->shape.H,
+    pt_attention_forward(k, S(y), F(stats), F(scratch), S(qkv), B, T, C, b->shape.H,
                          pt_attention_scale(&b->shape, b->layer));
     pt_linear_forward(b, APROJ_W, S(x2), S(y), N, C, C);
-    k->add(S(x2), S(x2), in, nc);
-    k->layernorm_forward(S(ln2), F(mean2), F(rstd2), S(x2), p[LN2_W], p[LN2_B], N, C, eps);
+    k->residual_layernorm_forward(S(x2), S(ln2), F(mean2), F(rstd2), S(x2), in, p[LN2_W], p[LN2_B],
+                                  N, C, eps);
     pt_linear_forward(b, FC_W, S(h), S(ln2), N, C, I);
     pt_activation_pick(k, b->shape.act).forward(S(g), S(h), (size_t)N * I);
     pt_linear_forward(b, FPROJ_W, out, S(g), N, I, C);
@@ -96,23 +95,19 @@ static void transformer_backward_input(pt_block *b, const pt_microbatch *mb, con
     float *const *p = b->p;
     int B = mb->batch, T = b->shape.T, C = b->shape.C, I = b->shape.n_inner, N = B * T;
     transformer_layout l = layout(b, B);
-    size_t nc_bytes = (size_t)N * C * pt_elem_size(k->act);
 
     /* MLP branch: dout -> dh (through the activation) -> dln2 -> dx2 (plus the residual) */
     pt_linear_backward_input(b, FPROJ_W, S(dh), dout, N, I, C);
     pt_activation_pick(k, b->shape.act).backward(S(dh), S(h), S(dh), (size_t)N * I);
     pt_linear_backward_input(b, FC_W, S(dln2), S(dh), N, C, I);
-    memcpy(S(dx2), dout, nc_bytes);
-    k->layernorm_backward_input(S(dx2), S(dln2), S(x2), p[LN2_W], F(mean2), F(rstd2), N, C);
+    k->layernorm_backward_input(S(dx2), dout, S(dln2), S(x2), p[LN2_W], F(mean2), F(rstd2), N, C);
     /* attention branch: dx2 -> dy -> dqkv -> dln1 -> din (plus the residual) */
     pt_linear_backward_input(b, APROJ_W, S(dy), S(dx2), N, C, C);
-    pt_attention_backward(k, S(dqkv), S(att), F(scratch), S(dy), S(qkv), B, T, C, b->shape.H,
+    pt_attention_backward(k, S(dqkv), F(stats), F(scratch), S(dy), S(qkv), B, T, C, b->shape.H,
                           pt_attention_scale(&b->shape, b->layer));
     pt_linear_backward_input(b, ATTN_W, S(dln1), S(dqkv), N, C, 3 * C);
-    if (din) {
-        memcpy(din, S(dx2), nc_bytes);
-        k->layernorm_backward_input(din, S(dln1), in, p[LN1_W], F(mean1), F(rstd1), N, C);
-    }
+    if (din)
+        k->layernorm_backward_input(din, S(dx2), S(dln1), in, p[LN1_W], F(mean1), F(rstd1), N, C);
 }
 
 static void transformer_backward_weight(pt_block *b, const pt_microbatch *mb, const void *in,

@@ -1,10 +1,13 @@
-/* optimizer.c: AdamW and SGD with momentum (optimizer.h). */
+/* optimizer.c: AdamW and SGD with momentum (optimizer.h). AdamW's pass over
+ * weights, gradients and moments, and the clip's sum of squares, run on the
+ * CPU's widest vectors (tensor/adamw.c). */
 #include "runtime/optimizer.h"
 
 #include <math.h>
 #include <stdlib.h>
 
 #include "model/model.h"
+#include "tensor/adamw.h"
 #include "tensor/error.h"
 
 struct pt_optimizer {
@@ -95,8 +98,7 @@ double pt_optimizer_grad_sq(const pt_model *m, int first, int last)
         const pt_param *p = &m->params[i];
         if (p->block < first || p->block > last || p->tied_to || !p->grad)
             continue;
-        for (size_t j = 0; j < p->numel; j++)
-            sq += (double)p->grad[j] * p->grad[j];
+        sq += pt_sum_squares(p->grad, p->numel);
     }
     return sq;
 }
@@ -120,16 +122,15 @@ float *pt_optimizer_state(pt_optimizer *o, const pt_model *m, int i, int which)
 static void adamw(const pt_optim_config *c, float *w, const float *g, float *m1, float *m2,
                   size_t n, long step, float lr, float clip, float decay)
 {
-    float b1 = c->beta1, b2 = c->beta2;
-    float corr1 = (float)(1.0 - pow(b1, (double)(step + 1)));
-    float corr2 = (float)(1.0 - pow(b2, (double)(step + 1)));
-    for (size_t j = 0; j < n; j++) {
-        float grad = g[j] * clip;
-        m1[j] = b1 * m1[j] + (1.0f - b1) * grad;
-        m2[j] = b2 * m2[j] + (1.0f - b2) * grad * grad;
-        float mhat = m1[j] / corr1, vhat = m2[j] / corr2;
-        w[j] -= lr * (mhat / (sqrtf(vhat) + c->eps) + decay * w[j]);
-    }
+    pt_adamw_step s = {.beta1 = c->beta1,
+                       .beta2 = c->beta2,
+                       .eps = c->eps,
+                       .corr1 = (float)(1.0 - pow(c->beta1, (double)(step + 1))),
+                       .corr2 = (float)(1.0 - pow(c->beta2, (double)(step + 1))),
+                       .lr = lr,
+                       .clip = clip,
+                       .decay = decay};
+    pt_adamw_update(&s, w, g, m1, m2, n);
 }
 
 static void sgd(const pt_optim_config *c, float *w, const float *g, float *mom, size_t n, float lr,

@@ -81,9 +81,16 @@ typedef struct pt_kernels {
      * mean, rstd (N) kept for backward */
     void (*layernorm_forward)(void *out, float *mean, float *rstd, const void *inp, const float *w,
                               const float *b, int N, int C, float eps);
-    /* dinp (N,C) adds the input gradient */
-    void (*layernorm_backward_input)(void *dinp, const void *dout, const void *inp, const float *w,
-                                     const float *mean, const float *rstd, int N, int C);
+    /* A residual add and the LayerNorm that reads it, a row at a time:
+     * sum (N,C) = a + b (sum may alias a or b), out = layernorm(sum) */
+    void (*residual_layernorm_forward)(void *sum, void *out, float *mean, float *rstd,
+                                       const void *a, const void *b, const float *w,
+                                       const float *bias, int N, int C, float eps);
+    /* dinp (N,C) = dres + the input gradient (dres: the gradient a residual
+     * path brings to the same input, or NULL for none; dinp may alias it) */
+    void (*layernorm_backward_input)(void *dinp, const void *dres, const void *dout,
+                                     const void *inp, const float *w, const float *mean,
+                                     const float *rstd, int N, int C);
     /* dw, db (C) add the parameter gradients */
     void (*layernorm_backward_weight)(float *dw, float *db, const void *dout, const void *inp,
                                       const float *mean, const float *rstd, int N, int C);
@@ -112,13 +119,24 @@ typedef struct pt_kernels {
     /* g += d, elementwise over n (a gradient table gathers its rows) */
     void (*accumulate)(float *g, const void *d, size_t n);
 
-    /* scores (T,T), in place: scale, mask j > i, softmax each row; the
-     * probabilities are written to att (which may be scores under fp32). */
-    void (*softmax_causal_forward)(void *att, float *scores, int T, float scale);
-    /* datt (T,T) = gradient through the causal softmax and its scale, given
-     * the probabilities att and the gradient dprob (datt may alias att) */
-    void (*softmax_causal_backward)(void *datt, const void *att, const float *dprob, int T,
-                                    float scale);
+    /* The causal softmax of attention, a band of n query rows r0.. at a
+     * time (no (T,T) matrix is ever whole): row i of the band sees keys
+     * 0..r0+i. scores (n, ld), in place: scale, mask, softmax each row;
+     * the probabilities go to att (n, ld) (which may be scores under fp32),
+     * zeros past the diagonal up to column r0+n, and each row's max and
+     * 1/sum to stats (n, 2), what backward recomputes them from. */
+    void (*softmax_causal_forward)(void *att, float *scores, float *stats, int r0, int n, int ld,
+                                   float scale);
+    /* att (n, ld): the forward's probabilities again, bit for bit, from the
+     * same (unscaled) scores and the stats it kept */
+    void (*softmax_causal_recompute)(void *att, const float *scores, const float *stats, int r0,
+                                     int n, int ld, float scale);
+    /* datt (n, ld) = gradient through the causal softmax and its scale, given
+     * the band's probabilities att and the gradient dprob (datt may alias att) */
+    void (*softmax_causal_backward)(void *datt, const void *att, const float *dprob, int r0, int n,
+                                    int ld, float scale);
+    /* out = in, n floats stored as activations (rounded once) */
+    void (*store_floats)(void *out, const float *in, size_t n);
 
     /* In place: logits (N,V) become probabilities. When targets != NULL,
      * returns the sum over rows of -log p[target]; rows whose target is
