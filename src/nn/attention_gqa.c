@@ -1,8 +1,9 @@
 /* attention_gqa.c: causal grouped-query attention (attention_gqa.h). The
  * causal mask makes scores and probabilities lower triangular, so the
  * products run over bands of GQA_ROWS rows that stop at the diagonal; the
- * softmax kernels read only j <= i. A key/value head's gradient sums over
- * the query heads of its group: the first writes it, the others add. */
+ * softmax kernels read only j <= i. The (T,T) probabilities are kept for
+ * backward (the GPT-2 attention recomputes them instead: attention.c). A key/value head's gradient
+ * sums over the query heads of its group: the first writes it, the others add. */
 #include "nn/attention_gqa.h"
 
 #define GQA_ROWS 64
@@ -42,7 +43,8 @@ void pt_gqa_forward(const pt_kernels *k, const pt_gqa *a, void *y, void *att, fl
                 k->matmul(0, 1, band(T, r0), r0 + band(T, r0), hd, 1.0f,
                           ACT(qkv, at.q + (size_t)r0 * W, W), ACT(qkv, at.k, W), 0.0f,
                           pt_mat_of(scratch + (size_t)r0 * T, T, PT_F32), NULL);
-            k->softmax_causal_forward(pt_elems_at(att, at.att, k->act), scratch, T, a->scale);
+            k->softmax_causal_forward(pt_elems_at(att, at.att, k->act), scratch,
+                                      scratch + (size_t)T * T, 0, T, T, a->scale);
             for (int r0 = 0; r0 < T; r0 += GQA_ROWS) /* att v */
                 k->matmul(0, 0, band(T, r0), hd, r0 + band(T, r0), 1.0f,
                           ACT(att, at.att + (size_t)r0 * T, T), ACT(qkv, at.v, W), 0.0f,
@@ -69,7 +71,7 @@ void pt_gqa_backward(const pt_kernels *k, const pt_gqa *a, void *dqkv, void *att
                           ACT(dqkv, at.v + (size_t)r0 * W, W), NULL);
             }
             void *ah = pt_elems_at(att, at.att, k->act);
-            k->softmax_causal_backward(ah, ah, scratch, T, a->scale); /* dS, in place */
+            k->softmax_causal_backward(ah, ah, scratch, 0, T, T, a->scale); /* dS, in place */
             for (int r0 = 0; r0 < T; r0 += GQA_ROWS) { /* dq = dS k, and dk (+)= dS^T q */
                 int n = band(T, r0);
                 k->matmul(0, 0, n, hd, r0 + n, 1.0f, ACT(att, at.att + (size_t)r0 * T, T),

@@ -18,7 +18,7 @@ typedef struct {
 static inline int pt_gqa_row(const pt_gqa *a) { return (a->H + 2 * a->KV) * a->hd; }
 
 // qkv (B,T,(H+2KV)hd) -> y (B,T,H hd); att (B,H,T,T) keeps the
-// probabilities; scratch holds T*T floats
+// probabilities; scratch holds T*T + 2T floats (scores, then the softmax's row statistics)
 void pt_gqa_forward(const pt_kernels *k, const pt_gqa *a, void *y, void *att, float *scratch,
                     const void *qkv, int B);
 // dy (B,T,H hd) -> dqkv (B,T,(H+2KV)hd); att is overwritten

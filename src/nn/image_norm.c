@@ -9,7 +9,6 @@
 #include "nn/image_norm.h"
 
 #include <stdio.h>
-#include <string.h>
 
 static int rows(const pt_image_norm *n) { return n->groups ? n->groups : 1; }
 static int per_sample(const pt_image_norm *n) { return n->C * n->H * n->W; }
@@ -49,9 +48,7 @@ void pt_image_norm_backward_input(const pt_block *b, int w, const pt_image_norm 
                                     n->groups);
         return;
     }
-    /* the row LayerNorm adds: all-zero bits are 0 in both types */
-    memset(din, 0, (size_t)B * per_sample(n) * pt_elem_size(k->act));
-    k->layernorm_backward_input(din, dout, in, b->p[w], mean, rstd, B, per_sample(n));
+    k->layernorm_backward_input(din, NULL, dout, in, b->p[w], mean, rstd, B, per_sample(n));
 }
 
 void pt_image_norm_backward_weight(pt_block *b, int w, const pt_image_norm *n, const void *dout,

@@ -83,7 +83,7 @@ static llama_layout layout(const pt_block *b, int B)
     l.dy = pt_saved_take(&at, n * C, t);
     l.dqkv = pt_saved_take(&at, n * W, t);
     l.dn1 = pt_saved_take(&at, n * C, t);
-    l.scratch = pt_saved_take(&at, (size_t)g.T * g.T, PT_F32);
+    l.scratch = pt_saved_take(&at, (size_t)g.T * g.T + 2 * (size_t)g.T, PT_F32);
     l.total = at;
     return l;
 }
