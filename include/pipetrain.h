@@ -299,6 +299,18 @@ typedef struct {
     int n_chunk_costs; /* 0, or pt_schedule_chunks(): then chunk_f[c],
                           chunk_b[c], chunk_w[c] replace f, b, w */
     const double *chunk_f, *chunk_b, *chunk_w;
+    /* The link between two workers: a transfer of N bytes is on the wire for
+     * N / bandwidth, one after another per direction of each pair of workers
+     * (a transfer waits for the one before it on its link), and arrives
+     * `latency` after it left the wire. Overlapped sends cost their worker
+     * nothing; the wire time is what a receiver waits for. */
+    double bandwidth;             /* bytes per time unit; 0: no limit, transfers take
+                                     `latency` alone (default 0) */
+    double transfer_bytes;        /* bytes of one activation or gradient between two
+                                     chunks (default 0) */
+    const double *boundary_bytes; /* NULL, or n_chunk_costs entries: [c] the bytes
+                                     of a transfer between chunks c-1 and c,
+                                     replacing transfer_bytes */
 } pt_schedule_costs;
 
 pt_schedule_costs pt_schedule_costs_default(void);
