@@ -455,6 +455,18 @@ typedef struct {
     int n_chunk_costs; /* 0, or pt_schedule_chunks(): then chunk_f[c],
                           chunk_b[c], chunk_w[c] replace f, b, w */
     const double *chunk_f, *chunk_b, *chunk_w;
+    /* The link between two workers: a transfer of N bytes is on the wire for
+     * N / bandwidth, one after another per direction of each pair of workers
+     * (a transfer waits for the one before it on its link), and arrives
+     * `latency` after it left the wire. Overlapped sends cost their worker
+     * nothing; the wire time is what a receiver waits for. */
+    double bandwidth;             /* bytes per time unit; 0: no limit, transfers take
+                                     `latency` alone (default 0) */
+    double transfer_bytes;        /* bytes of one activation or gradient between two
+                                     chunks (default 0) */
+    const double *boundary_bytes; /* NULL, or n_chunk_costs entries: [c] the bytes
+                                     of a transfer between chunks c-1 and c,
+                                     replacing transfer_bytes */
 } pt_schedule_costs;
 
 pt_schedule_costs pt_schedule_costs_default(void);
@@ -868,6 +880,27 @@ int pt_pipeline_bubble_report(const pt_pipeline *p, char *buf, size_t n);
 /* Measured bubble fractions of the last step, per worker (measured may be
  * NULL, predicted may be NULL); arrays of pt_pipeline_workers() entries. */
 int pt_pipeline_bubbles(const pt_pipeline *p, double *measured, double *predicted);
+/* The link between workers: bytes per second (0: none, transfers are
+ * copies in memory) and seconds of latency per transfer. */
+typedef struct {
+    double bandwidth, latency;
+} pt_link_rate;
+/* Times pipetrain's own ping-pong between neighbouring MPI ranks (a small
+ * message, one transfer between chunks or 512 KiB, four times that) and gives the slowest
+ * pair's bandwidth and latency; {0, 0} on threads. Every rank calls it, before
+ * the first step. */
+int pt_pipeline_probe_link(pt_pipeline *p, pt_link_rate *out);
+/* Per worker (arrays of pt_pipeline_workers() entries, each may be NULL):
+ * when it ended its last compute action of the last step, measured from the
+ * step's start, and when the simulator has it end for the measured F, B, W
+ * times of every chunk, each boundary's bytes and the link (NULL: none).
+ * Under MPI every rank must call it. */
+int pt_pipeline_step_times(pt_pipeline *p, const pt_link_rate *link, double *measured,
+                           double *predicted);
+/* Those figures as a table into buf, headed by the link. */
+int pt_pipeline_step_time_report(const pt_pipeline *p, const pt_link_rate *link,
+                                 const double *measured, const double *predicted, char *buf,
+                                 size_t n);
 /* Per worker (arrays of pt_pipeline_workers() entries, each may be NULL):
  * the bytes its stage, optimizer, stashes, activation pool and buffers have
  * allocated, the planner's prediction of them, and the peak resident memory
@@ -1118,9 +1151,12 @@ typedef struct {
                         dead peer or link says where to resume from */
     float loss, val_loss, val_accuracy;
     double tokens_per_s;
-    char bubbles[1024]; /* per worker: measured bubble vs the simulator's */
-    char memory[4096];  /* per worker: bytes by kind, measured vs predicted, peak RSS */
-    int is_main;        /* this process reports for the run (always, but under mpirun) */
+    char bubbles[1024];    /* per worker: measured bubble vs the simulator's */
+    char step_times[1024]; /* the link (MPI: measured at the start) and per worker the
+                              last step's time vs the simulator's for that link */
+    pt_link_rate link;
+    char memory[4096]; /* per worker: bytes by kind, measured vs predicted, peak RSS */
+    int is_main;       /* this process reports for the run (always, but under mpirun) */
 } pt_train_result;
 
 /* Trains as configured; a usage mistake (batch not divisible, ...) returns

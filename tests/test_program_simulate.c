@@ -5,10 +5,11 @@
  * bubble fraction, per-worker busy and idle time and peak activations: with
  * unit costs, with unequal F, B, W costs, and with a transfer latency (a
  * send arrives `latency` after it is posted, as the schedule simulator's
- * inputs do). Replicated and asynchronous programs (1f1b-rr, pipedream) play
- * to the end, never faster than their schedule, and 1f1b-rr exactly as fast
- * with free collectives. A collective cost lengthens 1f1b by one NORM, and
- * by one TIED more with a tied pair. */
+ * inputs do), and with a link of limited bandwidth (each transfer's wire
+ * time, one transfer after another per link, in both). Replicated and asynchronous programs
+ * (1f1b-rr, pipedream) play to the end, never faster than their schedule, and 1f1b-rr exactly as
+ * fast with free collectives. A collective cost lengthens 1f1b by one NORM, and by one TIED more
+ * with a tied pair. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -131,6 +132,8 @@ int main(void)
     pt_schedule_costs unit = pt_schedule_costs_default(), other = unit, late = unit;
     other.f = 2, other.b = 3, other.w = 0.5;
     late.latency = 0.5;
+    pt_schedule_costs wire = other; /* 0.75 on the wire, one after another per link */
+    wire.latency = 0.25, wire.bandwidth = 2, wire.transfer_bytes = 1.5;
     for (int P = 1; P <= 6; P++)
         for (int M = 1; M <= 16; M++) {
             const char *flat[] = {"gpipe", "1f1b", "zbh1"};
@@ -138,6 +141,7 @@ int main(void)
                 check_equal(flat[i], P, M, 1, &unit, "unit");
                 check_equal(flat[i], P, M, 1, &other, "F2 B3 W0.5");
                 check_equal(flat[i], P, M, 1, &late, "latency 0.5");
+                check_equal(flat[i], P, M, 1, &wire, "link 0.75 + 0.25");
             }
             for (int v = 1; v <= 3; v++) {
                 check_equal("loopedbfs", P, M, v, &unit, "unit");
@@ -145,6 +149,7 @@ int main(void)
                 if (v == 1 || M % P == 0) {
                     check_equal("interleaved", P, M, v, &unit, "unit");
                     check_equal("interleaved", P, M, v, &other, "F2 B3 W0.5");
+                    check_equal("interleaved", P, M, v, &wire, "link 0.75 + 0.25");
                 }
             }
             check_equal("zbv", P, M, 2, &unit, "unit");

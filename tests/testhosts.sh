@@ -56,6 +56,24 @@ testhosts_sweep() {
     return 0
 }
 
+# tbf's bucket for RATE (tc's units: kbit, mbit, gbit): 2 ms at that rate,
+# 16 KiB at least. A bucket lets its size through at the line's own speed
+# after the link was idle; a large one (256 KiB) made a 100 Mb/s link pass
+# most of each 0.4 MB pipeline transfer at once, faster than any real link.
+testhosts_burst() {
+    local r=${1,,} n unit mult
+    n=${r%%[a-z]*}
+    unit=${r#"$n"}
+    case $unit in
+    bit | "") mult=1 ;;
+    kbit) mult=1000 ;;
+    mbit) mult=1000000 ;;
+    gbit) mult=1000000000 ;;
+    *) echo 262144; return ;;
+    esac
+    awk -v n="$n" -v m="$mult" 'BEGIN { b = n * m / 8 * 0.002; printf "%d", b < 16384 ? 16384 : b }'
+}
+
 testhosts_up() {
     local n=$1 rate=${2:-}
     if [ "$(id -u)" -ne 0 ] || ! command -v ip >/dev/null; then
@@ -93,9 +111,10 @@ testhosts_up() {
         if [ -n "$rate" ]; then
             # both directions: the host's sends leave through its own end,
             # its receives through the bridge's end
-            tc qdisc add dev "${TH_ID}v$i" root tbf rate "$rate" burst 256kb latency 100ms
-            ip netns exec "$ns" tc qdisc add dev "${TH_ID}e$i" root tbf rate "$rate" burst 256kb \
-                latency 100ms
+            burst=$(testhosts_burst "$rate")
+            tc qdisc add dev "${TH_ID}v$i" root tbf rate "$rate" burst "$burst" latency 100ms
+            ip netns exec "$ns" tc qdisc add dev "${TH_ID}e$i" root tbf rate "$rate" \
+                burst "$burst" latency 100ms
         fi
         echo "$addr slots=1" >> "$TH_DIR/hostfile"
         echo "$addr $ns" >> "$TH_DIR/hosts"

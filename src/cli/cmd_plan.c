@@ -23,6 +23,7 @@ typedef struct {
     int stages, virtual_stages, batch, reps;
     int ms[MAX_MS], n_ms;
     size_t max_memory;
+    double link_bandwidth, link_latency; /* bytes/s (0: no limit), seconds */
     int balance[PT_PARTITION_MAX_CHUNKS], n_balance;
     pt_model_config model;
 } options;
@@ -56,7 +57,13 @@ static void usage(FILE *f)
                "                        784,256,256,10)\n"
                "  (a model whose largest block and one micro-batch's activations exceed this\n"
                "  machine's memory is refused before profiling)\n"
-               "  --batch N             samples per micro-batch (default 1; range [1, 1048576])\n");
+               "  --batch N             samples per micro-batch (default 1; range [1, 1048576])\n"
+               "  --link-bandwidth R    the link between two workers (100mbit, 1gbit, 12.5MB/s or\n"
+               "                        bytes/s): each activation and gradient between stages\n"
+               "                        holds it for its bytes / R, one after another per\n"
+               "                        direction (default: no limit)\n"
+               "  --link-latency T      seconds (or 50us, 0.2ms) a transfer takes beyond its wire\n"
+               "                        time (default 0)\n");
 }
 
 static int parse(int argc, char **argv, options *o)
@@ -104,6 +111,10 @@ static int parse(int argc, char **argv, options *o)
         else if (!strcmp(f, "--balance"))
             rc = num_int_list("plan", f, v, NUM_RANGE(1, 1 << 24), o->balance,
                               PT_PARTITION_MAX_CHUNKS, &o->n_balance);
+        else if (!strcmp(f, "--link-bandwidth"))
+            rc = num_rate("plan", f, v, &o->link_bandwidth);
+        else if (!strcmp(f, "--link-latency"))
+            rc = num_seconds("plan", f, v, &o->link_latency);
         else if (!strcmp(f, "--max-stage-memory"))
             rc = num_long("plan", f, v, NUM_RANGE(0, 1e15), &max_memory);
         else if (!strcmp(f, "--model")) {
@@ -151,9 +162,11 @@ typedef struct {
     int peak;
 } plan_row;
 
-/* Chunk costs from the profile for a cut into K chunks. */
-static int chunk_costs(const options *o, const pt_block_profile *prof, int n_blocks, int K,
-                       int *balance, double *f, double *b, double *w)
+/* Chunk costs from the profile for a cut into K chunks, and (bytes not
+ * NULL) the bytes of a transfer into each chunk. */
+static int chunk_costs(const options *o, const pt_model *m, const pt_block_profile *prof,
+                       int n_blocks, int K, int *balance, double *f, double *b, double *w,
+                       double *bytes)
 {
     if (o->n_balance && o->n_balance == K) {
         if (pt_partition_check_balance(o->balance, o->n_balance, K, n_blocks) != PT_OK)
@@ -164,6 +177,10 @@ static int chunk_costs(const options *o, const pt_block_profile *prof, int n_blo
         return PT_EINVAL;
     }
     for (int c = 0, first = 0; c < K; first += balance[c++]) {
+        if (bytes) /* what crosses into chunk c: its first block's input */
+            bytes[c] = c == 0 ? 0.0
+                              : (double)pt_model_block_input_floats(m, first) * o->batch *
+                                    (double)sizeof(float);
         f[c] = b[c] = w[c] = 0;
         for (int i = first; i < first + balance[c]; i++)
             f[c] += prof[i].f, b[c] += prof[i].b, w[c] += prof[i].w;
@@ -195,7 +212,8 @@ static int print_memory(const options *o, const pt_model *m, const pt_block_prof
                         const char *name, int M, int *balance, double *cost)
 {
     int v = chunks_of(o, name), K = o->stages * v;
-    int rc = chunk_costs(o, prof, pt_model_n_blocks(m), K, balance, cost, cost + K, cost + 2 * K);
+    int rc = chunk_costs(o, m, prof, pt_model_n_blocks(m), K, balance, cost, cost + K, cost + 2 * K,
+                         NULL);
     pt_schedule_costs sc = pt_schedule_costs_default();
     sc.n_chunk_costs = K, sc.chunk_f = cost, sc.chunk_b = cost + K, sc.chunk_w = cost + 2 * K;
     pt_schedule *s = NULL;
@@ -248,7 +266,7 @@ int cmd_plan(int argc, char **argv)
     pt_block_profile *prof = calloc((size_t)n, sizeof *prof);
     int K2 = P * o.virtual_stages;
     int *balance = calloc((size_t)(K2 > P ? K2 : P), sizeof(int));
-    double *cost = calloc((size_t)(K2 > P ? K2 : P) * 3, sizeof(double));
+    double *cost = calloc((size_t)(K2 > P ? K2 : P) * 4, sizeof(double));
     int status = 0;
     if (!prof || !balance || !cost ||
         pt_profile_blocks(pt_model_get_config(m), o.batch, o.reps, prof) != PT_OK) {
@@ -259,8 +277,8 @@ int cmd_plan(int argc, char **argv)
     printf("model: %d blocks, micro-batch of %d sample%s, %d stages (profiled on one thread)\n\n",
            n, o.batch, o.batch == 1 ? "" : "s", P);
     int Kmax = K2 > P ? K2 : P;
-    double *f = cost, *b = cost + Kmax, *w = cost + 2 * Kmax;
-    if (chunk_costs(&o, prof, n, P, balance, f, b, w) != PT_OK) {
+    double *f = cost, *b = cost + Kmax, *w = cost + 2 * Kmax, *bytes = cost + 3 * Kmax;
+    if (chunk_costs(&o, m, prof, n, P, balance, f, b, w, NULL) != PT_OK) {
         fprintf(stderr, "pipetrain plan: %s\n", pt_last_error());
         status = 2;
         goto done;
@@ -285,15 +303,21 @@ int cmd_plan(int argc, char **argv)
     int n_scheds = (int)(sizeof scheds / sizeof scheds[0]);
     plan_row rows[8 * MAX_MS];
     int n_rows = 0;
+    if (o.link_bandwidth > 0 || o.link_latency > 0)
+        printf("link between workers: %.4g Mbit/s, latency %.3g ms; each transfer on the wire "
+               "for its bytes over the bandwidth, one after another per direction\n\n",
+               o.link_bandwidth * 8 / 1e6, 1e3 * o.link_latency);
     printf("%-12s %4s %10s %10s %12s %10s\n", "schedule", "M", "bubble", "step ms", "ms per mb",
            "peak acts");
     for (int si = 0; si < n_scheds; si++)
         for (int mi = 0; mi < o.n_ms; mi++) {
             int v = chunks_of(&o, scheds[si]), K = P * v;
-            if (K > n || chunk_costs(&o, prof, n, K, balance, f, b, w) != PT_OK)
+            if (K > n || chunk_costs(&o, m, prof, n, K, balance, f, b, w, bytes) != PT_OK)
                 continue;
             pt_schedule_costs sc = pt_schedule_costs_default();
             sc.n_chunk_costs = K, sc.chunk_f = f, sc.chunk_b = b, sc.chunk_w = w;
+            sc.bandwidth = o.link_bandwidth, sc.latency = o.link_latency;
+            sc.boundary_bytes = bytes;
             pt_schedule *s;
             if (make_schedule(scheds[si], P, o.ms[mi], v, &sc, &s) != PT_OK)
                 continue; /* the schedule cannot take this P, M */

@@ -14,6 +14,7 @@
  * take (the message says which).
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +31,8 @@ typedef struct {
     const char *from, *svg, *trace, *costs_file, *save;
     bool json, program, generated_flags, virtual_given, replicas_given;
     bool cost_given, collective_given; /* --cost-f, -b or -w; --cost-collective */
-    int tied[2 * 16], n_tied;          /* --tied pairs */
+    bool latency_given, link_latency_given, link_given, bytes_given;
+    int tied[2 * 16], n_tied; /* --tied pairs */
     /* --memory: a gpt of these shapes, cut as --balance says */
     bool memory, model_given, checkpoint;
     pt_model_config model;
@@ -61,6 +63,14 @@ static void usage(FILE *f)
             "  --latency L         time of one transfer between workers (default 0)\n"
             "  --send S            time a transfer holds its sender (a runtime whose sends\n"
             "                      block; default 0)\n"
+            "  --link-bandwidth R  the link between two workers, in bytes/s or with a unit:\n"
+            "                      100mbit, 1gbit, 12.5MB/s; a transfer then holds its link\n"
+            "                      (one direction) for its bytes / R, one after another, and\n"
+            "                      every cost is in seconds (default: no limit)\n"
+            "  --link-latency T    seconds (or 50us, 0.2ms) a transfer takes beyond its wire\n"
+            "                      time; the same as --latency, with units\n"
+            "  --transfer-bytes N  bytes of one activation or gradient between chunks\n"
+            "                      (default with --memory: the gpt's, batch x seq x embd x 4)\n"
             "  --memory-limit X    zb1p, zb2p: activations a worker may hold, in micro-batches\n"
             "                      (default P for zb1p, 2P for zb2p; range [1, 1e6])\n"
             "  --w-memory X        zb1p, zb2p: share of a micro-batch's activations kept from\n"
@@ -132,6 +142,19 @@ static bool parse_model_flag(const char *flag, const char *value, options *o, in
     return false;
 }
 
+/* A combination of flags that makes no sense: says why, exit status 2. */
+static int refuse(const char *why, ...) __attribute__((format(printf, 1, 2)));
+static int refuse(const char *why, ...)
+{
+    va_list ap;
+    va_start(ap, why);
+    fputs("pipetrain schedule: ", stderr);
+    vfprintf(stderr, why, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 2;
+}
+
 static int parse_args(int argc, char **argv, options *o)
 {
     for (int i = 1; i < argc; i++) {
@@ -187,7 +210,16 @@ static int parse_args(int argc, char **argv, options *o)
         else if (!strcmp(flag, "--cost-w"))
             rc = num_double("schedule", flag, value, COST_RANGE, &o->costs.w), o->cost_given = true;
         else if (!strcmp(flag, "--latency"))
-            rc = num_double("schedule", flag, value, COST_RANGE, &o->costs.latency);
+            rc = num_double("schedule", flag, value, COST_RANGE, &o->costs.latency),
+            o->latency_given = true;
+        else if (!strcmp(flag, "--link-latency"))
+            rc = num_seconds("schedule", flag, value, &o->costs.latency),
+            o->link_latency_given = true;
+        else if (!strcmp(flag, "--link-bandwidth"))
+            rc = num_rate("schedule", flag, value, &o->costs.bandwidth), o->link_given = true;
+        else if (!strcmp(flag, "--transfer-bytes"))
+            rc = num_double("schedule", flag, value, NUM_RANGE(0, 1e15), &o->costs.transfer_bytes),
+            o->bytes_given = true;
         else if (!strcmp(flag, "--send"))
             rc = num_double("schedule", flag, value, COST_RANGE, &o->costs.send);
         else if (!strcmp(flag, "--memory-limit"))
@@ -220,38 +252,35 @@ static int parse_args(int argc, char **argv, options *o)
             return rc;
     }
     o->generated_flags |= o->virtual_given || o->replicas_given;
-    if (o->memory && o->json) {
-        fprintf(stderr,
-                "pipetrain schedule: --memory prints a table; it does not go with --json\n");
-        return 2;
+    if (o->memory && o->json)
+        return refuse("--memory prints a table; it does not go with --json");
+    if (o->model_given && !o->memory)
+        return refuse("the model flags describe what --memory predicts; add --memory or drop them");
+    if (o->from && o->generated_flags)
+        return refuse("--from takes the schedule from the file; drop --schedule, --stages, "
+                      "--microbatches, --virtual and --replicas");
+    if (o->costs_file && o->cost_given)
+        return refuse("--cost-f, --cost-b and --cost-w do nothing with --costs (the file gives "
+                      "every chunk's)");
+    if (!o->program && (o->n_tied || o->collective_given))
+        return refuse("--%s does nothing without --program",
+                      o->n_tied ? "tied" : "cost-collective");
+    if (o->program && o->json)
+        return refuse("--program prints the program as text; it does not go with --json");
+    if (o->latency_given && o->link_latency_given)
+        return refuse("--latency and --link-latency say the same; give one");
+    if (o->bytes_given && !o->link_given)
+        return refuse("--transfer-bytes does nothing without --link-bandwidth");
+    if (o->link_given && !o->bytes_given && !o->memory)
+        return refuse("--link-bandwidth needs the bytes of a transfer: --transfer-bytes N, or "
+                      "--memory with the gpt's shape");
+    if (o->memory) {
+        int rc = model_limits_shape("schedule", &o->model, o->batch);
+        if (rc == 0 && o->link_given && !o->bytes_given)
+            o->costs.transfer_bytes =
+                (double)o->batch * o->model.seq_len * o->model.n_embd * (double)sizeof(float);
+        return rc;
     }
-    if (o->model_given && !o->memory) {
-        fprintf(stderr, "pipetrain schedule: the model flags describe what --memory predicts; "
-                        "add --memory or drop them\n");
-        return 2;
-    }
-    if (o->from && o->generated_flags) {
-        fprintf(stderr, "pipetrain schedule: --from takes the schedule from the file; drop "
-                        "--schedule, --stages, --microbatches, --virtual and --replicas\n");
-        return 2;
-    }
-    if (o->costs_file && o->cost_given) {
-        fprintf(stderr, "pipetrain schedule: --cost-f, --cost-b and --cost-w do nothing with "
-                        "--costs (the file gives every chunk's)\n");
-        return 2;
-    }
-    if (!o->program && (o->n_tied || o->collective_given)) {
-        fprintf(stderr, "pipetrain schedule: --%s does nothing without --program\n",
-                o->n_tied ? "tied" : "cost-collective");
-        return 2;
-    }
-    if (o->program && o->json) {
-        fprintf(stderr, "pipetrain schedule: --program prints the program as text; it does not "
-                        "go with --json\n");
-        return 2;
-    }
-    if (o->memory)
-        return model_limits_shape("schedule", &o->model, o->batch);
     return 0;
 }
 
@@ -404,10 +433,15 @@ static int print_picture(const pt_schedule *s, const pt_schedule_sim *sim,
         printf(", %d replicas per stage", pt_schedule_replicas(s));
     printf(" (%d workers)\n", pt_schedule_workers(s));
     if (c->n_chunk_costs)
-        printf("costs: per chunk from file, latency %g\n\n", c->latency);
+        printf("costs: per chunk from file, latency %g\n", c->latency);
     else
-        printf("costs: F %g, B %g, W %g (BW %g), latency %g\n\n", c->f, c->b, c->w, c->b + c->w,
+        printf("costs: F %g, B %g, W %g (BW %g), latency %g\n", c->f, c->b, c->w, c->b + c->w,
                c->latency);
+    if (c->bandwidth > 0)
+        printf("link: %.4g MB/s (%.4g Mbit/s), a transfer of %.0f bytes %.4g s on the wire\n",
+               c->bandwidth / 1e6, c->bandwidth * 8 / 1e6, c->transfer_bytes,
+               c->transfer_bytes / c->bandwidth);
+    putchar('\n');
     fputs(ascii, stdout);
     free(ascii);
     printf("\nmakespan %g, bubble fraction %.4f\n", sim->makespan, sim->bubble_fraction);

@@ -555,6 +555,8 @@ int cmd_train(int argc, char **argv)
         printf("saved %s\n", cfg.save);
     if (cfg.pipeline.stages > 1 && result.bubbles[0])
         printf("bubble per worker in the last step, measured vs simulated:\n%s", result.bubbles);
+    if (result.step_times[0])
+        printf("last step per worker, measured vs simulated with the link:\n%s", result.step_times);
     if (result.memory[0])
         printf("memory per worker:\n%s", result.memory);
     return 0;

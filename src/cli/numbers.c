@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static const char *dashes(const char *flag) { return strncmp(flag, "--", 2) ? "--" : ""; }
 
@@ -127,6 +128,66 @@ int num_double(const char *cmd, const char *flag, const char *text, num_range r,
     if (!isfinite(x) || !in_range(x, r))
         return refuse_range(cmd, flag, text, r, 0);
     *out = x;
+    return 0;
+}
+
+/* Splits "12.5MB/s" into its number and the unit's factor from units[]
+ * (matched case aside, "/s" dropped); 0 when both are good. */
+typedef struct {
+    const char *name;
+    double factor;
+} num_unit;
+
+static int number_with_unit(const char *text, const num_unit *units, int n_units, double *out)
+{
+    size_t len = strlen(text), end = 0;
+    while (end < len && (strchr("0123456789.+-eE", text[end]) != NULL))
+        end++;
+    /* an exponent's 'e' belongs to the number only when digits follow it */
+    while (end > 0 && strchr("eE+-", text[end - 1]))
+        end--;
+    char number[64], unit[16];
+    if (end == 0 || end >= sizeof number || len - end >= sizeof unit)
+        return -1;
+    memcpy(number, text, end);
+    number[end] = '\0';
+    snprintf(unit, sizeof unit, "%s", text + end);
+    size_t ul = strlen(unit);
+    if (ul >= 2 && !strcmp(unit + ul - 2, "/s"))
+        unit[ul - 2] = '\0';
+    if (!is_real(number))
+        return -1;
+    for (int i = 0; i < n_units; i++)
+        if (!strcasecmp(unit, units[i].name)) {
+            *out = strtod(number, NULL) * units[i].factor;
+            return isfinite(*out) ? 0 : -1;
+        }
+    return -1;
+}
+
+int num_rate(const char *cmd, const char *flag, const char *text, double *bytes_per_s)
+{
+    static const num_unit units[] = {{"", 1},           {"b", 1},          {"kb", 1e3},
+                                     {"mb", 1e6},       {"gb", 1e9},       {"bit", 1.0 / 8},
+                                     {"kbit", 1e3 / 8}, {"mbit", 1e6 / 8}, {"gbit", 1e9 / 8}};
+    double x;
+    if (number_with_unit(text, units, (int)(sizeof units / sizeof units[0]), &x) || !(x > 0) ||
+        x > 1e13)
+        return num_refuse(cmd, flag, text,
+                          "a rate above 0 like 100mbit, 1gbit, 12.5MB/s or bytes per second "
+                          "(at most 1e13 bytes/s)");
+    *bytes_per_s = x;
+    return 0;
+}
+
+int num_seconds(const char *cmd, const char *flag, const char *text, double *seconds)
+{
+    static const num_unit units[] = {{"", 1}, {"s", 1}, {"ms", 1e-3}, {"us", 1e-6}};
+    double x;
+    if (number_with_unit(text, units, (int)(sizeof units / sizeof units[0]), &x) || !(x >= 0) ||
+        x > 1000)
+        return num_refuse(cmd, flag, text, "a time in [0, 1000] s like 50us, 0.2ms or 0.001");
+    *seconds = x;
     return 0;
 }
 

@@ -53,6 +53,16 @@ int num_long_span(const char *cmd, const char *flag, const char *text, num_range
  * is set). */
 void num_range_print(FILE *f, num_range r, int integer);
 
+/* A link's bandwidth in bytes per second: a number, alone (bytes/s) or
+ * followed by a unit, case aside: bit, kbit, mbit, gbit (bits per second,
+ * powers of 1000) or b, kb, mb, gb (bytes per second), optionally ending in
+ * "/s": "100mbit", "1Gbit", "12.5MB/s", "125000000". Must be > 0 and at
+ * most 1e13 bytes/s. */
+int num_rate(const char *cmd, const char *flag, const char *text, double *bytes_per_s);
+/* A time in seconds: a number alone (seconds) or followed by s, ms or us:
+ * "50us", "0.2ms", "0.001". In [0, 1000] s. */
+int num_seconds(const char *cmd, const char *flag, const char *text, double *seconds);
+
 /* The same message for a value read earlier that a later check refuses
  * (--min-lr above --lr): "pipetrain CMD: --FLAG 'TEXT': expected WANT". */
 int num_refuse(const char *cmd, const char *flag, const char *text, const char *want);

@@ -23,9 +23,24 @@
  * the scratch memory. The result is bit-identical to the threads transport's.
  * barrier() is the same exchange with no data. A send's bytes count in the
  * endpoint's bytes in flight (transport.h) until a wait or test sees its
- * request complete: MPI tells the sender no more. */
+ * request complete: MPI tells the sender no more.
+ *
+ * Progress while the worker computes: MPI moves a large message only inside
+ * MPI calls (Open MPI's TCP transport writes a rendezvous message's
+ * fragments, and the receiver answers its request to send, only then), so a
+ * send posted before a long compute action would otherwise wait for the
+ * next call. A progress thread calls MPI_Iprobe every PROGRESS_US
+ * microseconds while the endpoint has a point-to-point request in flight,
+ * and sleeps on a condition variable while it has none. MPI is used at
+ * MPI_THREAD_SERIALIZED: every MPI call of the endpoint, from either
+ * thread, is made holding `lock` (the worker's thread releases it while a
+ * wait sleeps or yields). Where MPI gives less than SERIALIZED, or
+ * PIPETRAIN_MPI_PROGRESS=0, there is no thread and transfers move inside
+ * the worker's calls as before. docs/mpi.md measures the difference. */
 #include <mpi.h>
+#include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,10 +49,11 @@
 #include "comm/transport.h"
 #include "tensor/error.h"
 
-#define SEGMENT   (1 << 18) /* floats per allreduce message */
-#define TAG_UP    1         /* coll: a member's contribution to the root */
-#define TAG_DOWN  2         /* coll: the root's sum back to a member */
-#define TAG_ABORT 1         /* ctrl */
+#define SEGMENT     (1 << 18) /* floats per allreduce message */
+#define TAG_UP      1         /* coll: a member's contribution to the root */
+#define TAG_DOWN    2         /* coll: the root's sum back to a member */
+#define TAG_ABORT   1         /* ctrl */
+#define PROGRESS_US 200       /* the progress thread's period while requests are in flight */
 
 _Static_assert(sizeof(MPI_Request) <= sizeof(((pt_request *)0)->impl),
                "pt_request.impl cannot hold an MPI_Request");
@@ -59,7 +75,69 @@ typedef struct {
     abort_notice notice_out;
     int *group;
     float *scratch;
+    /* the progress thread (see the top of the file) */
+    pthread_mutex_t lock;     /* held around every MPI call of this endpoint */
+    pthread_cond_t in_flight; /* signalled when a request goes out */
+    pthread_t progress;
+    int has_progress; /* the thread runs */
+    int stop;         /* under lock: the thread ends */
+    int pending;      /* under lock: point-to-point requests posted, not settled */
 } mpi_endpoint;
+
+static void enter(mpi_endpoint *e) { pthread_mutex_lock(&e->lock); }
+static void leave(mpi_endpoint *e) { pthread_mutex_unlock(&e->lock); }
+
+/* Drives MPI's progress engine while the worker computes. */
+static void *progress_main(void *arg)
+{
+    mpi_endpoint *e = arg;
+    enter(e);
+    while (!e->stop) {
+        if (e->pending == 0 || e->aborted) {
+            pthread_cond_wait(&e->in_flight, &e->lock);
+            continue;
+        }
+        int flag = 0;
+        MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, e->data, &flag, MPI_STATUS_IGNORE);
+        leave(e);
+        struct timespec ts = {0, PROGRESS_US * 1000L};
+        nanosleep(&ts, NULL);
+        enter(e);
+    }
+    leave(e);
+    return NULL;
+}
+
+/* Starts the progress thread where MPI allows calls from two threads one at
+ * a time and the environment does not say no. */
+static void start_progress(mpi_endpoint *e)
+{
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    const char *env = getenv("PIPETRAIN_MPI_PROGRESS");
+    if (level < MPI_THREAD_SERIALIZED || (env && !strcmp(env, "0")))
+        return;
+    e->has_progress = pthread_create(&e->progress, NULL, progress_main, e) == 0;
+}
+
+static void stop_progress(mpi_endpoint *e)
+{
+    if (!e->has_progress)
+        return;
+    enter(e);
+    e->stop = 1;
+    pthread_cond_signal(&e->in_flight);
+    leave(e);
+    pthread_join(e->progress, NULL);
+    e->has_progress = 0;
+}
+
+/* A point-to-point request went out (under lock): the thread has work. */
+static void note_posted(mpi_endpoint *e)
+{
+    if (e->pending++ == 0)
+        pthread_cond_signal(&e->in_flight);
+}
 
 static double now(void)
 {
@@ -176,8 +254,11 @@ static int poll_request(mpi_endpoint *e, MPI_Request *r, MPI_Status *st, int pee
         }
         if (flag)
             return PT_OK;
-        if (waited > SPIN_S && waited <= YIELD_S)
+        if (waited > SPIN_S && waited <= YIELD_S) {
+            leave(e);
             sched_yield();
+            enter(e);
+        }
         if ((round & 63) != 0)
             continue; /* look at the clock and for notices every 64 polls */
         if (notice_arrived(e))
@@ -194,7 +275,9 @@ static int poll_request(mpi_endpoint *e, MPI_Request *r, MPI_Status *st, int pee
         if (waited > YIELD_S) {
             sleep_ns = sleep_ns < 1000 ? 1000 : (sleep_ns * 2 > 100000 ? 100000 : sleep_ns * 2);
             struct timespec ts = {0, sleep_ns};
+            leave(e);
             nanosleep(&ts, NULL);
+            enter(e);
         }
     }
 }
@@ -227,8 +310,8 @@ static void request_init(pt_request *req, int kind, int peer, int tag, void *buf
     req->bytes = bytes;
 }
 
-static int mpi_isend(pt_transport *t, int peer, int tag, const void *buf, size_t bytes,
-                     pt_request *req)
+static int mpi_isend_locked(pt_transport *t, int peer, int tag, const void *buf, size_t bytes,
+                            pt_request *req)
 {
     mpi_endpoint *e = t->impl;
     int rc = check_p2p(e, peer, tag, buf, bytes, req, "isend");
@@ -242,10 +325,12 @@ static int mpi_isend(pt_transport *t, int peer, int tag, const void *buf, size_t
     }
     req->flight = t->watch;
     pt_flight_sent(req->flight, bytes);
+    note_posted(e);
     return PT_OK;
 }
 
-static int mpi_irecv(pt_transport *t, int peer, int tag, void *buf, size_t bytes, pt_request *req)
+static int mpi_irecv_locked(pt_transport *t, int peer, int tag, void *buf, size_t bytes,
+                            pt_request *req)
 {
     mpi_endpoint *e = t->impl;
     int rc = check_p2p(e, peer, tag, buf, bytes, req, "irecv");
@@ -257,13 +342,16 @@ static int mpi_irecv(pt_transport *t, int peer, int tag, void *buf, size_t bytes
         req->kind = 0;
         return mpi_error(e, rc, peer, "irecv");
     }
+    note_posted(e);
     return PT_OK;
 }
 
 /* A request is over (done or failed): a send's bytes are no longer in
  * flight, and the struct may be reused. */
-static void settle(pt_request *req)
+static void settle(mpi_endpoint *e, pt_request *req)
 {
+    if (req->kind != 0)
+        e->pending--;
     if (req->kind == PT_REQ_SEND)
         pt_flight_handed(req->flight, req->bytes);
     req->flight = NULL;
@@ -286,7 +374,7 @@ static int check_size(mpi_endpoint *e, pt_request *req, MPI_Status *st)
     return PT_OK;
 }
 
-static int mpi_wait(pt_transport *t, pt_request *req)
+static int mpi_wait_locked(pt_transport *t, pt_request *req)
 {
     if (!req || req->kind == 0)
         return PT_OK;
@@ -296,25 +384,25 @@ static int mpi_wait(pt_transport *t, pt_request *req)
                           req->kind == PT_REQ_RECV ? "receive" : "send", req->tag);
     if (rc == PT_OK)
         rc = check_size(e, req, &st);
-    settle(req);
+    settle(e, req);
     return rc;
 }
 
-static int mpi_test(pt_transport *t, pt_request *req, int *done)
+static int mpi_test_locked(pt_transport *t, pt_request *req, int *done)
 {
     *done = 1;
     if (!req || req->kind == 0)
         return PT_OK;
     mpi_endpoint *e = t->impl;
     if (notice_arrived(e)) {
-        settle(req);
+        settle(e, req);
         return fail_aborted(e);
     }
     MPI_Status st;
     int flag = 0;
     int rc = MPI_Test((MPI_Request *)req->impl, &flag, &st);
     if (rc != MPI_SUCCESS) {
-        settle(req);
+        settle(e, req);
         return mpi_error(e, rc, req->peer, "test");
     }
     if (!flag) {
@@ -322,7 +410,7 @@ static int mpi_test(pt_transport *t, pt_request *req, int *done)
         return PT_OK;
     }
     rc = check_size(e, req, &st);
-    settle(req);
+    settle(e, req);
     return rc;
 }
 
@@ -398,8 +486,8 @@ static int gather_sum_scatter(mpi_endpoint *e, const int *sorted, int n, int pos
     return PT_OK;
 }
 
-static int mpi_allreduce_sum_f32(pt_transport *t, const int *group, int n_group, float *buf,
-                                 size_t count)
+static int mpi_allreduce_sum_f32_locked(pt_transport *t, const int *group, int n_group, float *buf,
+                                        size_t count)
 {
     mpi_endpoint *e = t->impl;
     int pos;
@@ -415,7 +503,7 @@ static int mpi_allreduce_sum_f32(pt_transport *t, const int *group, int n_group,
     return gather_sum_scatter(e, e->group, n_group, pos, buf, count);
 }
 
-static int mpi_barrier(pt_transport *t)
+static int mpi_barrier_locked(pt_transport *t)
 {
     mpi_endpoint *e = t->impl;
     if (notice_arrived(e))
@@ -427,24 +515,92 @@ static int mpi_barrier(pt_transport *t)
     return gather_sum_scatter(e, e->group, t->size, t->rank, NULL, 0);
 }
 
+/* ---- the operations: each holds the endpoint's lock for its MPI calls ---- */
+
+static int mpi_isend(pt_transport *t, int peer, int tag, const void *buf, size_t bytes,
+                     pt_request *req)
+{
+    mpi_endpoint *e = t->impl;
+    enter(e);
+    int rc = mpi_isend_locked(t, peer, tag, buf, bytes, req);
+    leave(e);
+    return rc;
+}
+
+static int mpi_irecv(pt_transport *t, int peer, int tag, void *buf, size_t bytes, pt_request *req)
+{
+    mpi_endpoint *e = t->impl;
+    enter(e);
+    int rc = mpi_irecv_locked(t, peer, tag, buf, bytes, req);
+    leave(e);
+    return rc;
+}
+
+static int mpi_wait(pt_transport *t, pt_request *req)
+{
+    mpi_endpoint *e = t->impl;
+    enter(e);
+    int rc = mpi_wait_locked(t, req);
+    leave(e);
+    return rc;
+}
+
+static int mpi_test(pt_transport *t, pt_request *req, int *done)
+{
+    mpi_endpoint *e = t->impl;
+    enter(e);
+    int rc = mpi_test_locked(t, req, done);
+    leave(e);
+    return rc;
+}
+
+static int mpi_allreduce_sum_f32(pt_transport *t, const int *group, int n_group, float *buf,
+                                 size_t count)
+{
+    mpi_endpoint *e = t->impl;
+    enter(e);
+    int rc = mpi_allreduce_sum_f32_locked(t, group, n_group, buf, count);
+    leave(e);
+    return rc;
+}
+
+static int mpi_barrier(pt_transport *t)
+{
+    mpi_endpoint *e = t->impl;
+    enter(e);
+    int rc = mpi_barrier_locked(t);
+    leave(e);
+    return rc;
+}
+
 static void mpi_abort(pt_transport *t, const char *reason)
 {
     mpi_endpoint *e = t->impl;
+    enter(e);
     notice_arrived(e);
     abort_world(e, t->rank, reason);
+    leave(e);
+}
+
+static void free_endpoint(mpi_endpoint *e)
+{
+    pthread_mutex_destroy(&e->lock);
+    pthread_cond_destroy(&e->in_flight);
+    free(e->group);
+    free(e->scratch);
+    free(e);
 }
 
 static void mpi_destroy(pt_transport *t)
 {
     mpi_endpoint *e = t->impl;
+    stop_progress(e);
     int flag = 0, finalized = 0;
     /* an endpoint that outlives MPI (the program finalized it first, and this
      * one ends at exit) can only free its memory */
     MPI_Finalized(&finalized);
     if (finalized) {
-        free(e->group);
-        free(e->scratch);
-        free(e);
+        free_endpoint(e);
         return;
     }
     MPI_Test(&e->notice_req, &flag, MPI_STATUS_IGNORE);
@@ -463,9 +619,7 @@ static void mpi_destroy(pt_transport *t)
         if (e->init_here && !finalized)
             MPI_Finalize();
     }
-    free(e->group);
-    free(e->scratch);
-    free(e);
+    free_endpoint(e);
 }
 
 static const pt_transport_ops mpi_ops = {
@@ -489,12 +643,14 @@ int pt_transport_mpi_create(const pt_mpi_options *opt, pt_transport **out)
     mpi_endpoint *e = calloc(1, sizeof *e);
     if (!e)
         return pt_fail(PT_ENOMEM, "MPI transport: no memory");
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_cond_init(&e->in_flight, NULL);
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
         int provided = 0;
         if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
-            free(e);
+            free_endpoint(e);
             return pt_fail(PT_ETRANSPORT, "MPI transport: MPI_Init_thread failed");
         }
         e->init_here = 1;
@@ -508,12 +664,12 @@ int pt_transport_mpi_create(const pt_mpi_options *opt, pt_transport **out)
     if (rc == MPI_SUCCESS)
         rc = MPI_Comm_dup(MPI_COMM_WORLD, &e->ctrl);
     if (rc != MPI_SUCCESS) {
-        free(e);
+        free_endpoint(e);
         return pt_fail(PT_ETRANSPORT, "MPI transport: MPI_Comm_dup failed");
     }
     e->group = malloc(sizeof(int) * (size_t)e->t.size);
     if (!e->group) {
-        free(e);
+        free_endpoint(e);
         return pt_fail(PT_ENOMEM, "MPI transport: no memory");
     }
     e->t.ops = &mpi_ops;
@@ -522,6 +678,7 @@ int pt_transport_mpi_create(const pt_mpi_options *opt, pt_transport **out)
     e->failed_rank = -1;
     MPI_Irecv(&e->notice_in, (int)sizeof e->notice_in, MPI_BYTE, MPI_ANY_SOURCE, TAG_ABORT, e->ctrl,
               &e->notice_req);
+    start_progress(e);
     *out = &e->t;
     return PT_OK;
 }

@@ -12,8 +12,10 @@
  *   compute    costs f, b, w of its chunk (a BW b + w); its inputs are
  *              earlier on the worker or came through a receive before it;
  *   send       takes `send` of the worker's time (0: an isend that overlaps
- *              what follows); the data leaves when it ends and arrives
- *              `latency` later;
+ *              what follows); the data leaves when it ends, goes on the
+ *              wire when the link (this direction between the two workers)
+ *              is free, holds it for its bytes over the bandwidth, and
+ *              arrives `latency` later;
  *   receive    ends when the data has arrived (at once if it is there),
  *              taking no worker time of its own: waiting is idle time;
  *   REDUCE, TIED, NORM   blocking collectives: start when the last member of
@@ -34,9 +36,10 @@ typedef struct {
     const pt_program *p;
     const pt_schedule_costs *costs;
     pt_schedule_sim *r;
-    double *free_at; /* [w] */
-    double *sent;    /* [d * C * M + c * M + m]: when the send of direction d (0 activation,
-                        1 gradient) of chunk c's piece for m was posted; -1 not yet */
+    double *free_at;   /* [w] */
+    double *sent;      /* [d * C * M + c * M + m]: when the send of direction d (0 activation,
+                          1 gradient) of chunk c's piece for m arrives; -1 not yet sent */
+    double *link_free; /* [from * P + to]: when the link is free for the next transfer */
     int *next, *live, *members;
 } player;
 
@@ -88,14 +91,16 @@ static bool play_one(player *g, int w)
         double t = *sent_at(g, a, pt_prog_transfer_chunk(g->p->shape->n_chunks, a));
         if (t < 0)
             return false;
-        t += g->costs->latency;
         record(g, w, t > ready ? t : ready, 0);
         return true;
     }
     double d = 0;
     if (pt_prog_is_send(a->kind)) {
         d = g->costs->send;
-        *sent_at(g, a, a->chunk) = ready + d;
+        int boundary = a->kind == PT_PROG_SEND_ACT ? a->chunk + 1 : a->chunk;
+        size_t link = (size_t)w * (size_t)g->p->shape->n_workers + (size_t)a->peer;
+        *sent_at(g, a, a->chunk) =
+            pt_sched_link_arrival(g->costs, boundary, ready + d, &g->link_free[link]);
     }
     if (pt_prog_is_compute(a->kind)) {
         pt_action c = pt_prog_compute(a);
@@ -128,7 +133,8 @@ int pt_program_simulate(const pt_program *p, const pt_schedule_costs *costs, pt_
     g.next = calloc((size_t)P, sizeof(int));
     g.live = calloc((size_t)P, sizeof(int));
     g.members = calloc((size_t)P, sizeof(int));
-    if (!g.r || !g.free_at || !g.sent || !g.next || !g.live || !g.members) {
+    g.link_free = calloc((size_t)P * (size_t)P, sizeof(double));
+    if (!g.r || !g.free_at || !g.sent || !g.next || !g.live || !g.members || !g.link_free) {
         rc = pt_fail(PT_ENOMEM, "out of memory simulating a program");
         goto done;
     }
@@ -153,6 +159,7 @@ done:
     free(g.next);
     free(g.live);
     free(g.members);
+    free(g.link_free);
     if (rc == PT_OK)
         *out = g.r;
     else

@@ -137,6 +137,12 @@ int pt_sched_check_compute(const pt_schedule *s, const int *const *position, boo
 
 /* simulate.c, shared with the program simulator (program_simulate.c) */
 int pt_sched_check_costs(int n_chunks, const pt_schedule_costs *c);
+/* A transfer across `boundary` (between chunks boundary-1 and boundary)
+ * that leaves its sender at `leaves` on a link free from *link_free: goes
+ * on the wire when the link is free, holds it for its bytes over the
+ * bandwidth (*link_free moves on), and returns when it arrives. */
+double pt_sched_link_arrival(const pt_schedule_costs *c, int boundary, double leaves,
+                             double *link_free);
 /* Time of a compute action: f, b, w of its chunk; a BW costs b + w. */
 double pt_sched_duration(const pt_schedule_costs *c, const pt_action *a);
 /* A result with start/end room for n_actions[w] actions per worker. */

@@ -9,7 +9,10 @@
  * F(c, m) needs F(c-1, m); B or BW(c, m) needs F(c, m) and B(c+1, m);
  * W(c, m) needs B(c, m). An input
  * produced on another worker arrives `latency` after the producing action
- * ends; on the same worker at once. F, B and W of chunk c cost f, b, w (or
+ * ends; on the same worker at once. A link with a bandwidth adds each
+ * transfer's wire time, the transfers on one link (one direction between two
+ * workers) one after another in the order they are sent.
+ * F, B and W of chunk c cost f, b, w (or
  * the per-chunk arrays); a fused BW costs b + w. An action whose output goes
  * to another worker also holds its worker for `send` more (a runtime whose
  * sends block, as Megatron-LM's 1F1B does); the output leaves after that.
@@ -35,20 +38,38 @@ static bool bad_cost(double x) { return !isfinite(x) || x < 0; }
 int pt_sched_check_costs(int n_chunks, const pt_schedule_costs *c)
 {
     if (bad_cost(c->f) || bad_cost(c->b) || bad_cost(c->w) || bad_cost(c->latency) ||
-        bad_cost(c->send) || bad_cost(c->collective))
+        bad_cost(c->send) || bad_cost(c->collective) || bad_cost(c->bandwidth) ||
+        bad_cost(c->transfer_bytes))
         return pt_fail(PT_EINVAL,
                        "costs must be finite and >= 0 (F %g, B %g, W %g, latency %g, send %g, "
-                       "collective %g)",
-                       c->f, c->b, c->w, c->latency, c->send, c->collective);
+                       "collective %g, bandwidth %g, transfer bytes %g)",
+                       c->f, c->b, c->w, c->latency, c->send, c->collective, c->bandwidth,
+                       c->transfer_bytes);
+    if (c->boundary_bytes && c->n_chunk_costs != n_chunks)
+        return pt_fail(PT_EINVAL, "bytes per boundary need per-chunk costs (%d chunks)", n_chunks);
     if (c->n_chunk_costs == 0)
         return PT_OK;
     if (c->n_chunk_costs != n_chunks || !c->chunk_f || !c->chunk_b || !c->chunk_w)
         return pt_fail(PT_EINVAL, "per-chunk costs: %d given, the schedule has %d chunks",
                        c->n_chunk_costs, n_chunks);
     for (int i = 0; i < n_chunks; i++)
-        if (bad_cost(c->chunk_f[i]) || bad_cost(c->chunk_b[i]) || bad_cost(c->chunk_w[i]))
+        if (bad_cost(c->chunk_f[i]) || bad_cost(c->chunk_b[i]) || bad_cost(c->chunk_w[i]) ||
+            (c->boundary_bytes && bad_cost(c->boundary_bytes[i])))
             return pt_fail(PT_EINVAL, "chunk %d: costs must be finite and >= 0", i);
     return PT_OK;
+}
+
+double pt_sched_link_arrival(const pt_schedule_costs *c, int boundary, double leaves,
+                             double *link_free)
+{
+    double wire = 0;
+    if (c->bandwidth > 0) {
+        double bytes = c->boundary_bytes ? c->boundary_bytes[boundary] : c->transfer_bytes;
+        wire = bytes / c->bandwidth;
+    }
+    double on = leaves > *link_free ? leaves : *link_free;
+    *link_free = on + wire;
+    return *link_free + c->latency;
 }
 
 double pt_sched_duration(const pt_schedule_costs *c, const pt_action *a)
@@ -128,12 +149,6 @@ void pt_sched_sim_finish(pt_schedule_sim *r, const double *free_at)
     r->bubble_fraction = r->makespan > 0 ? idle / ((double)P * r->makespan) : 0.0;
 }
 
-/* When an input produced on worker `from` at `end` is there for worker `to`. */
-static double arrival(const pt_schedule_costs *c, int from, int to, double end)
-{
-    return from == to ? end : end + c->latency;
-}
-
 int pt_schedule_simulate(const pt_schedule *s, const pt_schedule_costs *costs,
                          pt_schedule_sim **out)
 {
@@ -150,10 +165,15 @@ int pt_schedule_simulate(const pt_schedule *s, const pt_schedule_costs *costs,
     int P = s->n_workers, M = s->n_micro;
     size_t n = (size_t)s->n_chunks * (size_t)M;
     pt_schedule_sim *r = pt_sched_sim_alloc(P, s->n_actions);
+    /* [k]: when F (or the backward) of chunk/micro-batch k ended, and when
+     * its output is there for the worker that reads it */
     double *f_end = malloc(n * sizeof(double)), *b_end = malloc(n * sizeof(double));
+    double *f_arrive = malloc(n * sizeof(double)), *b_arrive = malloc(n * sizeof(double));
     double *free_at = calloc((size_t)P, sizeof(double));
+    double *link_free = calloc((size_t)P * (size_t)P, sizeof(double)); /* [from * P + to] */
     int *next = calloc((size_t)P, sizeof(int)), *live = calloc((size_t)P, sizeof(int));
-    if (!r || !f_end || !b_end || !free_at || !next || !live) {
+    if (!r || !f_end || !b_end || !f_arrive || !b_arrive || !free_at || !link_free || !next ||
+        !live) {
         rc = pt_fail(PT_ENOMEM, "out of memory simulating a schedule");
         goto done;
     }
@@ -177,7 +197,9 @@ int pt_schedule_simulate(const pt_schedule *s, const pt_schedule_costs *costs,
                     if (end < 0)
                         break;
                     int from = pt_sched_worker_of(s, need[j].chunk, need[j].mb);
-                    double t = arrival(costs, from, w, end);
+                    double t = from == w                  ? end
+                               : need[j].kind == PT_ACT_F ? f_arrive[at]
+                                                          : b_arrive[at];
                     ready = t > ready ? t : ready;
                 }
                 if (j < n_need)
@@ -190,13 +212,21 @@ int pt_schedule_simulate(const pt_schedule *s, const pt_schedule_costs *costs,
                 r->end[w][next[w]] = ready + d;
                 free_at[w] = ready + d;
                 r->busy[w] += d;
+                double arrive = ready + d;
+                if (to >= 0 && to != w) /* F(c) feeds chunk c+1; B(c) feeds chunk c-1 */
+                    arrive = pt_sched_link_arrival(
+                        costs, a->kind == PT_ACT_F ? a->chunk + 1 : a->chunk, ready + d,
+                        &link_free[(size_t)w * (size_t)P + (size_t)to]);
                 if (a->kind == PT_ACT_F) {
+                    f_arrive[k] = arrive;
                     f_end[k] = ready + d;
                     if (++live[w] > r->peak_activations[w])
                         r->peak_activations[w] = live[w];
                 } else {
-                    if (a->kind != PT_ACT_W)
+                    if (a->kind != PT_ACT_W) {
                         b_end[k] = ready + d;
+                        b_arrive[k] = arrive;
+                    }
                     if (a->kind != PT_ACT_B)
                         live[w]--;
                 }
@@ -213,6 +243,9 @@ int pt_schedule_simulate(const pt_schedule *s, const pt_schedule_costs *costs,
 done:
     free(f_end);
     free(b_end);
+    free(f_arrive);
+    free(b_arrive);
+    free(link_free);
     free(free_at);
     free(next);
     free(live);

@@ -70,6 +70,8 @@ typedef struct {
     pt_trace *trace;     /* --trace: the steps traced so far */
     long trace_first, trace_last;
     double *bubbles;       /* per worker, of the last training step (threads) */
+    pt_link_rate link;     /* MPI: measured at the start */
+    double *step_times;    /* per worker: measured, then predicted, of the last step */
     int mbs;               /* micro-batch size */
     int *tokens, *targets; /* one batch */
     float *inputs, *values;
@@ -477,6 +479,8 @@ static int setup(trainer *t, const pt_train_config *c)
                        c->steps);
     if (c->trace && (rc = pt_trace_create(&t->trace)) != PT_OK)
         return rc;
+    if ((rc = pt_pipeline_probe_link(t->pipe, &t->link)) != PT_OK)
+        return rc;
     if (c->metrics && pt_pipeline_is_main(t->pipe))
         rc = pt_metrics_open(c->metrics, c->resume ? t->state.step : -1, &t->metrics);
     if (rc == PT_OK && c->tensorboard && pt_pipeline_is_main(t->pipe))
@@ -491,9 +495,47 @@ static void teardown(trainer *t)
     pt_tb_close(t->board);
     pt_trace_destroy(t->trace);
     free(t->bubbles);
+    free(t->step_times);
     pt_pipeline_destroy(t->pipe);
     free(t->tokens), free(t->targets), free(t->inputs), free(t->values);
     close_data(&t->data);
+}
+
+/* Each worker's time in the last step against the simulator's for the
+ * link: a table for the result and figures for the last metrics line. Every
+ * rank takes part under MPI. */
+static void report_step_times(trainer *t, pt_train_result *result)
+{
+    int P = pt_pipeline_workers(t->pipe);
+    result->link = t->link;
+    if (P < 2 || !(t->step_times = malloc(sizeof(double) * 2 * (size_t)P)))
+        return;
+    if (pt_pipeline_step_times(t->pipe, &t->link, t->step_times, t->step_times + P) != PT_OK ||
+        pt_pipeline_step_time_report(t->pipe, &t->link, t->step_times, t->step_times + P,
+                                     result->step_times, sizeof result->step_times) != PT_OK) {
+        free(t->step_times);
+        t->step_times = NULL;
+    }
+}
+
+/* The link and the step times on the last metrics line. */
+static void log_step_times(trainer *t, pt_metrics_row *row)
+{
+    static char keys[PT_METRICS_MAX_EXTRA][40];
+    int P = pt_pipeline_workers(t->pipe);
+    if (!t->step_times || row->n_extra + 2 + 2 * P > PT_METRICS_MAX_EXTRA)
+        return;
+    row->extra[row->n_extra].key = "link_bytes_per_s";
+    row->extra[row->n_extra++].value = t->link.bandwidth;
+    row->extra[row->n_extra].key = "link_latency_s";
+    row->extra[row->n_extra++].value = t->link.latency;
+    for (int r = 0; r < P; r++)
+        for (int k = 0; k < 2; k++) {
+            snprintf(keys[row->n_extra], sizeof keys[0], "worker%d_%s", r,
+                     k ? "predicted_step_s" : "step_s");
+            row->extra[row->n_extra].key = keys[row->n_extra];
+            row->extra[row->n_extra++].value = t->step_times[k * P + r];
+        }
 }
 
 /* The bubbles of the last training step, taken before the final validation
@@ -502,6 +544,7 @@ static void teardown(trainer *t)
  * worker's times, is left out. */
 static void report_last_step(trainer *t, pt_train_result *result)
 {
+    report_step_times(t, result);
     if (!strcmp(pt_pipeline_transport_name(t->pipe), "mpi"))
         return;
     pt_pipeline_bubble_report(t->pipe, result->bubbles, sizeof result->bubbles);
@@ -663,6 +706,8 @@ static int run(trainer *t, pt_train_result *result)
                               .val_accuracy = r.val_accuracy};
         if (r.step == c->steps && (rc = report_memory(t, result, &row)) != PT_OK)
             break;
+        if (r.step == c->steps)
+            log_step_times(t, &row);
         if (t->metrics && (rc = pt_metrics_write(t->metrics, &row)) != PT_OK)
             break;
         if (t->board && (rc = board_step(t, &row, r.step == c->steps)) != PT_OK)
