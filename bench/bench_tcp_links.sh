@@ -12,9 +12,9 @@
 # meas/pred the last step's time over its prediction (from that step's own
 # compute times, so that a change in load between steps does not count),
 # each the median of the rounds' own ratios. Needs root.
-#   bash bench/bench_tcp_links.sh build/pipetrain [STEPS] [ROUNDS]
-# GPT 4 layers / 384 / 6 heads / context 256, P = 2 (--balance 3,3), 1f1b,
-# M = 16, --threads 1.
+#   [SCHEDULE=zb2p] bash bench/bench_tcp_links.sh build/pipetrain [STEPS] [ROUNDS]
+# GPT 4 layers / 384 / 6 heads / context 256, P = 2 (--balance 3,3), M = 16,
+# --threads 1, the schedule SCHEDULE (default 1f1b).
 set -euo pipefail
 pipetrain=$(realpath "${1:?usage: bench_tcp_links.sh PIPETRAIN [STEPS]}")
 steps=${2:-6}
@@ -22,7 +22,7 @@ here=$(dirname "$0")
 corpus=/usr/share/games/fortunes
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 run=(train --stages 2 --balance 3,3 --layers 4 --embd 384 --heads 6 --seq 256 --batch 16
-     --microbatches 16 --schedule 1f1b --steps "$steps" --lr 1e-4 --seed 1 --threads 1 --quiet
+     --microbatches 16 --schedule "${SCHEDULE:-1f1b}" --steps "$steps" --lr 1e-4 --seed 1 --threads 1 --quiet
      --data "$corpus")
 
 dir=$(mktemp -d)
