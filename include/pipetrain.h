@@ -50,9 +50,10 @@ int pt_blas_set_threads(int n);
 int pt_blas_threads(void);
 
 /* Which kernel runs fp32 products in this process: "auto" (the default:
- * pipetrain's blocked product for the widest vectors this CPU has,
- * "avx512" then "avx2", else "openblas"; chosen by the CPU's features, so
- * OPENBLAS_CORETYPE in the environment does not change it), "avx512",
+ * "openblas" where the kernel OpenBLAS runs uses the widest vectors this
+ * CPU has, otherwise pipetrain's blocked product for them, "avx512" then
+ * "avx2"; so an OpenBLAS built for an older CPU or OPENBLAS_CORETYPE=Haswell
+ * on an AVX-512 CPU cannot halve the speed), "avx512",
  * "avx2" (each PT_EUNSUPPORTED, naming what is missing, where the CPU lacks
  * it), "generic" (plain C, any CPU) or "openblas" (cblas_sgemm, whose
  * kernel OpenBLAS picks). Every kernel is checked against a sum in double

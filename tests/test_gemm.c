@@ -16,12 +16,17 @@
  *   a term of the sum.
  * - pt_fp32_set_kernel: each name this CPU runs is taken and named by
  *   pt_fp32_kernel(); one it lacks is PT_EUNSUPPORTED; an unknown name is
- *   PT_EINVAL; auto takes gemm-avx512, else gemm-avx2, else openblas.
+ *   PT_EINVAL; auto takes openblas where OpenBLAS's active core uses the
+ *   CPU's widest vectors, else gemm-avx512, else gemm-avx2, else openblas;
+ *   and with OPENBLAS_CORETYPE=Haswell on an AVX-512 CPU (this program run
+ *   again with it set) auto runs gemm-avx512, not OpenBLAS's AVX2 kernel.
  * A micro-kernel this CPU lacks is skipped with a line saying so. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cblas.h>
 
 #include "pipetrain.h"
 #include "tensor/gemm.h"
@@ -29,6 +34,18 @@
 #include "tensor/rng.h"
 
 #include "check.h"
+
+/* OpenBLAS's active core by the vectors it uses, from its core names */
+static int openblas_widest(void)
+{
+    const char *core = openblas_get_corename();
+    int is512 = strstr(core, "SkylakeX") || strstr(core, "Cooperlake") ||
+                strstr(core, "SapphireRapids") || strstr(core, "skylakex") ||
+                strstr(core, "cooperlake") || strstr(core, "sapphirerapids");
+    int is256 = strstr(core, "Haswell") || strstr(core, "Zen") || strstr(core, "haswell") ||
+                strstr(core, "zen");
+    return pt_gemm_avx512() ? is512 : pt_gemm_avx2() ? is512 || is256 : 0;
+}
 
 typedef struct {
     int M, N, K;
@@ -199,9 +216,10 @@ static void check_selection(void)
                  {"avx2", "gemm-avx2", pt_gemm_avx2},
                  {"generic", "gemm-generic", pt_gemm_generic},
                  {"openblas", "openblas", NULL}};
-    const char *want_auto = pt_gemm_avx512() ? "gemm-avx512"
-                            : pt_gemm_avx2() ? "gemm-avx2"
-                                             : "openblas";
+    const char *want_auto = openblas_widest()  ? "openblas"
+                            : pt_gemm_avx512() ? "gemm-avx512"
+                            : pt_gemm_avx2()   ? "gemm-avx2"
+                                               : "openblas";
     CHECK(!strcmp(pt_fp32_kernel(), want_auto), "auto runs %s, want %s", pt_fp32_kernel(),
           want_auto);
     for (int i = 0; i < 4; i++) {
@@ -231,8 +249,28 @@ static void check_selection(void)
           "the start-up check passes a product that drops a term");
 }
 
-int main(void)
+/* This program again with OPENBLAS_CORETYPE=Haswell: what auto runs there */
+static void check_coretype_ignored(const char *self)
 {
+    if (!pt_gemm_avx512()) {
+        printf("skipped: OPENBLAS_CORETYPE=Haswell is this CPU's own width (no AVX-512)\n");
+        return;
+    }
+    char cmd[4200], got[64] = "";
+    snprintf(cmd, sizeof cmd, "OPENBLAS_CORETYPE=Haswell '%s' --print-auto", self);
+    FILE *f = popen(cmd, "r");
+    CHECK(f && fgets(got, sizeof got, f), "cannot run %s", cmd);
+    if (f)
+        pclose(f);
+    got[strcspn(got, "\n")] = 0;
+    CHECK(!strcmp(got, "gemm-avx512"), "with OPENBLAS_CORETYPE=Haswell auto runs %s", got);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "--print-auto"))
+        return printf("%s\n", pt_fp32_kernel()) < 0;
+    check_coretype_ignored(argv[0]);
     pt_rng r;
     pt_rng_seed(&r, 11);
     const pt_gemm_kernel *micro[] = {pt_gemm_avx512(), pt_gemm_avx2(), pt_gemm_generic()};

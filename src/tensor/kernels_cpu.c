@@ -9,11 +9,17 @@
  *   openblas                              OpenBLAS's cblas_sgemm, whose
  *                                         kernel OpenBLAS picks (and
  *                                         OPENBLAS_CORETYPE overrides).
- * "auto" (the default) takes the first of avx512, avx2, openblas this CPU
- * runs that passes the start-up check: what pipetrain runs is decided by
- * the CPU's features, never by the environment. The check multiplies small
- * odd shapes (every transpose, strides, alpha, beta, a bias, K over two
- * blocks) and compares with a sum in double; a kernel that fails it is
+ * "auto" (the default) decides by the CPU's features, never by the
+ * environment: OpenBLAS where the kernel OpenBLAS runs
+ * (openblas_get_corename()) uses the widest vectors this CPU has (an
+ * AVX-512 core on an AVX-512 CPU, an AVX2 one on an AVX2 CPU: on the
+ * AVX-512 Xeon measured, OpenBLAS's own kernel and its threads were 3-10%
+ * faster than pipetrain's), otherwise pipetrain's kernel for those vectors
+ * (an OpenBLAS built for an older CPU, or OPENBLAS_CORETYPE=Haswell on an
+ * AVX-512 one, would halve the speed), and OpenBLAS where neither runs. A
+ * kernel must pass the start-up check to be chosen: the check multiplies
+ * small odd shapes (every transpose, strides, alpha, beta, a bias, K over
+ * two blocks) and compares with a sum in double; a kernel that fails it is
  * never selected: auto goes on to the next with a line on stderr, and
  * asking for it by name fails. On the AVX-512 Xeon it was measured on,
  * gemm-avx512 is level with OpenBLAS's own AVX-512 kernel (0.92-1.05x at
@@ -25,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "tensor/error.h"
 #include "tensor/gemm.h"
@@ -187,8 +194,27 @@ static _Atomic int wanted = -1;
 static int chosen_auto = -1;
 static pthread_once_t auto_once = PTHREAD_ONCE_INIT;
 
+/* Whether OpenBLAS's active kernel uses the widest vectors the CPU has:
+ * its core names (OpenBLAS's DYNAMIC_ARCH targets) by instruction set. */
+static int openblas_is_widest(void)
+{
+    static const char *const avx512[] = {"SkylakeX", "Cooperlake", "SapphireRapids", NULL};
+    static const char *const avx2[] = {"Haswell", "Zen", NULL};
+    const char *core = openblas_get_corename();
+    int wide = runs_here(0); /* kernels[0] is avx512 */
+    for (int i = 0; core && avx512[i]; i++)
+        if (!strncasecmp(core, avx512[i], strlen(avx512[i])))
+            return 1;
+    for (int i = 0; core && !wide && avx2[i]; i++)
+        if (!strncasecmp(core, avx2[i], strlen(avx2[i])))
+            return 1;
+    return 0;
+}
+
 static void choose_auto(void)
 {
+    if (openblas_is_widest() && passes(N_KERNELS - 1, 0))
+        chosen_auto = N_KERNELS - 1;
     for (int i = 0; i < N_KERNELS && chosen_auto < 0; i++)
         if (kernels[i].for_auto && passes(i, 0))
             chosen_auto = i;
