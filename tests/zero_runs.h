@@ -126,6 +126,14 @@ static int zr_train(zr_run *r)
     }
     free(tokens);
     REQUIRE(pt_pipeline_run(r->p, zr_gather, NULL) == PT_OK, "gather: %s", pt_last_error());
+    /* the moments gather on replica 0: an MPI rank of another replica
+     * compares its parameters alone */
+    int replica = 0;
+    pt_pipeline_worker_stage(r->p, pt_pipeline_rank(r->p), &replica);
+    if (replica != 0) {
+        pt_optimizer_destroy(r->o);
+        r->o = NULL;
+    }
     int found = pipeline_copy_out(r->p, r->m, r->o, r->held);
     pt_pipeline_run(r->p, zr_release, NULL);
     REQUIRE(found > 0, "copy out: %s", pt_last_error());
