@@ -106,8 +106,7 @@ static size_t size_chunk(pt_replica_reduce *r, pt_worker *w, int c, size_t bucke
         int nb = (int)((hi - lo + bucket - 1) / bucket);
         ch->n_buckets += nb;
         if (s == ch->pos || (!r->scatter && ch->pos == 0))
-            scratch +=
-                r->window ? (hi > lo ? (size_t)(D - 1) * bucket : 0) : (size_t)(D - 1) * (hi - lo);
+            scratch += (size_t)(D - 1) * (r->window && bucket < hi - lo ? bucket : hi - lo);
     }
     r->n_buckets += ch->n_buckets;
     return scratch;
