@@ -104,14 +104,14 @@ static int zr_release(pt_pipeline *p, int worker, void *user)
     return PT_OK;
 }
 
-/* ZR_STEPS steps; then parameters, moments and losses copied out. */
-static int zr_train(zr_run *r)
+/* Steps from..to-1 (each its own batch, whatever the layout). */
+static int zr_steps(zr_run *r, int from, int to)
 {
     pt_model_config mc = zr_model();
     int rows = ZR_M * ZR_MBS * mc.seq_len;
     int *tokens = malloc(sizeof(int) * (size_t)(rows + 1));
     REQUIRE(tokens, "out of memory");
-    for (int s = 0; s < ZR_STEPS; s++) {
+    for (int s = from; s < to; s++) {
         pt_rng g;
         pt_rng_seed(&g, 700 + (uint64_t)s);
         for (int i = 0; i <= rows; i++)
@@ -125,6 +125,14 @@ static int zr_train(zr_run *r)
         memcpy(r->losses[s], pt_pipeline_losses(r->p), sizeof(float) * ZR_M);
     }
     free(tokens);
+    return 0;
+}
+
+/* ZR_STEPS steps; then parameters, moments and losses copied out. */
+static inline int zr_train(zr_run *r)
+{
+    if (zr_steps(r, 0, ZR_STEPS))
+        return 1;
     REQUIRE(pt_pipeline_run(r->p, zr_gather, NULL) == PT_OK, "gather: %s", pt_last_error());
     /* the moments gather on replica 0: an MPI rank of another replica
      * compares its parameters alone */
@@ -141,7 +149,7 @@ static int zr_train(zr_run *r)
 }
 
 /* Every parameter and moment both hold, and every loss, bit for bit. */
-static int zr_same(const zr_run *a, const zr_run *b, const char *what)
+static inline int zr_same(const zr_run *a, const zr_run *b, const char *what)
 {
     int which, i = pipeline_first_difference(a->m, a->o, b->m, b->o, a->held, &which);
     REQUIRE(i < 0, "%s: %s of %s differs", what, which < 0 ? "the value" : "a moment",
