@@ -595,6 +595,11 @@ typedef struct {
                                 worker becomes B, the send, W: the gradient
                                 leaves before the weight gradient is computed
                                 (synchronous schedules; default 0) */
+    int zero;                /* sharded optimizer state (ZeRO stage 1 or 2; default
+                                0): synchronous programs with replicas end with a
+                                GATHER of every chunk the worker holds after STEP,
+                                the parameters each replica updated brought to
+                                every other (docs/layouts.md) */
 } pt_lower_options;
 
 pt_lower_options pt_lower_options_default(void);
@@ -821,6 +826,14 @@ typedef struct {
     int replicas;                    /* D data-parallel copies of every stage (default 1); D
                                         must divide microbatches; under MPI stages x replicas
                                         = the world size */
+    int zero;                        /* sharded optimizer state across the replicas (ZeRO):
+                                        0 off (default); 1 each replica owns 1/D of its
+                                        stage's moments, sums only its shard's gradients
+                                        and updates it, then the shards are gathered; 2 as
+                                        1 with the sums' receive buffers bounded to a
+                                        bucket. Needs replicas >= 2 and a synchronous
+                                        schedule; the steps are bit-identical to 0
+                                        (docs/layouts.md) */
     pt_pipeline_transport transport; /* default PT_PIPELINE_AUTO */
 } pt_pipeline_config;
 
@@ -917,6 +930,7 @@ int pt_pipeline_memory_report(const pt_pipeline *p, const pt_memory_use *measure
 int pt_pipeline_workers(const pt_pipeline *p); /* stages x replicas */
 int pt_pipeline_stages(const pt_pipeline *p);
 int pt_pipeline_replicas(const pt_pipeline *p);
+int pt_pipeline_zero(const pt_pipeline *p); /* the config's zero: 0, 1 or 2 */
 int pt_pipeline_chunks(const pt_pipeline *p);
 const pt_model_config *pt_pipeline_model_config(const pt_pipeline *p);
 /* The model's description: every block's kind, cost and parameter names and
@@ -953,6 +967,15 @@ int pt_pipeline_is_main(const pt_pipeline *p);
  * does not hold have data NULL. */
 pt_model *pt_pipeline_stage(pt_pipeline *p, int worker);
 pt_optimizer *pt_pipeline_stage_optimizer(pt_pipeline *p, int worker);
+/* Sharded optimizer state (zero): called on every worker in a
+ * pt_pipeline_run job, gathers each stage's moments to its replica 0, whose
+ * pt_pipeline_stage_optimizer() then answers with the whole stage's until
+ * pt_pipeline_release_moments(); nothing to do without zero. */
+int pt_pipeline_gather_moments(pt_pipeline *p, int worker);
+void pt_pipeline_release_moments(pt_pipeline *p, int worker);
+/* Sharded: worker w keeps its shards of `full`, an optimizer of its whole
+ * stage (a checkpoint read into it). */
+void pt_pipeline_take_moments(pt_pipeline *p, int worker, pt_optimizer *full);
 /* The pipeline stage worker w is a replica of (0 .. stages-1), and which
  * replica (*replica, may be NULL); -1 for a worker that holds no chunk. */
 int pt_pipeline_worker_stage(const pt_pipeline *p, int worker, int *replica);

@@ -7,6 +7,8 @@
 #ifndef PT_TESTS_PIPELINE_PARAMS_H
 #define PT_TESTS_PIPELINE_PARAMS_H
 
+#include <string.h>
+
 #include "pipetrain.h"
 #include "runtime/optimizer.h"
 
@@ -27,6 +29,31 @@ static int pipeline_copy_out(const pt_pipeline *p, pt_model *m, pt_optimizer *o,
         found += ok;
     }
     return found;
+}
+
+/* The first parameter i with held[i] (held NULL: every one) whose values
+ * or moments differ between (ma, oa) and (mb, ob), bit for bit; -1 when
+ * none does. *which tells what differs (-1 the values, 0 or 1 a moment);
+ * oa or ob NULL: the values alone. */
+static inline int pipeline_first_difference(const pt_model *ma, pt_optimizer *oa,
+                                            const pt_model *mb, pt_optimizer *ob,
+                                            const unsigned char *held, int *which)
+{
+    for (int i = 0; i < pt_model_n_params(ma); i++) {
+        const pt_param *p = pt_model_param(ma, i), *q = pt_model_param(mb, i);
+        if (held && !held[i])
+            continue;
+        *which = -1;
+        if (memcmp(p->data, q->data, p->numel * sizeof(float)))
+            return i;
+        for (*which = 0; oa && ob && *which < 2; ++*which) {
+            const float *x = pt_optimizer_state(oa, ma, i, *which);
+            const float *y = pt_optimizer_state(ob, mb, i, *which);
+            if (!x || !y || memcmp(x, y, p->numel * sizeof(float)))
+                return i;
+        }
+    }
+    return -1;
 }
 
 #endif

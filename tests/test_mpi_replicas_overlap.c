@@ -131,19 +131,9 @@ static int train(run_t *r, int embd)
 /* Every parameter and moment this rank holds, and every loss, bit for bit. */
 static int same(const run_t *a, const run_t *b, const char *what)
 {
-    for (int i = 0; i < pt_model_n_params(a->m); i++) {
-        const pt_param *p = pt_model_param(a->m, i), *q = pt_model_param(b->m, i);
-        if (!a->held[i])
-            continue;
-        REQUIRE(!memcmp(p->data, q->data, p->numel * sizeof(float)), "%s: %s differs", what,
-                p->name);
-        for (int which = 0; which < 2; which++) {
-            const float *x = pt_optimizer_state(a->o, a->m, i, which);
-            const float *y = pt_optimizer_state(b->o, b->m, i, which);
-            REQUIRE(x && y && !memcmp(x, y, p->numel * sizeof(float)),
-                    "%s: moment %d of %s differs", what, which, p->name);
-        }
-    }
+    int which, i = pipeline_first_difference(a->m, a->o, b->m, b->o, a->held, &which);
+    REQUIRE(i < 0, "%s: %s of %s differs", what, which < 0 ? "the value" : "moment",
+            pt_model_param(a->m, i)->name);
     REQUIRE(!memcmp(a->losses, b->losses, sizeof a->losses), "%s: losses differ", what);
     return 0;
 }

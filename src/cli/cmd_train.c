@@ -390,6 +390,13 @@ int cmd_train(int argc, char **argv)
                     "data-parallel copies of every stage, under mpirun -np P*D; with pipedream, "
                     "PipeDream's round-robin 1F1B-RR (default 1)",
                     LIMIT_REPLICAS),
+        FLAG_RANGED("zero", FLAG_INT, &cfg.pipeline.zero, "Z",
+                    "shard the optimizer state across each stage's replicas (ZeRO): 1 each of "
+                    "the D replicas keeps 1/D of the moments, sums only its shard's gradients "
+                    "and updates it, then the shards are gathered; 2 also bounds the sums' "
+                    "receive buffers to a bucket; needs --replicas 2 or more and a synchronous "
+                    "schedule; losses bit-identical to 0 (default 0; docs/layouts.md)",
+                    LIMIT_ZERO),
         FLAG("schedule", FLAG_STRING, &cfg.pipeline.schedule, "NAME",
              "gpipe, 1f1b, interleaved, loopedbfs, zbh1, zbh2, zbv, zb2p or pipedream (default "
              "1f1b)"),

@@ -24,6 +24,7 @@
 #define LIMIT_MICROBATCHES NUM_RANGE(1, 1048576)
 #define LIMIT_STAGES       NUM_RANGE(1, 1024)
 #define LIMIT_REPLICAS     NUM_RANGE(1, 1024)
+#define LIMIT_ZERO         NUM_RANGE(0, 2)
 #define LIMIT_VIRTUAL      NUM_RANGE(1, 64)
 #define LIMIT_STEPS        NUM_RANGE(1, 2147483647)
 #define LIMIT_COUNT0       NUM_RANGE(0, 2147483647) /* --warmup, --eval-every, ...: 0 has a meaning */

@@ -15,6 +15,10 @@
  *                them);
  *   comm         the replicas' gradient sum: the group's root keeps a copy
  *                of each other replica's chunk gradient.
+ * With sharded optimizer state (zero, replicas D > 1) a worker keeps the
+ * moments of its shard of each chunk (1/D of it) and receives the other
+ * replicas' copies of that shard only (zero 1), or of one bucket of it at
+ * a time (zero 2); parameters and gradients stay whole.
  * The executor's pool is sized by the same walk (pt_plan_worker_records),
  * so what the prediction says is what the pool allocates up front. */
 #include "plan/memory.h"
@@ -101,6 +105,7 @@ int pt_plan_worker_memory(const pt_memory_plan *mp, int worker, pt_memory_use *o
     pt_plan_worker_records(s, worker, mp->checkpoint_activations, records);
     int buffers = pt_plan_worker_buffers(s, worker, records);
     bool async = pt_sched_is_async(s);
+    size_t window = 0; /* zero 2: the one bucket's receive buffers */
     for (int c = 0; c < K; c++) {
         if (!pt_sched_holds(s, worker, c, NULL))
             continue;
@@ -109,7 +114,17 @@ int pt_plan_worker_memory(const pt_memory_plan *mp, int worker, pt_memory_use *o
         bool bf16 = pt_model_get_config(mp->desc)->precision == PT_PRECISION_BF16;
         out->params += params + (bf16 ? params / 2 : 0);
         out->grads += params;
-        out->moments += (size_t)mp->moments * params;
+        size_t shard = params; /* bytes whose moments and sums this worker keeps */
+        bool sharded = mp->zero && !async && s->replicas > 1;
+        if (sharded) {
+            int pos = 0, D = s->replicas;
+            for (int k = 0; k < D; k++)
+                pos += s->chunk_worker[c * D + k] < worker;
+            size_t floats = params / sizeof(float);
+            shard = (floats * (size_t)(pos + 1) / (size_t)D - floats * (size_t)pos / (size_t)D) *
+                    sizeof(float);
+        }
+        out->moments += (size_t)mp->moments * shard;
         out->activations +=
             (size_t)records[c] * pt_model_activation_bytes(mp->desc, first, last, B);
         for (int b = c; b <= c + 1; b++)
@@ -120,9 +135,16 @@ int pt_plan_worker_memory(const pt_memory_plan *mp, int worker, pt_memory_use *o
             out->stash += (size_t)(versions + (versions > 0)) * params;
         }
         bool root = s->chunk_worker[c * s->replicas] == worker;
-        if (!async && s->replicas > 1 && root)
+        size_t bucket = (mp->bucket_floats ? mp->bucket_floats : (size_t)1 << 20) * sizeof(float);
+        size_t one = bucket < shard ? bucket : shard;
+        if (sharded && mp->zero == 2) /* one window for every chunk */
+            window = one > window ? one : window;
+        else if (sharded)
+            out->comm += (size_t)(s->replicas - 1) * shard;
+        else if (!async && s->replicas > 1 && root)
             out->comm += (size_t)(s->replicas - 1) * params;
     }
+    out->comm += (size_t)(s->replicas - 1) * window;
     for (int b = 1; b < K; b++)
         if (buffered[b]) {
             size_t bytes = (size_t)B *

@@ -20,6 +20,8 @@ typedef struct {
     int micro_batch_size;
     bool checkpoint_activations; /* keep only chunk inputs, recompute before backward */
     int moments;                 /* optimizer moments per parameter: 2 AdamW, 1 SGD, 0 none */
+    int zero;                    /* sharded optimizer state across the replicas: 0, 1, 2 */
+    size_t bucket_floats;        /* floats per bucket of the replicas' sums; 0: 4 MiB's */
 } pt_memory_plan;
 
 /* Activation records chunk c needs at once on worker w (records[chunks]),

@@ -16,8 +16,10 @@
  *               (1F1B-RR), before every update, inside the list;
  *   tied        a tied pair's copies (wte, lm_head) summed between their
  *               owners (TIED), after the replicas' sums;
- *   norm        each chunk's share of the squared norm (double) sent exactly
- *               to every worker, folded in chunk order (NORM);
+ *   norm        each chunk's share of the squared norm (double), in parts
+ *               per replica shard (zero.c's cut, sharded or not), sent
+ *               exactly to every worker, folded in shard and chunk order
+ *               (NORM): the same norm with the state sharded or not;
  *   losses      each micro-batch's loss, sent exactly to every worker;
  *   probs       the last chunk's output to one worker of every process.
  *
@@ -157,18 +159,21 @@ int pt_ranks_agree_times(pt_pipeline *p, double *t, int n)
 int pt_coll_share(pt_worker *w, bool shares, bool losses)
 {
     pt_pipeline *p = w->p;
-    int K = p->n_chunks, M = p->M, D = p->s->replicas;
-    size_t n = (size_t)(shares ? K * 4 : 0) + (size_t)(losses ? M * 2 : 0);
+    int K = p->n_chunks, M = p->M, D = p->s->replicas, KD = K * D;
+    size_t n = (size_t)(shares ? KD * 4 : 0) + (size_t)(losses ? M * 2 : 0);
     float *buf = calloc(n ? n : 1, sizeof(float));
     if (!buf)
         return pt_fail(PT_ENOMEM, "cannot allocate the shared values");
-    float *lbuf = buf + (shares ? K * 4 : 0);
-    for (int c = 0; shares && c < K; c++)
-        if (p->s->chunk_worker[c * D] == w->rank) { /* replica 0 speaks for the stage */
+    float *lbuf = buf + (shares ? KD * 4 : 0);
+    for (int i = 0; shares && i < KD; i++) {
+        /* each shard's owner, or replica 0 for the whole stage */
+        int c = i / D, owner = p->zero ? pt_zero_member(p, c, i % D) : p->s->chunk_worker[c * D];
+        if (owner == w->rank) {
             uint64_t bits;
-            memcpy(&bits, &w->shares[c], sizeof bits);
-            put_bits(buf + c * 4, bits, 4);
+            memcpy(&bits, &w->parts[i], sizeof bits);
+            put_bits(buf + i * 4, bits, 4);
         }
+    }
     for (int m = 0; losses && m < M; m++)
         if (pt_sched_worker_of(p->s, K - 1, m) == w->rank) {
             uint32_t bits;
@@ -176,9 +181,9 @@ int pt_coll_share(pt_worker *w, bool shares, bool losses)
             put_bits(lbuf + m * 2, bits, 2);
         }
     int rc = pt_transport_allreduce_sum_f32(w->t, p->all_workers, p->P, buf, n);
-    for (int c = 0; rc == PT_OK && shares && c < K; c++) {
-        uint64_t bits = get_bits(buf + c * 4, 4);
-        memcpy(&w->shares[c], &bits, sizeof bits);
+    for (int i = 0; rc == PT_OK && shares && i < KD; i++) {
+        uint64_t bits = get_bits(buf + i * 4, 4);
+        memcpy(&w->parts[i], &bits, sizeof bits);
     }
     for (int m = 0; rc == PT_OK && losses && m < M; m++) {
         uint32_t bits = (uint32_t)get_bits(lbuf + m * 2, 2);
@@ -279,18 +284,34 @@ int pt_coll_sum_replicas(pt_worker *w, int c)
 int pt_coll_norm(pt_worker *w)
 {
     pt_pipeline *p = w->p;
-    for (int c = 0; c < p->n_chunks; c++)
-        w->shares[c] = pt_sched_holds(p->s, w->rank, c, NULL)
-                           ? pt_optimizer_grad_sq(w->stage, p->chunk_first[c], p->chunk_last[c])
-                           : 0.0;
+    int D = p->s->replicas;
+    for (int c = 0; c < p->n_chunks; c++) {
+        int me = pt_zero_position(p, w->rank, c);
+        size_t off = 0, floats = 0, lo, hi;
+        if (me >= 0)
+            pt_worker_chunk_span(w, c, &off, &floats);
+        for (int k = 0; k < D; k++) {
+            /* a shard's part: its owner's when sharded, else every replica's */
+            bool mine = me >= 0 && (!p->zero || me == k);
+            pt_zero_shard(p, c, k, &lo, &hi);
+            w->parts[c * D + k] =
+                mine ? pt_optimizer_grad_sq_range(w->stage, p->chunk_first[c], p->chunk_last[c],
+                                                  off + lo, off + hi)
+                     : 0.0;
+        }
+    }
     /* every loss is known by now: one exchange carries both */
     int rc = pt_coll_share(w, true, true);
     if (rc != PT_OK)
         return rc;
     w->losses_shared = true;
-    double sq = 0.0; /* folded in chunk order by every worker alike */
-    for (int c = 0; c < p->n_chunks; c++)
+    double sq = 0.0; /* folded in chunk and shard order by every worker alike */
+    for (int c = 0; c < p->n_chunks; c++) {
+        w->shares[c] = 0.0;
+        for (int k = 0; k < D; k++)
+            w->shares[c] += w->parts[c * D + k];
         sq += w->shares[c];
+    }
     w->norm = sqrt(sq);
     w->clip = pt_optimizer_clip_factor(&p->optim, w->norm);
     w->skip = !isfinite(w->norm);

@@ -3,7 +3,8 @@
  * The program (sched/program.h) is the worker's whole step: compute actions
  * F, B, W, BW of (chunk, micro-batch), the sends and receives between
  * workers, the replicas' gradient sums (REDUCE), the tied copies' sums
- * (TIED), the global norm (NORM) and the optimizer steps (STEP). The
+ * (TIED), the global norm (NORM), the optimizer steps (STEP) and, with
+ * sharded optimizer state, the updated shards' gather (GATHER). The
  * executor is a table from action kind to the function that runs it, and
  * walks the list. Around that walk it
  *   - posts the receives the next compute action needs before the current
@@ -25,6 +26,7 @@
  * on which schedule, transport or model it runs.
  * Called by pipeline.c on the worker's own thread. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -406,8 +408,13 @@ static int finish_reduce(pt_worker *w)
 static int run_tied(pt_worker *w, const pt_prog_action *a)
 {
     int rc = finish_reduce(w);
+    if (rc == PT_OK && w->p->zero && !a->mean)
+        return pt_zero_tied(w, a->chunk, a->peer);
     return rc == PT_OK ? pt_coll_tied(w, a->chunk, a->peer, a->mean) : rc;
 }
+
+/* GATHER: the chunk's updated shards to every replica. */
+static int run_gather(pt_worker *w, const pt_prog_action *a) { return pt_zero_gather(w, a->chunk); }
 
 static int run_norm(pt_worker *w)
 {
@@ -427,9 +434,13 @@ static int run_step(pt_worker *w, const pt_prog_action *a)
     if (a->chunk < 0) {
         int rc = finish_reduce(w);
         for (int c = 0; rc == PT_OK && !w->skip && c < p->n_chunks; c++)
-            if (pt_sched_holds(p->s, w->rank, c, NULL))
-                pt_optimizer_step(w->opt, w->stage, p->chunk_first[c], p->chunk_last[c],
-                                  p->job_step, p->job_lr, w->clip);
+            if (pt_sched_holds(p->s, w->rank, c, NULL)) {
+                size_t lo = 0, hi = SIZE_MAX; /* sharded: the worker's own shard */
+                if (p->zero)
+                    pt_zero_own(w, c, &lo, &hi);
+                pt_optimizer_step_range(w->opt, w->stage, p->chunk_first[c], p->chunk_last[c], lo,
+                                        hi, p->job_step, p->job_lr, w->clip);
+            }
         return rc;
     }
     int c = a->chunk, first = p->chunk_first[c], last = p->chunk_last[c];
@@ -513,6 +524,7 @@ static int dispatch(pt_worker *w, const pt_prog_action *a, const pt_microbatch *
     case PT_PROG_TIED: return run_tied(w, a);
     case PT_PROG_NORM: return run_norm(w);
     case PT_PROG_STEP: return run_step(w, a);
+    case PT_PROG_GATHER: return run_gather(w, a);
     case PT_PROG_N_KINDS: break;
     }
     return pt_fail(PT_EINVAL, "worker %d: an action of unknown kind %d", w->rank, (int)a->kind);

@@ -38,6 +38,8 @@ static int predict(const pt_pipeline *p, int worker, pt_memory_use *u)
                          .chunk_last = p->chunk_last,
                          .micro_batch_size = p->mbs,
                          .checkpoint_activations = p->checkpoint,
+                         .zero = p->zero,
+                         .bucket_floats = p->reduce_bucket_floats,
                          .moments = !p->has_optim                   ? 0
                                     : p->optim.kind == PT_OPTIM_SGD ? 1
                                                                     : 2};

@@ -4,15 +4,25 @@
 #include "runtime/optimizer.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "model/model.h"
 #include "tensor/adamw.h"
 #include "tensor/error.h"
 
+/* The moments of the parameter arena's floats [lo, hi), at offset `at` of
+ * the moment buffers. */
+typedef struct {
+    size_t lo, hi, at;
+} owned_range;
+
 struct pt_optimizer {
     pt_optim_config cfg;
-    pt_arena m1, m2; /* first and second moments, laid out as the parameters */
+    pt_arena m1, m2;     /* first and second moments of the owned ranges, one after another */
+    owned_range *ranges; /* ascending, disjoint; one [0, capacity) unless sharded */
+    int n_ranges;
 };
 
 pt_optim_config pt_optim_config_default(pt_optim_kind kind)
@@ -46,13 +56,35 @@ int pt_optimizer_create(const pt_model *m, const pt_optim_config *cfg, pt_optimi
     if (cfg->kind == PT_OPTIM_ADAMW &&
         !(cfg->beta1 >= 0 && cfg->beta1 < 1 && cfg->beta2 >= 0 && cfg->beta2 < 1 && cfg->eps > 0))
         return pt_fail(PT_EINVAL, "AdamW needs 0 <= beta1, beta2 < 1 and eps > 0");
+    size_t lo = 0, hi = m->data.capacity;
+    return pt_optimizer_create_sharded(m, cfg, &lo, &hi, 1, out);
+}
+
+int pt_optimizer_create_sharded(const pt_model *m, const pt_optim_config *cfg, const size_t *lo,
+                                const size_t *hi, int n, pt_optimizer **out)
+{
+    *out = NULL;
+    size_t floats = 0;
+    for (int r = 0; r < n; r++) {
+        if (lo[r] > hi[r] || hi[r] > m->data.capacity || (r > 0 && lo[r] < hi[r - 1]))
+            return pt_fail(PT_EINVAL,
+                           "optimizer shard %d [%zu, %zu) is not an ascending range of the "
+                           "%zu parameters",
+                           r, lo[r], hi[r], m->data.capacity);
+        floats += hi[r] - lo[r];
+    }
     pt_optimizer *o = calloc(1, sizeof *o);
-    if (!o)
+    if (!o || !(o->ranges = calloc((size_t)n + 1, sizeof *o->ranges))) {
+        free(o);
         return pt_fail(PT_ENOMEM, "cannot allocate an optimizer");
+    }
     o->cfg = *cfg;
-    int rc = pt_arena_init(&o->m1, m->data.capacity);
+    o->n_ranges = n;
+    for (size_t r = 0, at = 0; r < (size_t)n; at += hi[r] - lo[r], r++)
+        o->ranges[r] = (owned_range){lo[r], hi[r], at};
+    int rc = pt_arena_init(&o->m1, floats);
     if (rc == PT_OK && cfg->kind == PT_OPTIM_ADAMW)
-        rc = pt_arena_init(&o->m2, m->data.capacity);
+        rc = pt_arena_init(&o->m2, floats);
     if (rc != PT_OK) {
         pt_optimizer_destroy(o);
         return rc;
@@ -67,6 +99,7 @@ void pt_optimizer_destroy(pt_optimizer *o)
         return;
     pt_arena_free(&o->m1);
     pt_arena_free(&o->m2);
+    free(o->ranges);
     free(o);
 }
 
@@ -91,16 +124,33 @@ float pt_optimizer_lr(const pt_optim_config *c, long step)
     return (float)(c->min_lr + cosine * (c->lr - c->min_lr));
 }
 
-double pt_optimizer_grad_sq(const pt_model *m, int first, int last)
+/* The part of parameter p inside the arena's floats [lo, hi): its first
+ * element and count (0: none). */
+static size_t overlap(const pt_model *m, const pt_param *p, size_t lo, size_t hi, size_t *first)
+{
+    size_t a = (size_t)(p->data - m->data.base), b = a + p->numel;
+    a = a > lo ? a : lo;
+    b = b < hi ? b : hi;
+    *first = a - (size_t)(p->data - m->data.base);
+    return b > a ? b - a : 0;
+}
+
+double pt_optimizer_grad_sq_range(const pt_model *m, int first, int last, size_t lo, size_t hi)
 {
     double sq = 0.0;
     for (int i = 0; i < m->n_params; i++) {
         const pt_param *p = &m->params[i];
         if (p->block < first || p->block > last || p->tied_to || !p->grad)
             continue;
-        sq += pt_sum_squares(p->grad, p->numel);
+        size_t at, n = overlap(m, p, lo, hi, &at);
+        sq += pt_sum_squares(p->grad + at, n);
     }
     return sq;
+}
+
+double pt_optimizer_grad_sq(const pt_model *m, int first, int last)
+{
+    return pt_optimizer_grad_sq_range(m, first, last, 0, SIZE_MAX);
 }
 
 float pt_optimizer_clip_factor(const pt_optim_config *cfg, double norm)
@@ -110,13 +160,39 @@ float pt_optimizer_clip_factor(const pt_optim_config *cfg, double norm)
     return (float)(cfg->grad_clip / (norm + 1e-6));
 }
 
+float *pt_optimizer_moments(pt_optimizer *o, int which, size_t off, size_t n)
+{
+    pt_arena *a = which == 0 ? &o->m1 : &o->m2;
+    for (int r = 0; a->base && r < o->n_ranges; r++)
+        if (off >= o->ranges[r].lo && off + n <= o->ranges[r].hi)
+            return a->base + o->ranges[r].at + (off - o->ranges[r].lo);
+    return NULL;
+}
+
 float *pt_optimizer_state(pt_optimizer *o, const pt_model *m, int i, int which)
 {
     const pt_param *p = &m->params[i];
-    pt_arena *a = which == 0 ? &o->m1 : &o->m2;
-    if (!a->base || !p->data)
+    if (!p->data)
         return NULL;
-    return a->base + (p->data - m->data.base);
+    return pt_optimizer_moments(o, which, (size_t)(p->data - m->data.base), p->numel);
+}
+
+int pt_optimizer_n_ranges(const pt_optimizer *o) { return o->n_ranges; }
+
+void pt_optimizer_range(const pt_optimizer *o, int r, size_t *lo, size_t *hi)
+{
+    *lo = o->ranges[r].lo;
+    *hi = o->ranges[r].hi;
+}
+
+void pt_optimizer_copy_moments(pt_optimizer *dst, pt_optimizer *src, size_t lo, size_t hi)
+{
+    for (int which = 0; which < 2; which++) {
+        float *d = pt_optimizer_moments(dst, which, lo, hi - lo);
+        const float *s = pt_optimizer_moments(src, which, lo, hi - lo);
+        if (d && s && hi > lo)
+            memcpy(d, s, (hi - lo) * sizeof(float));
+    }
 }
 
 static void adamw(const pt_optim_config *c, float *w, const float *g, float *m1, float *m2,
@@ -143,24 +219,33 @@ static void sgd(const pt_optim_config *c, float *w, const float *g, float *mom, 
     }
 }
 
-void pt_optimizer_step(pt_optimizer *o, pt_model *m, int first, int last, long step, float lr,
-                       float clip)
+void pt_optimizer_step_range(pt_optimizer *o, pt_model *m, int first, int last, size_t lo,
+                             size_t hi, long step, float lr, float clip)
 {
     const pt_optim_config *c = &o->cfg;
     for (int i = 0; i < m->n_params; i++) {
         pt_param *p = &m->params[i];
         if (p->block < first || p->block > last || !p->data)
             continue;
+        size_t at, n = overlap(m, p, lo, hi, &at), off = (size_t)(p->data - m->data.base) + at;
+        float *m1 = pt_optimizer_moments(o, 0, off, n);
+        if (!n || !m1)
+            continue; /* not this optimizer's shard */
         /* decay matrices and embeddings, not biases or LayerNorm gains */
         float decay = p->ndim >= 2 ? c->weight_decay : 0.0f;
-        float *m1 = pt_optimizer_state(o, m, i, 0);
         if (c->kind == PT_OPTIM_ADAMW)
-            adamw(c, p->data, p->grad, m1, pt_optimizer_state(o, m, i, 1), p->numel, step, lr, clip,
-                  decay);
+            adamw(c, p->data + at, p->grad + at, m1, pt_optimizer_moments(o, 1, off, n), n, step,
+                  lr, clip, decay);
         else
-            sgd(c, p->data, p->grad, m1, p->numel, lr, clip, decay);
+            sgd(c, p->data + at, p->grad + at, m1, n, lr, clip, decay);
     }
     pt_model_params_changed(m); /* bf16: the products' copy follows */
+}
+
+void pt_optimizer_step(pt_optimizer *o, pt_model *m, int first, int last, long step, float lr,
+                       float clip)
+{
+    pt_optimizer_step_range(o, m, first, last, 0, SIZE_MAX, step, lr, clip);
 }
 
 void pt_optimizer_step_model(pt_optimizer *o, pt_model *m, long step)

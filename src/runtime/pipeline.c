@@ -342,6 +342,7 @@ static int make_programs(pt_pipeline *p)
     pt_lower_options o = pt_lower_options_default();
     o.tied = tied, o.n_tied = n_tied, o.split_sent_backward = 1;
     o.step = p->has_optim;
+    o.zero = p->zero;
     rc = pt_program_lower(p->s, &o, &p->train_program);
     o.forward_only = 1;
     if (rc == PT_OK)
@@ -450,7 +451,8 @@ static int make_stage(pt_pipeline *p, pt_worker *w)
     int rc = pt_model_create_part(pt_model_get_config(p->desc), hold, &w->stage);
     free(hold);
     if (rc == PT_OK && p->has_optim)
-        rc = pt_optimizer_create(w->stage, &p->optim, &w->opt);
+        rc =
+            p->zero ? pt_zero_make_optimizer(w) : pt_optimizer_create(w->stage, &p->optim, &w->opt);
     for (int c = 0; rc == PT_OK && p->async && c < p->n_chunks; c++)
         if (pt_sched_holds(p->s, w->rank, c, NULL))
             rc = pt_stash_init(&w->stash[c], w->stage, p->chunk_first[c], p->chunk_last[c]);
@@ -472,11 +474,12 @@ static int make_worker(pt_pipeline *p, int r)
     w->stash = calloc((size_t)p->n_chunks, sizeof *w->stash);
     w->chunk_updates = calloc((size_t)p->n_chunks, sizeof(long));
     w->shares = calloc((size_t)p->n_chunks, sizeof(double));
+    w->parts = calloc((size_t)p->n_chunks * (size_t)p->D, sizeof(double));
     w->losses = calloc((size_t)p->M, sizeof(float));
     int *records = calloc((size_t)p->n_chunks, sizeof(int));
     bool *own = calloc((size_t)p->n_chunks, sizeof(bool));
     int rc = w->slots && w->sends && w->events && w->chunk_time && w->chunk_count && w->stash &&
-                     w->chunk_updates && w->shares && w->losses && records && own
+                     w->chunk_updates && w->shares && w->parts && w->losses && records && own
                  ? PT_OK
                  : pt_fail(PT_ENOMEM, "cannot allocate worker %d", r);
     if (rc == PT_OK)
@@ -513,10 +516,12 @@ static void free_worker(pt_pipeline *p, pt_worker *w)
     for (int c = 0; w->stash && c < p->n_chunks; c++)
         pt_stash_free(&w->stash[c]);
     pt_optimizer_destroy(w->opt);
+    pt_zero_release_moments(w);
     pt_model_destroy(w->stage);
     free(w->stash);
     free(w->chunk_updates);
     free(w->shares);
+    free(w->parts);
     free(w->losses);
     free(w->slots);
     free(w->sends);
@@ -568,6 +573,16 @@ int pt_pipeline_create(const pt_model_config *model, const pt_optim_config *opti
         return pt_fail(PT_EINVAL, "BLAS threads must not be negative (got %d)", cfg->blas_threads);
     if (cfg->replicas < 0)
         return pt_fail(PT_EINVAL, "replicas must be at least 1 (got %d)", cfg->replicas);
+    if (cfg->zero < 0 || cfg->zero > 2)
+        return pt_fail(PT_EINVAL,
+                       "zero %d: sharded optimizer state is 1 (moments) or 2 (moments and "
+                       "gradient sums), 0 off",
+                       cfg->zero);
+    if (cfg->zero && cfg->replicas < 2)
+        return pt_fail(PT_EINVAL,
+                       "zero %d shards the optimizer state across a stage's replicas, but "
+                       "there is %d replica: give replicas of 2 or more (--replicas)",
+                       cfg->zero, cfg->replicas < 1 ? 1 : cfg->replicas);
     if (cfg->transport < PT_PIPELINE_AUTO || cfg->transport > PT_PIPELINE_MPI)
         return pt_fail(PT_EINVAL, "unknown pipeline transport %d", (int)cfg->transport);
     pt_transport *mpi_t;
@@ -587,6 +602,7 @@ int pt_pipeline_create(const pt_model_config *model, const pt_optim_config *opti
     p->mpi_t = mpi_t;
     p->rank = mpi_t ? pt_transport_rank(mpi_t) : 0;
     p->D = D;
+    p->zero = cfg->zero;
     p->reduce_overlap = true;
     p->reduce_bucket_floats = PT_BUCKET_FLOATS;
     p->has_optim = optim != NULL;
@@ -803,6 +819,7 @@ int pt_pipeline_workers(const pt_pipeline *p) { return p->P; }
 int pt_pipeline_chunks(const pt_pipeline *p) { return p->n_chunks; }
 int pt_pipeline_stages(const pt_pipeline *p) { return p->P / p->D; }
 int pt_pipeline_replicas(const pt_pipeline *p) { return p->D; }
+int pt_pipeline_zero(const pt_pipeline *p) { return p->zero; }
 const char *pt_pipeline_schedule_name(const pt_pipeline *p) { return p->schedule_name; }
 const pt_schedule *pt_pipeline_schedule(const pt_pipeline *p) { return p->s; }
 const char *pt_pipeline_transport_name(const pt_pipeline *p) { return p->mpi ? "mpi" : "threads"; }
@@ -847,7 +864,26 @@ pt_model *pt_pipeline_stage(pt_pipeline *p, int worker)
 pt_optimizer *pt_pipeline_stage_optimizer(pt_pipeline *p, int worker)
 {
     const pt_worker *w = local_worker(p, worker);
-    return w ? w->opt : NULL;
+    return !w ? NULL : w->full_opt ? w->full_opt : w->opt; /* sharded: gathered for a save */
+}
+
+int pt_pipeline_gather_moments(pt_pipeline *p, int worker)
+{
+    pt_worker *w =
+        worker >= 0 && worker < p->P && p->workers[worker].local ? &p->workers[worker] : NULL;
+    return w ? pt_zero_gather_moments(w) : PT_OK;
+}
+
+void pt_pipeline_release_moments(pt_pipeline *p, int worker)
+{
+    if (worker >= 0 && worker < p->P && p->workers[worker].local)
+        pt_zero_release_moments(&p->workers[worker]);
+}
+
+void pt_pipeline_take_moments(pt_pipeline *p, int worker, pt_optimizer *full)
+{
+    if (worker >= 0 && worker < p->P && p->workers[worker].local && p->workers[worker].opt)
+        pt_zero_take_moments(&p->workers[worker], full);
 }
 
 int pt_pipeline_worker_stage(const pt_pipeline *p, int worker, int *replica)
@@ -875,7 +911,8 @@ int pt_pipeline_read_param(const pt_pipeline *p, const char *name, int which, fl
         const float *src = q->data;
         if (which >= 0) {
             int i = (int)(q - pt_model_param(w->stage, 0));
-            src = w->opt ? pt_optimizer_state(w->opt, w->stage, i, which) : NULL;
+            pt_optimizer *o = w->full_opt ? w->full_opt : w->opt; /* sharded: gathered */
+            src = o ? pt_optimizer_state(o, w->stage, i, which) : NULL;
             if (!src)
                 return pt_fail(PT_EINVAL, "parameter %s has no optimizer moment %d", name, which);
         }

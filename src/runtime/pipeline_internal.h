@@ -142,11 +142,14 @@ typedef struct {
 typedef struct {
     float *grad; /* the bucket in this rank's gradient arena */
     size_t floats;
-    float *scratch;   /* root: the other members' copies, one after another */
-    pt_request *up;   /* root: a receive per other member; member: its send */
+    int owner;        /* the group position that sums it: 0 (the root), or with
+                         sharded state the position whose shard holds it */
+    float *scratch;   /* owner: the other members' copies, one after another */
+    pt_request *up;   /* owner: a receive per other member; member: its send */
     pt_request *down; /* root: a send of the sum per member; member: its receive */
     int state;
-    int folded, sent; /* root: members folded in (rank order), sums sent */
+    bool posted;      /* owner: its receives are posted */
+    int folded, sent; /* owner: group positions folded in (rank order); root: sums sent */
 } pt_reduce_bucket;
 
 typedef struct {
@@ -160,8 +163,12 @@ typedef struct {
 } pt_reduce_chunk;
 
 typedef struct {
-    bool used;    /* MPI, synchronous, replicas > 1 */
+    bool used;    /* synchronous, replicas > 1 */
     bool running; /* this step's reduction has begun and not been finished */
+    bool scatter; /* sharded state: each bucket's sum stays with its shard's owner */
+    bool window;  /* zero 2: one owned bucket's receives posted at a time, into one
+                     bucket's scratch per other member */
+    bool window_busy;
     pt_pipeline *p;
     pt_transport *t;
     int n_chunks, tag_base, n_buckets, pending;
@@ -222,9 +229,12 @@ typedef struct {
     bool local;             /* runs in this process */
     pt_model *stage;        /* the blocks of its chunks */
     pt_optimizer *opt;      /* their moments; NULL: forward passes only */
+    pt_optimizer *full_opt; /* sharded state, replica 0 while a checkpoint is written:
+                               the stage's whole moments, gathered */
     pt_weight_stash *stash; /* [n_chunks], async: own chunks only */
     long *chunk_updates;    /* [n_chunks], async: updates applied so far */
     double *shares;         /* [n_chunks]: squared gradient norm per chunk */
+    double *parts;          /* [n_chunks x D]: each replica shard's part of it */
     float *losses;          /* [n_micro]: every micro-batch's loss, after the step */
     double norm;            /* this step's global gradient norm (NORM) */
     float clip;             /* its clip factor */
@@ -257,6 +267,9 @@ struct pt_pipeline {
     int rank;                    /* this process's first worker; 0 on threads */
     int *all_workers;            /* [P]: 0..P-1, the group of every worker */
     int D;                       /* replicas of every stage */
+    int zero;                    /* sharded optimizer state: 0 off, 1 moments (and the
+                                    gradient sums) sharded, 2 also the receive buffers
+                                    bounded to a bucket (zero.c) */
     bool reduce_overlap;         /* replicas: each REDUCE starts a sum that moves along
                                   * between actions (default); false: each REDUCE is a
                                   * blocking all-reduce (the reference the tests use) */
@@ -323,6 +336,31 @@ int pt_pipeline_chunk_of_block(const pt_pipeline *p, int b);
 /* Parameter span of chunk c in worker w's stage arena: offset and length in
  * floats (w holds the chunk). */
 void pt_worker_chunk_span(const pt_worker *w, int c, size_t *off, size_t *floats);
+
+/* zero.c: sharded optimizer state across a stage's replicas */
+/* Worker `worker`'s position among chunk c's replicas in ascending rank
+ * order (-1: it holds no replica of c); the worker at a position. */
+int pt_zero_position(const pt_pipeline *p, int worker, int c);
+int pt_zero_member(const pt_pipeline *p, int c, int pos);
+/* Chunk c's shard `pos` of its D replicas: floats [lo, hi) of the chunk's
+ * parameter span, counted from its start; the same on every replica, and
+ * the same cut whether the state is sharded or not (the norm's parts). */
+void pt_zero_shard(const pt_pipeline *p, int c, int pos, size_t *lo, size_t *hi);
+/* The worker's own shard of chunk c in its stage arena (absolute floats). */
+void pt_zero_own(const pt_worker *w, int c, size_t *lo, size_t *hi);
+/* The worker's optimizer over its shards only. */
+int pt_zero_make_optimizer(pt_worker *w);
+/* GATHER: chunk c's parameters, every shard from its owner to every replica. */
+int pt_zero_gather(pt_worker *w, int c);
+/* TIED under sharded state: every element of the tied pair's gradients
+ * summed between the owners of its two copies' shards. */
+int pt_zero_tied(pt_worker *w, int ca, int cb);
+/* Checkpoints: replica 0 of each stage gathers the stage's moments into
+ * w->full_opt (the others send theirs); release frees it. */
+int pt_zero_gather_moments(pt_worker *w);
+void pt_zero_release_moments(pt_worker *w);
+/* Loads: the worker's shards of a whole optimizer of its stage. */
+void pt_zero_take_moments(pt_worker *w, pt_optimizer *full);
 
 /* replica_reduce.c */
 /* Sizes the reduction of worker w's chunks (buckets of

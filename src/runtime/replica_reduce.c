@@ -30,8 +30,16 @@
  * Transfers themselves progress whenever the rank is inside the transport
  * (the executor's waits and tests), so they overlap compute either way.
  *
+ * Sharded optimizer state (zero, zero.c) makes it a reduce-scatter: the
+ * span is cut into one shard per replica and each shard's buckets go to
+ * their owner alone, who folds them in the same rank order (a non-root
+ * owner folds into position 0's copy, then takes the result) and keeps the
+ * sum; nothing comes back, and the owner's fold is element for element the
+ * root's, so the owned sums are bit-identical to zero 0's.
  * Memory: the root holds (replicas - 1) scratch copies of its own chunks'
- * gradient spans, allocated once; members need nothing extra.
+ * gradient spans, allocated once; members need nothing extra. Zero 1: each
+ * owner (replicas - 1) copies of its shard; zero 2: (replicas - 1) copies of
+ * one bucket, the owner's receives posted for one bucket at a time.
  * Tags: chunk c's buckets go up under base + 2c and come back under
  * base + 2c + 1, where base = 2 x chunks x micro-batches is the first tag
  * above the executor's (pipeline.c checks that they stay below the control
@@ -50,7 +58,59 @@ enum { BUCKET_IDLE, BUCKET_UP, BUCKET_DOWN, BUCKET_DONE };
 static int tag_up(const pt_replica_reduce *r, int c) { return r->tag_base + 2 * c; }
 static int tag_down(const pt_replica_reduce *r, int c) { return r->tag_base + 2 * c + 1; }
 
-static bool is_root(const pt_reduce_chunk *ch) { return ch->pos == 0; }
+static bool owns(const pt_reduce_chunk *ch, const pt_reduce_bucket *bk)
+{
+    return ch->pos == bk->owner;
+}
+
+/* The scratch slot of group position i on the bucket's owner. */
+static float *slot(const pt_reduce_bucket *bk, int i)
+{
+    return bk->scratch + (size_t)(i < bk->owner ? i : i - 1) * bk->floats;
+}
+
+/* Part s of chunk c's span that one owner sums: its shard when the sums are
+ * scattered, else the whole span (s = 0) for the root. */
+static void part(const pt_replica_reduce *r, const pt_worker *w, int c, int s, size_t *lo,
+                 size_t *hi)
+{
+    size_t off;
+    if (r->scatter) {
+        pt_zero_shard(w->p, c, s, lo, hi);
+    } else {
+        *lo = 0;
+        pt_worker_chunk_span(w, c, &off, hi);
+    }
+}
+
+/* The group of chunk c in ascending rank order (the order of the fold),
+ * this rank's place in it, and its buckets: one run per shard (the whole
+ * span when the sums are not scattered). Returns the scratch floats its
+ * owned buckets need. */
+static size_t size_chunk(pt_replica_reduce *r, pt_worker *w, int c, size_t bucket)
+{
+    pt_pipeline *p = w->p;
+    pt_reduce_chunk *ch = &r->chunks[c];
+    int D = p->s->replicas;
+    ch->n = D;
+    ch->group = r->groups + (size_t)c * (size_t)D;
+    for (int k = 0; k < D; k++)
+        ch->group[k] = pt_zero_member(p, c, k);
+    ch->pos = pt_zero_position(p, w->rank, c);
+    ch->first_bucket = r->n_buckets;
+    ch->n_buckets = 0;
+    size_t scratch = 0;
+    for (int s = 0; s < (r->scatter ? D : 1); s++) {
+        size_t lo, hi;
+        part(r, w, c, s, &lo, &hi);
+        int nb = (int)((hi - lo + bucket - 1) / bucket);
+        ch->n_buckets += nb;
+        if (s == ch->pos || (!r->scatter && ch->pos == 0))
+            scratch += (size_t)(D - 1) * (r->window && bucket < hi - lo ? bucket : hi - lo);
+    }
+    r->n_buckets += ch->n_buckets;
+    return scratch;
+}
 
 int pt_reduce_init(pt_replica_reduce *r, pt_worker *w)
 {
@@ -63,6 +123,8 @@ int pt_reduce_init(pt_replica_reduce *r, pt_worker *w)
     r->p = p;
     r->n_chunks = K;
     r->tag_base = 2 * K * p->M;
+    r->scatter = p->zero > 0;
+    r->window = p->zero == 2;
     r->chunks = calloc((size_t)K, sizeof *r->chunks);
     r->groups = calloc((size_t)K * (size_t)D, sizeof(int));
     if (!r->chunks || !r->groups)
@@ -73,25 +135,9 @@ int pt_reduce_init(pt_replica_reduce *r, pt_worker *w)
         ch->own = pt_sched_holds(p->s, rank, c, NULL);
         if (!ch->own)
             continue;
-        /* the group in ascending rank order: the order of the fold */
-        ch->n = D;
-        ch->group = r->groups + (size_t)c * (size_t)D;
-        for (int k = 0; k < D; k++) {
-            int g = p->s->chunk_worker[c * D + k], j = k;
-            for (; j > 0 && ch->group[j - 1] > g; j--)
-                ch->group[j] = ch->group[j - 1];
-            ch->group[j] = g;
-        }
-        for (int k = 0; k < D; k++)
-            if (ch->group[k] == rank)
-                ch->pos = k;
-        size_t off, floats;
-        pt_worker_chunk_span(w, c, &off, &floats);
-        ch->first_bucket = r->n_buckets;
-        ch->n_buckets = (int)((floats + bucket - 1) / bucket);
-        r->n_buckets += ch->n_buckets;
-        if (is_root(ch))
-            scratch += (size_t)(D - 1) * floats;
+        size_t need = size_chunk(r, w, c, bucket);
+        /* zero 2: one window serves every owned bucket in turn */
+        scratch = r->window ? (need > scratch ? need : scratch) : scratch + need;
     }
     r->buckets = calloc((size_t)r->n_buckets + 1, sizeof *r->buckets);
     r->reqs = calloc((size_t)r->n_buckets * 2 * (size_t)(D - 1) + 1, sizeof *r->reqs);
@@ -100,7 +146,7 @@ int pt_reduce_init(pt_replica_reduce *r, pt_worker *w)
     if (!r->buckets || !r->reqs || (scratch && !r->scratch))
         return pt_fail(PT_ENOMEM, "cannot allocate the replica reduction (%zu scratch floats)",
                        scratch);
-    /* buckets: their spans, their requests, the root's scratch */
+    /* buckets: their spans, owners and requests, the owners' scratch */
     pt_request *req = r->reqs;
     float *sc = r->scratch;
     for (int c = 0; c < K; c++) {
@@ -109,17 +155,21 @@ int pt_reduce_init(pt_replica_reduce *r, pt_worker *w)
             continue;
         size_t off, floats;
         pt_worker_chunk_span(w, c, &off, &floats);
-        for (int b = 0; b < ch->n_buckets; b++) {
-            pt_reduce_bucket *bk = &r->buckets[ch->first_bucket + b];
-            size_t at = (size_t)b * bucket;
-            bk->grad = w->stage->grad.base + off + at;
-            bk->floats = floats - at < bucket ? floats - at : bucket;
-            bk->up = req;
-            bk->down = req + (D - 1);
-            req += 2 * (D - 1);
-            if (is_root(ch)) {
-                bk->scratch = sc;
-                sc += (size_t)(D - 1) * bk->floats;
+        pt_reduce_bucket *bk = &r->buckets[ch->first_bucket];
+        for (int s = 0; s < (r->scatter ? D : 1); s++) {
+            size_t lo, hi;
+            part(r, w, c, s, &lo, &hi);
+            for (size_t at = lo; at < hi; at += bucket, bk++) {
+                bk->grad = w->stage->grad.base + off + at;
+                bk->floats = hi - at < bucket ? hi - at : bucket;
+                bk->owner = s;
+                bk->up = req;
+                bk->down = req + (D - 1);
+                req += 2 * (D - 1);
+                if (owns(ch, bk)) {
+                    bk->scratch = r->window ? r->scratch : sc;
+                    sc += r->window ? 0 : (size_t)(D - 1) * bk->floats;
+                }
             }
         }
     }
@@ -139,6 +189,23 @@ void pt_reduce_free(pt_replica_reduce *r)
 
 static double since_step(const pt_replica_reduce *r) { return pt_pipeline_now() - r->p->step_t0; }
 
+/* The owner takes the other members' copies of a bucket whenever they come. */
+static int post_receives(pt_replica_reduce *r, int c, pt_reduce_bucket *bk)
+{
+    pt_reduce_chunk *ch = &r->chunks[c];
+    for (int i = 0; i < ch->n; i++) {
+        if (i == bk->owner)
+            continue;
+        int rc = pt_transport_irecv(r->t, ch->group[i], tag_up(r, c), slot(bk, i),
+                                    bk->floats * sizeof(float), &bk->up[i < bk->owner ? i : i - 1]);
+        if (rc != PT_OK)
+            return rc;
+    }
+    bk->posted = true;
+    r->window_busy = r->window;
+    return PT_OK;
+}
+
 int pt_reduce_begin(pt_replica_reduce *r, pt_transport *t)
 {
     r->running = false;
@@ -146,6 +213,7 @@ int pt_reduce_begin(pt_replica_reduce *r, pt_transport *t)
         return PT_OK;
     r->t = t;
     r->pending = 0;
+    r->window_busy = false;
     for (int c = 0; c < r->n_chunks; c++) {
         pt_reduce_chunk *ch = &r->chunks[c];
         ch->started = false;
@@ -157,22 +225,18 @@ int pt_reduce_begin(pt_replica_reduce *r, pt_transport *t)
             pt_reduce_bucket *bk = &r->buckets[ch->first_bucket + b];
             bk->state = BUCKET_IDLE;
             bk->folded = bk->sent = 0;
-            /* the root takes the copies whenever they come */
-            for (int j = 1; is_root(ch) && j < ch->n; j++) {
-                int rc = pt_transport_irecv(t, ch->group[j], tag_up(r, c),
-                                            bk->scratch + (size_t)(j - 1) * bk->floats,
-                                            bk->floats * sizeof(float), &bk->up[j - 1]);
-                if (rc != PT_OK)
-                    return rc;
-            }
+            bk->posted = false;
+            int rc = owns(ch, bk) && !r->window_busy ? post_receives(r, c, bk) : PT_OK;
+            if (rc != PT_OK)
+                return rc;
         }
     }
     r->running = true;
     return PT_OK;
 }
 
-/* Chunk c's gradient is final here: members send their buckets; the root
- * may fold from now on. */
+/* Chunk c's gradient is final here: members send their buckets to their
+ * owners; owners may fold from now on. */
 static int start_chunk(pt_replica_reduce *r, int c)
 {
     pt_reduce_chunk *ch = &r->chunks[c];
@@ -182,9 +246,9 @@ static int start_chunk(pt_replica_reduce *r, int c)
     for (int b = 0; b < ch->n_buckets; b++) {
         pt_reduce_bucket *bk = &r->buckets[ch->first_bucket + b];
         bk->state = BUCKET_UP;
-        if (is_root(ch))
+        if (owns(ch, bk))
             continue;
-        int rc = pt_transport_isend(r->t, ch->group[0], tag_up(r, c), bk->grad,
+        int rc = pt_transport_isend(r->t, ch->group[bk->owner], tag_up(r, c), bk->grad,
                                     bk->floats * sizeof(float), &bk->up[0]);
         if (rc != PT_OK)
             return rc;
@@ -205,24 +269,49 @@ static void bucket_done(pt_replica_reduce *r, pt_reduce_chunk *ch, pt_reduce_buc
     }
 }
 
-/* Moves one bucket as far as it can go; `block` waits instead of testing. */
-static int advance_root(pt_replica_reduce *r, int c, pt_reduce_bucket *bk, bool block)
+/* The owner folds the copies in ascending rank order, (x_0 + x_1) + x_2 ...,
+ * whichever position it holds itself: the blocking allreduce's order, so
+ * the sum is bit-identical to it. Position 0 folds into its own gradient;
+ * another owner folds into position 0's copy and takes the sum at the end. */
+static int fold(pt_replica_reduce *r, pt_reduce_chunk *ch, pt_reduce_bucket *bk, bool block)
+{
+    float *acc = bk->owner == 0 ? bk->grad : slot(bk, 0);
+    while (bk->folded < ch->n) {
+        int i = bk->folded, done = 1, rc = PT_OK;
+        if (i != bk->owner) {
+            pt_request *q = &bk->up[i < bk->owner ? i : i - 1];
+            rc = block ? pt_transport_wait(r->t, q) : pt_transport_test(r->t, q, &done);
+        }
+        if (rc != PT_OK || !done)
+            return rc;
+        if (i > 0)
+            pt_transport_add_f32(acc, i == bk->owner ? bk->grad : slot(bk, i), bk->floats);
+        bk->folded++;
+    }
+    if (acc != bk->grad)
+        memcpy(bk->grad, acc, bk->floats * sizeof(float));
+    return PT_OK;
+}
+
+/* Moves one owned bucket as far as it can go; `block` waits instead of
+ * testing. Scattered sums stay here; the root's go back to every member. */
+static int advance_owner(pt_replica_reduce *r, int c, pt_reduce_bucket *bk, bool block)
 {
     pt_reduce_chunk *ch = &r->chunks[c];
     int rc, done;
+    if (!bk->posted) { /* zero 2: the window is free once the buckets before are folded */
+        if (r->window_busy)
+            return PT_OK;
+        if ((rc = post_receives(r, c, bk)) != PT_OK)
+            return rc;
+    }
     if (bk->state == BUCKET_UP) {
-        /* fold in rank order: member j only after members 1..j-1 */
-        while (bk->folded < ch->n - 1) {
-            pt_request *q = &bk->up[bk->folded];
-            done = 1;
-            rc = block ? pt_transport_wait(r->t, q) : pt_transport_test(r->t, q, &done);
-            if (rc != PT_OK)
-                return rc;
-            if (!done)
-                return PT_OK;
-            pt_transport_add_f32(bk->grad, bk->scratch + (size_t)bk->folded * bk->floats,
-                                 bk->floats);
-            bk->folded++;
+        if ((rc = fold(r, ch, bk, block)) != PT_OK || bk->folded < ch->n)
+            return rc;
+        if (r->scatter) {
+            r->window_busy = false;
+            bucket_done(r, ch, bk);
+            return PT_OK;
         }
         for (int j = 1; j < ch->n; j++)
             if ((rc = pt_transport_isend(r->t, ch->group[j], tag_down(r, c), bk->grad,
@@ -253,6 +342,10 @@ static int advance_member(pt_replica_reduce *r, int c, pt_reduce_bucket *bk, boo
                    : pt_transport_test(r->t, &bk->up[0], &done);
         if (rc != PT_OK || !done)
             return rc;
+        if (r->scatter) { /* the owner keeps the sum */
+            bucket_done(r, ch, bk);
+            return PT_OK;
+        }
         /* the send is done: the sum may now land in the same memory */
         rc = pt_transport_irecv(r->t, ch->group[0], tag_down(r, c), bk->grad,
                                 bk->floats * sizeof(float), &bk->down[0]);
@@ -281,12 +374,14 @@ static int advance_all(pt_replica_reduce *r, bool block)
             pt_reduce_bucket *bk = &r->buckets[ch->first_bucket + b];
             if (bk->state == BUCKET_DONE)
                 continue;
-            int rc = is_root(ch) ? advance_root(r, c, bk, block) : advance_member(r, c, bk, block);
+            int rc =
+                owns(ch, bk) ? advance_owner(r, c, bk, block) : advance_member(r, c, bk, block);
             if (rc != PT_OK)
                 return rc;
             /* a chunk's buckets share their tags, so the sums must leave the
-             * root, and their receives be posted, in bucket order */
-            if (bk->state == BUCKET_UP)
+             * root, and their receives be posted, in bucket order (scattered
+             * sums do not come back; zero 2's window posts in order itself) */
+            if (bk->state == BUCKET_UP && !r->scatter)
                 break;
         }
     }

@@ -78,7 +78,8 @@ enum {
     PT_WAIT_REST = 1 << 8,     /* it closes the step: only actions that also wait for
                                   the rest may follow it, and it comes once */
     PT_WAIT_GROUP = 1 << 9,    /* a blocking collective: every member of its group is at it */
-    PT_WAIT_NEVER = 1 << 10    /* the kind has no place in this kind of program */
+    PT_WAIT_STEP = 1 << 10,    /* sync: the worker's STEP has run */
+    PT_WAIT_NEVER = 1 << 11    /* the kind has no place in this kind of program */
 };
 
 typedef struct {

@@ -24,7 +24,8 @@
  * holds but ran no backward of (a replica with no micro-batch), a TIED per
  * tied pair the worker holds a chunk of (in the options' order; a pair may
  * be one chunk holding both copies, summed on its own worker), NORM and
- * STEP; asynchronous, a TIED (mean of values) per tied pair. A forward-only
+ * STEP, then with sharded optimizer state (zero, replicas) a GATHER per chunk
+ * the worker holds; asynchronous, a TIED (mean of values) per tied pair. A forward-only
  * program keeps the forwards and their activations' transfers alone.
  */
 #include <stdio.h>
@@ -36,8 +37,12 @@
 
 pt_lower_options pt_lower_options_default(void)
 {
-    return (pt_lower_options){
-        .forward_only = 0, .step = 1, .tied = NULL, .n_tied = 0, .split_sent_backward = 0};
+    return (pt_lower_options){.forward_only = 0,
+                              .step = 1,
+                              .tied = NULL,
+                              .n_tied = 0,
+                              .split_sent_backward = 0,
+                              .zero = 0};
 }
 
 static pt_prog_action transfer(pt_prog_kind kind, const pt_action *a, int peer)
@@ -159,6 +164,9 @@ static int lower_worker(const pt_schedule *s, const pt_lower_options *o, bool as
         rc = pt_prog_push(p, w, collective(PT_PROG_NORM, -1, -1, false));
     if (rc == PT_OK && !async && o->step)
         rc = pt_prog_push(p, w, collective(PT_PROG_STEP, -1, -1, false));
+    for (int c = 0; c < C && rc == PT_OK && !async && o->step && o->zero && R > 1; c++)
+        if (pt_sched_holds(s, w, c, NULL))
+            rc = pt_prog_push(p, w, collective(PT_PROG_GATHER, c, -1, false));
     return rc;
 }
 
@@ -174,6 +182,14 @@ int pt_program_lower(const pt_schedule *s, const pt_lower_options *opt, pt_progr
     rc = check_tied(s, o);
     if (rc == PT_OK && async && s->replicas > 1)
         rc = check_async_replicas(s);
+    if (rc == PT_OK && o->zero && (o->zero < 0 || o->zero > 2))
+        rc = pt_fail(PT_EINVAL, "zero %d: sharded optimizer state is stage 1 or 2 (0: off)",
+                     o->zero);
+    if (rc == PT_OK && o->zero && async)
+        rc = pt_fail(PT_EINVAL,
+                     "%s is asynchronous: sharded optimizer state needs one synchronous step "
+                     "(each replica updates its shard, then they gather)",
+                     s->name[0] ? s->name : "custom");
     if (rc != PT_OK)
         return rc;
     pt_program *p;

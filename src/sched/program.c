@@ -91,6 +91,7 @@ int pt_prog_group(const pt_program *p, int w, const pt_prog_action *a, int *memb
             members[n++] = v;
         return n;
     case PT_PROG_REDUCE:
+    case PT_PROG_GATHER:
         for (k = 0; k < p->shape->replicas && a->chunk >= 0 && a->chunk < p->shape->n_chunks; k++)
             n = add_member(members, n, p->shape->chunk_worker[a->chunk * p->shape->replicas + k]);
         return n;
@@ -118,6 +119,7 @@ const char *pt_prog_action_str(const pt_prog_action *a, char *buf, size_t n)
     case PT_PROG_REDUCE: snprintf(buf, n, "R%d", a->chunk); break;
     case PT_PROG_TIED: snprintf(buf, n, "T%s%d-%d", a->mean ? "M" : "", a->chunk, a->peer); break;
     case PT_PROG_NORM: snprintf(buf, n, "N"); break;
+    case PT_PROG_GATHER: snprintf(buf, n, "G%d", a->chunk); break;
     case PT_PROG_STEP:
         if (a->chunk < 0)
             snprintf(buf, n, "S");

@@ -30,6 +30,11 @@
  *   STEP       [S] [S2]   the optimizer step: synchronous, one S of all the
  *              worker's chunks after NORM, last; asynchronous, S CHUNK right
  *              after each backward that carries an update (and its REDUCE)
+ *   GATHER     [G2]       sharded optimizer state (--zero): chunk's
+ *              parameters, each replica's updated shard, brought to every
+ *              replica of the chunk; after the synchronous S, one per chunk
+ *              the worker holds, in chunk order. In a program with GATHERs
+ *              a REDUCE leaves each replica the sum of its own shard only.
  * Local hand-offs (neighbouring chunks on one worker) have no send or
  * receive. What each kind waits for is stated once, in deps.c.
  */
@@ -55,13 +60,14 @@ typedef enum {
     PT_PROG_TIED,
     PT_PROG_NORM,
     PT_PROG_STEP,
+    PT_PROG_GATHER,
     PT_PROG_N_KINDS
 } pt_prog_kind;
 
 typedef struct {
     pt_prog_kind kind;
     int chunk;   /* compute, send, receive: the chunk of the compute action on this worker
-                    it belongs to; REDUCE, async STEP: the chunk; TIED: the pair's first
+                    it belongs to; REDUCE, GATHER, async STEP: the chunk; TIED: the pair's first
                     chunk; NORM, sync STEP: -1 */
     int mb;      /* compute, send, receive: the micro-batch; else -1 */
     int peer;    /* send, receive: the other worker; TIED: the pair's second chunk; else -1 */
@@ -91,7 +97,7 @@ static inline bool pt_prog_is_recv(pt_prog_kind k)
 }
 static inline bool pt_prog_is_collective(pt_prog_kind k)
 {
-    return k == PT_PROG_REDUCE || k == PT_PROG_TIED || k == PT_PROG_NORM;
+    return k == PT_PROG_REDUCE || k == PT_PROG_TIED || k == PT_PROG_NORM || k == PT_PROG_GATHER;
 }
 
 /* An empty program of that shape: placement as pt_sched_alloc()'s. */

@@ -116,7 +116,8 @@ static int check_fields(const checker *k)
             case PT_PROG_RECV_GRAD:
                 ok = in(a->chunk, k->C) && in(a->mb, k->M) && in(a->peer, p->shape->n_workers);
                 break;
-            case PT_PROG_REDUCE: ok = in(a->chunk, k->C); break;
+            case PT_PROG_REDUCE:
+            case PT_PROG_GATHER: ok = in(a->chunk, k->C); break;
             case PT_PROG_TIED: ok = in(a->chunk, k->C) && in(a->peer, k->C); break;
             case PT_PROG_STEP: ok = a->chunk == -1 || in(a->chunk, k->C); break;
             default: break;
@@ -301,13 +302,15 @@ typedef struct {
     int rest_at[PT_PROG_N_KINDS]; /* 1 + index of the kind's action that closes the step */
     int closed;                   /* index of the first action that closes the step, -1 */
     bool norm;
+    bool stepped; /* sync: the worker's STEP has run */
 } worker_state;
 
 /* True if action a, run on worker w, concerns chunk c's gradient. */
 static bool concerns(const pt_program *p, int w, const pt_prog_action *a, int c)
 {
     switch (a->kind) {
-    case PT_PROG_REDUCE: return c == a->chunk;
+    case PT_PROG_REDUCE:
+    case PT_PROG_GATHER: return c == a->chunk;
     case PT_PROG_TIED:
         return (c == a->chunk || c == a->peer) && pt_sched_holds(p->shape, w, c, NULL);
     case PT_PROG_STEP: return a->chunk >= 0 ? c == a->chunk : pt_sched_holds(p->shape, w, c, NULL);
@@ -336,14 +339,15 @@ static int check_holds(const checker *k, int w, int i)
         !pt_sched_holds(p->shape, w, a->peer, NULL))
         return pt_fail(PT_EINVAL, "worker %d: %s (position %d): worker %d holds neither chunk", w,
                        tok(a, x), i + 1, w);
-    if ((a->kind == PT_PROG_REDUCE || (a->kind == PT_PROG_STEP && a->chunk >= 0)) &&
+    if ((a->kind == PT_PROG_REDUCE || a->kind == PT_PROG_GATHER ||
+         (a->kind == PT_PROG_STEP && a->chunk >= 0)) &&
         !pt_sched_holds(p->shape, w, a->chunk, NULL))
         return pt_fail(PT_EINVAL, "worker %d: %s (position %d): worker %d does not hold chunk %d",
                        w, tok(a, x), i + 1, w, a->chunk);
-    if (a->kind == PT_PROG_REDUCE && p->shape->replicas == 1)
+    if ((a->kind == PT_PROG_REDUCE || a->kind == PT_PROG_GATHER) && p->shape->replicas == 1)
         return pt_fail(PT_EINVAL,
-                       "worker %d: %s (position %d): chunk %d has one replica, nothing to sum", w,
-                       tok(a, x), i + 1, a->chunk);
+                       "worker %d: %s (position %d): chunk %d has one replica, nothing to %s", w,
+                       tok(a, x), i + 1, a->chunk, a->kind == PT_PROG_REDUCE ? "sum" : "gather");
     return PT_OK;
 }
 
@@ -420,10 +424,23 @@ static int advance(const checker *k, int w, int i, worker_state *st)
     case PT_PROG_STEP:
         if (c >= 0)
             st->pending[c] = 0;
+        else
+            st->stepped = true;
         break;
     default: break;
     }
     return PT_OK;
+}
+
+/* The position of an earlier action on w of the same kind and chunk as
+ * action i, or -1. */
+static int earlier_same(const pt_program *p, int w, int i)
+{
+    const pt_prog_action *a = &p->actions[w][i];
+    for (int j = 0; j < i; j++)
+        if (p->actions[w][j].kind == a->kind && p->actions[w][j].chunk == a->chunk)
+            return j;
+    return -1;
 }
 
 static int check_waits(const checker *k, int w, int i, worker_state *st)
@@ -439,16 +456,23 @@ static int check_waits(const checker *k, int w, int i, worker_state *st)
                        w, tok(a, x), i + 1, tok(&p->actions[w][st->closed], (char[48]){0}),
                        st->closed + 1);
     if (waits & PT_WAIT_REST) {
-        if (st->rest_at[a->kind])
+        int before = earlier_same(p, w, i);
+        if (before >= 0)
             return pt_fail(PT_EINVAL, "worker %d: %s (position %d) repeats position %d", w,
-                           tok(a, x), i + 1, st->rest_at[a->kind]);
-        st->rest_at[a->kind] = i + 1;
+                           tok(a, x), i + 1, before + 1);
+        if (!st->rest_at[a->kind])
+            st->rest_at[a->kind] = i + 1;
         st->closed = st->closed < 0 ? i : st->closed;
     }
     int rc = check_holds(k, w, i);
     for (int c = 0; c < k->C && rc == PT_OK; c++)
         if (concerns(p, w, a, c))
             rc = check_chunk_state(k, w, i, waits, st, c);
+    if (rc == PT_OK && waits & PT_WAIT_STEP && !st->stepped)
+        rc = pt_fail(PT_EINVAL,
+                     "worker %d: %s (position %d) comes before S, the step whose parameters it "
+                     "gathers",
+                     w, tok(a, x), i + 1);
     if (rc == PT_OK && waits & PT_WAIT_NORM && !st->norm)
         rc = pt_fail(PT_EINVAL,
                      "worker %d: %s (position %d) comes before N, the global norm it waits for", w,
@@ -467,7 +491,7 @@ static int check_local_order(const checker *k)
     int rc = PT_OK;
     for (int w = 0; w < p->shape->n_workers && rc == PT_OK; w++) {
         memset(mem, 0, 4 * C * sizeof(int));
-        st = (worker_state){mem, mem + C, mem + 2 * C, mem + 3 * C, {0}, -1, false};
+        st = (worker_state){mem, mem + C, mem + 2 * C, mem + 3 * C, {0}, -1, false, false};
         for (int i = 0; i < p->n_actions[w]; i++)
             if (p->actions[w][i].kind == PT_PROG_W || p->actions[w][i].kind == PT_PROG_BW)
                 st.grads_left[p->actions[w][i].chunk]++;

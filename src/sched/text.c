@@ -148,7 +148,7 @@ static int parse_token(const char *tok, int line, pt_prog_action *a)
                  {"RB", PT_PROG_RECV_GRAD}, {"BW", PT_PROG_BW},        {"TM", PT_PROG_TIED},
                  {"F", PT_PROG_F},          {"B", PT_PROG_B},          {"W", PT_PROG_W},
                  {"R", PT_PROG_REDUCE},     {"T", PT_PROG_TIED},       {"N", PT_PROG_NORM},
-                 {"S", PT_PROG_STEP}};
+                 {"S", PT_PROG_STEP},       {"G", PT_PROG_GATHER}};
     *a = (pt_prog_action){.chunk = -1, .mb = -1, .peer = -1, .version = -1};
     size_t k = 0, n = sizeof kinds / sizeof kinds[0];
     while (k < n && strncmp(tok, kinds[k].prefix, strlen(kinds[k].prefix)))
@@ -171,7 +171,8 @@ static int parse_token(const char *tok, int line, pt_prog_action *a)
     case PT_PROG_SEND_GRAD: ok = chunk_mb(&p, a) && *p++ == '>' && number(&p, &a->peer); break;
     case PT_PROG_RECV_ACT:
     case PT_PROG_RECV_GRAD: ok = chunk_mb(&p, a) && *p++ == '<' && number(&p, &a->peer); break;
-    case PT_PROG_REDUCE: ok = number(&p, &a->chunk); break;
+    case PT_PROG_REDUCE:
+    case PT_PROG_GATHER: ok = number(&p, &a->chunk); break;
     case PT_PROG_TIED: ok = number(&p, &a->chunk) && *p++ == '-' && number(&p, &a->peer); break;
     case PT_PROG_STEP: ok = !*p || number(&p, &a->chunk); break;
     default: ok = true; break;

@@ -5,7 +5,9 @@
  *   1. the main process prepares the staging folder and draws the run id,
  *      and every process learns both;
  *   2. every worker that is replica 0 of its stage writes the stage's
- *      shard, on its own thread, all at once;
+ *      shard, on its own thread, all at once (with sharded optimizer state
+ *      it first gathers the stage's moments from the other replicas, and
+ *      frees them once the set is published);
  *   3. once every shard is written, the main process publishes the set (the
  *      index last, then the folder swapped in whole).
  * A failure anywhere (a full disk, a stage holding a value that is not
@@ -34,8 +36,18 @@ static int load_stage(pt_pipeline *p, int worker, void *user)
     pt_optimizer *opt = j->states ? pt_pipeline_stage_optimizer(p, worker) : NULL;
     pt_train_state *st = j->states ? &j->states[worker] : NULL;
     pt_model *stage = pt_pipeline_stage(p, worker);
-    return j->o ? pt_checkpoint_load_with(j->path, stage, opt, st, j->o)
-                : pt_checkpoint_load(j->path, stage, opt, st);
+    /* sharded state: the whole stage's moments are read, the shards kept */
+    pt_optimizer *whole = NULL;
+    int rc = PT_OK;
+    if (opt && pt_pipeline_zero(p))
+        rc = pt_optimizer_create(stage, pt_optimizer_config(opt), &whole);
+    if (rc == PT_OK)
+        rc = j->o ? pt_checkpoint_load_with(j->path, stage, whole ? whole : opt, st, j->o)
+                  : pt_checkpoint_load(j->path, stage, whole ? whole : opt, st);
+    if (rc == PT_OK && whole)
+        pt_pipeline_take_moments(p, worker, whole);
+    pt_optimizer_destroy(whole);
+    return rc;
 }
 
 int pt_stage_checkpoint_load(pt_pipeline *p, const char *path, pt_train_state *state,
@@ -89,6 +101,19 @@ static int check_finite(pt_pipeline *p, int worker)
     return PT_OK;
 }
 
+static int gather_moments(pt_pipeline *p, int worker, void *user)
+{
+    const save_job *j = user;
+    return j->file ? PT_OK : pt_pipeline_gather_moments(p, worker);
+}
+
+static int release_moments(pt_pipeline *p, int worker, void *user)
+{
+    (void)user;
+    pt_pipeline_release_moments(p, worker);
+    return PT_OK;
+}
+
 static int write_shard(pt_pipeline *p, int worker, void *user)
 {
     const save_job *j = user;
@@ -117,6 +142,9 @@ int pt_stage_checkpoint_save(pt_pipeline *p, const char *path, const pt_train_st
     }
     rc = pt_pipeline_agree(p, rc, plan, sizeof *plan);
     save_job j = {.plan = plan, .state = state, .file = pt_checkpoint_is_file(path)};
+    /* sharded optimizer state: replica 0 writes the stage's whole moments */
+    if (rc == PT_OK && pt_pipeline_zero(p))
+        rc = pt_pipeline_agree(p, pt_pipeline_run(p, gather_moments, &j), NULL, 0);
     if (rc == PT_OK)
         rc = pt_pipeline_agree(p, pt_pipeline_run(p, write_shard, &j), NULL, 0);
     if (rc == PT_OK && main && tokenizer && !j.file)
@@ -126,6 +154,8 @@ int pt_stage_checkpoint_save(pt_pipeline *p, const char *path, const pt_train_st
             plan->staging, path, pt_pipeline_stages(p), pt_pipeline_description(p),
             j.file ? NULL : pt_pipeline_stage_optimizer(p, pt_pipeline_rank(p)), state,
             plan->run_id);
+    if (pt_pipeline_zero(p))
+        pt_pipeline_run(p, release_moments, NULL);
     rc = pt_pipeline_agree(p, rc, NULL, 0);
     free(plan);
     return rc;

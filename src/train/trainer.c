@@ -369,6 +369,7 @@ static void config_text(const pt_train_config *c, char *buf, size_t n)
         ROW("bf16-kernel", "%s", pt_bf16_kernel());
     ROW("stages", "%d", c->pipeline.stages);
     ROW("replicas", "%d", c->pipeline.replicas);
+    ROW("zero", "%d", c->pipeline.zero);
     ROW("schedule", "%s",
         c->pipeline.schedule_file ? c->pipeline.schedule_file
                                   : (c->pipeline.schedule ? c->pipeline.schedule : "1f1b"));
