@@ -32,6 +32,10 @@ def tag_of(key):
         return named[key]
     if key.startswith("worker") and key.endswith("_bubble"):
         return "bubble/" + key[: -len("_bubble")]
+    if key.startswith("link_"):
+        return "link/" + key[len("link_"):]
+    if key.startswith("worker") and key.endswith("_step_s"):
+        return "step_time/" + key
     if key.startswith("worker"):
         return "memory/" + key
     return None

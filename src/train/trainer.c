@@ -398,8 +398,10 @@ static int board_open(trainer *t)
 }
 
 /* The scalars of one counted step: its metrics row, field by field; the
- * per-worker fields of the last row are worker<r>_bubble, shown as
- * bubble/worker<r>, and the memory figures, shown as memory/<field>. */
+ * fields of the last row are worker<r>_bubble, shown as bubble/worker<r>,
+ * the link (link_<what>, shown as link/<what>), each worker's step time and
+ * its prediction (worker<r>_step_s and worker<r>_predicted_step_s, shown
+ * under step_time/), and the memory figures, shown as memory/<field>. */
 static int board_step(trainer *t, const pt_metrics_row *row, bool last)
 {
     pt_tb_writer *w = t->board;
@@ -417,8 +419,13 @@ static int board_step(trainer *t, const pt_metrics_row *row, bool last)
     char tag[96];
     for (int i = 0; i < row->n_extra; i++) {
         const char *key = row->extra[i].key, *bubble = strstr(key, "_bubble");
+        size_t n = strlen(key);
         if (bubble && !bubble[7])
             snprintf(tag, sizeof tag, "bubble/%.*s", (int)(bubble - key), key);
+        else if (!strncmp(key, "link_", 5))
+            snprintf(tag, sizeof tag, "link/%s", key + 5);
+        else if (n > 7 && !strcmp(key + n - 7, "_step_s"))
+            snprintf(tag, sizeof tag, "step_time/%s", key);
         else
             snprintf(tag, sizeof tag, "memory/%s", key);
         rc = rc ? rc : pt_tb_scalar(w, tag, step, (float)row->extra[i].value);
