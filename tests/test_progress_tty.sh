@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_progress_tty: the progress of `pipetrain train`, on a terminal and
 # off one. Under a pseudo-terminal (util-linux `script`) one line is redrawn
-# in place: every step starts with \r and draws the bar, step k/N, the loss,
+# in place (after a first line naming the product kernel): every step
+# starts with \r and draws the bar, step k/N, the loss,
 # tokens/s, the time elapsed and left; a validation ends the line with a
 # newline, so the output before the summary ends with one. Through a pipe
 # there is no \r: plain lines, one per step (every second one past 20
@@ -46,8 +47,13 @@ PLAIN = re.compile(r"step (\d+)/(\d+)  loss (\d+\.\d{4})  lr (\S+)  \d+ tok/s  \
 def log(name):
     return {r["step"]: r for r in map(json.loads, open(f"{d}/{name}.jsonl"))}
 
-def text(name):
-    return open(f"{d}/{name}.out", "rb").read().decode()
+def text(name):  # the output after the start-up line naming the product kernel
+    out = open(f"{d}/{name}.out", "rb").read().decode()
+    if name == "quiet":  # --quiet prints the summary alone
+        return out
+    first = out.split("\n", 1)
+    assert re.fullmatch(r"products: \S+ on \S+.*\r?", first[0]), f"{name}: {first[0]!r}"
+    return first[1]
 
 # on a terminal (the pseudo-terminal turns each \n into \r\n)
 out = text("tty").replace("\r\n", "\n")
