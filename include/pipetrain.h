@@ -867,6 +867,15 @@ int pt_pipeline_last_step_skipped(const pt_pipeline *p, double *norm, int *stage
 const float *pt_pipeline_losses(const pt_pipeline *p);
 /* Forward only over a batch of the same shape; the mean loss. */
 int pt_pipeline_eval(pt_pipeline *p, const pt_microbatch *batch, float *mean_loss);
+/* Pipelined inference: the forward passes alone over a batch of the same
+ * shape as train_step's, the micro-batches streamed through the stages as
+ * the schedule orders its forwards (the lowered program with F actions
+ * only). outputs receives, in batch order, what the last layer writes per
+ * sample (a classifier's probabilities, mse's predictions): batch x its
+ * width floats, on every process. Targets may be absent (the losses are
+ * then 0); mean_loss may be NULL. */
+int pt_pipeline_predict(pt_pipeline *p, const pt_microbatch *batch, float *outputs,
+                        float *mean_loss);
 /* Forward of one micro-batch (any batch size) across the stages; copies the
  * last block's output (probabilities, batch x its width) into probs. */
 int pt_pipeline_forward_probs(pt_pipeline *p, const pt_microbatch *mb, float *probs);

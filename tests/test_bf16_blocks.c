@@ -149,19 +149,6 @@ static void check_init(const char *name, init_fn init, pt_block_shape s, uint64_
     setup_and_check(name, &h, 0, s.T, 2, seed);
 }
 
-static void maxpool(pt_block *b, const pt_block_shape *s, const char *p)
-{
-    (void)p, pt_maxpool_init(b, s);
-}
-static void avgpool(pt_block *b, const pt_block_shape *s, const char *p)
-{
-    (void)p, pt_avgpool_init(b, s);
-}
-static void global_avgpool(pt_block *b, const pt_block_shape *s, const char *p)
-{
-    (void)p, pt_global_avgpool_init(b, s);
-}
-
 /* the conv-net, Llama and head blocks */
 static void check_layers(void)
 {
@@ -177,13 +164,13 @@ static void check_layers(void)
      * the gradient to another winner */
     harness h;
     memset(&h, 0, sizeof h);
-    maxpool(&h.b, &pool, NULL);
+    pt_maxpool_init(&h.b, &pool, NULL);
     harness_setup(&h, 3, 0, 0, 2, 22);
     for (size_t i = 0; i < h.n_in; i++)
         h.in[i] = pt_bf16_rounded(h.in[i]);
     check("maxpool", &h);
-    check_init("avgpool", avgpool, pool, 23);
-    check_init("global_avgpool", global_avgpool, pool, 24);
+    check_init("avgpool", pt_avgpool_init, pool, 23);
+    check_init("global_avgpool", pt_global_avgpool_init, pool, 24);
     pt_block_shape norm = {.channels = 6, .height = 5, .width = 5, .groups = 3};
     check_init("groupnorm", pt_groupnorm_init, norm, 25);
     check_init("layernorm over (C,H,W)", pt_layernorm_image_init, norm, 26);

@@ -5,7 +5,8 @@
  * 1x1), max and average pools, the global average pool, flatten,
  * GroupNorm, LayerNorm over (C,H,W), the residual block (identity skip,
  * strided projection, 1x1 projection; either norm), the Llama block
- * (grouped-query and full heads), RMSNorm, the mean-squared error head and
+ * (grouped-query and full heads), RMSNorm, the token table without
+ * positions (tok_embedding), the mean-squared error head and
  * the last-token classifier. First, forwards against direct loops in
  * double: conv2d's against the convolution's sum, the pools' against their
  * windows, and the rotary kernel against Hugging Face's rotate_half. */
@@ -72,9 +73,9 @@ static void check_pool_forward(int is_max, int k, int stride, int pad)
     pt_block_shape s = {
         .channels = C, .height = H, .width = W, .kernel = k, .stride = stride, .padding = pad};
     if (is_max)
-        pt_maxpool_init(&h.b, &s);
+        pt_maxpool_init(&h.b, &s, "");
     else
-        pt_avgpool_init(&h.b, &s);
+        pt_avgpool_init(&h.b, &s, "");
     harness_setup(&h, 1, 0, 0, 2, 41);
     harness_loss(&h);
     pt_window g = pt_window_make(C, H, W, k, k, stride, pad);
@@ -145,24 +146,6 @@ static void check_init(const char *label, init_fn init, pt_block_shape s, int B,
     check_block(label, &h, 1, 0.0f);
 }
 
-/* the blocks without parameters have no prefix */
-static void maxpool(pt_block *b, const pt_block_shape *s, const char *p)
-{
-    (void)p, pt_maxpool_init(b, s);
-}
-static void avgpool(pt_block *b, const pt_block_shape *s, const char *p)
-{
-    (void)p, pt_avgpool_init(b, s);
-}
-static void global_avgpool(pt_block *b, const pt_block_shape *s, const char *p)
-{
-    (void)p, pt_global_avgpool_init(b, s);
-}
-static void flatten(pt_block *b, const pt_block_shape *s, const char *p)
-{
-    (void)p, pt_flatten_init(b, s);
-}
-
 static void check_mse(void)
 {
     harness h;
@@ -206,15 +189,15 @@ int main(void)
     /* a pool's winner flips when a step crosses a tie: small steps */
     fd_step = 1e-3f;
     pt_block_shape pool = {.channels = 2, .height = 6, .width = 5, .kernel = 2};
-    check_init("maxpool (2x2)", maxpool, pool, 2, 4);
+    check_init("maxpool (2x2)", pt_maxpool_init, pool, 2, 4);
     pt_block_shape pool3 = {
         .channels = 2, .height = 7, .width = 7, .kernel = 3, .stride = 2, .padding = 1};
-    check_init("maxpool (3x3, stride 2, padding 1)", maxpool, pool3, 2, 5);
+    check_init("maxpool (3x3, stride 2, padding 1)", pt_maxpool_init, pool3, 2, 5);
     fd_step = 1e-2f;
-    check_init("avgpool (2x2)", avgpool, pool, 2, 6);
-    check_init("avgpool (3x3, stride 2, padding 1)", avgpool, pool3, 2, 7);
-    check_init("global_avgpool", global_avgpool, pool, 2, 8);
-    check_init("flatten", flatten, pool, 2, 9);
+    check_init("avgpool (2x2)", pt_avgpool_init, pool, 2, 6);
+    check_init("avgpool (3x3, stride 2, padding 1)", pt_avgpool_init, pool3, 2, 7);
+    check_init("global_avgpool", pt_global_avgpool_init, pool, 2, 8);
+    check_init("flatten", pt_flatten_init, pool, 2, 9);
 
     pt_block_shape norm = {.channels = 4, .height = 3, .width = 5, .groups = 2};
     check_init("groupnorm (2 groups)", pt_groupnorm_init, norm, 2, 10);
@@ -237,6 +220,12 @@ int main(void)
     pt_block_shape longer = {.T = 70, .C = 8, .H = 2, .n_kv_heads = 1, .n_inner = 8};
     check_init("llama (T 70: two row bands, 1 kv head)", pt_llama_init, longer, 1, 17);
     check_init("rmsnorm", pt_rmsnorm_init, mha, 2, 18);
+
+    harness t;
+    memset(&t, 0, sizeof t);
+    pt_tok_embedding_init(&t.b, &(pt_block_shape){.T = 5, .C = 6, .V = 11}, "embed_tokens");
+    harness_setup(&t, 3, 0, 5, 11, 20);
+    check_block("tok_embedding (weight only: tokens have no gradient)", &t, 0, 0.0f);
 
     check_mse();
 

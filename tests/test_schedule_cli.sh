@@ -89,6 +89,16 @@ row3=$(echo "$out" | awk '$1 == "3" && NF == 8')
 [[ $row0 == *"82.05"* ]] && awk -v a="$row0" -v b="$row3" 'BEGIN { split(a, x); split(b, y);
     exit !(x[6] > y[6]) }' || bad "--memory: $out"
 
+# --memory of a spec: --balance counts its layers (the loss joins the last):
+# linear 1024 1024 and relu (4.00 MiB of parameters), then linear 1024 10
+out=$("$PT" schedule --schedule 1f1b --stages 2 --microbatches 4 --memory \
+      --model-spec 'linear 1024 1024; relu; linear 1024 10; mse' --balance 2,1) ||
+    bad "--memory --model-spec exited $?"
+row0=$(echo "$out" | awk '$1 == "0" && NF == 8')
+row1=$(echo "$out" | awk '$1 == "1" && NF == 8')
+[[ $out == *"spec of 3 layers"* && $(echo "$row0" | awk '{print $2}') == 4.00 &&
+   $(echo "$row1" | awk '{print $2}') == 0.04 ]] || bad "--memory --model-spec: $out"
+
 expect2() {
     local want=$1; shift
     local err
@@ -112,6 +122,11 @@ expect2 "add --memory" --schedule 1f1b --stages 2 --layers 3
 expect2 "not go with --json" --schedule 1f1b --stages 2 --memory --json
 expect2 "need at least 8 blocks" --schedule 1f1b --stages 8 --memory --layers 2
 expect2 "adamw, sgd or none" --schedule 1f1b --stages 2 --memory --optimizer lamb
+expect2 "balance sums to 4 layers, but the model has 3 layers" --schedule 1f1b --stages 2 \
+    --memory --model-spec 'linear 4 8; relu; linear 8 2; mse' --balance 2,2
+expect2 "spec layer 2: unknown layer 'relux'" --schedule 1f1b --stages 2 --memory --model-spec 'linear 4 8; relux; mse'
+expect2 "the spec (--model-spec) gives every layer's shape" --schedule 1f1b --stages 2 --memory \
+    --model-spec 'linear 4 8; relu; linear 8 2; mse' --embd 64
 expect2 "--layers '0': expected an integer in [1, 1024]" --schedule 1f1b --stages 2 --memory --layers 0
 
 expect2 "--tied does nothing without --program" --schedule 1f1b --stages 2 --tied 0-1

@@ -5,8 +5,10 @@
  *     sum to the layer count;
  *   - parameters are named as nn.Sequential names them (groups "g.j"),
  *     a group and a loss without weights count as one layer;
- *   - an MSE regression MLP and a GPT-2-shaped token model built from specs
- *     train on every synchronous schedule at P = 2 and 4 (interleaved,
+ *   - an MSE regression MLP, a GPT-2-shaped token model, a conv net with
+ *     residual blocks, a Llama-style transformer and GPT-2 with a
+ *     last-token classification head, built from specs, train on every
+ *     synchronous schedule at P = 2 and 4 (interleaved,
  *     loopedbfs and zbv with v = 2) to the same losses and parameters as one
  *     worker, bit for bit, with one BLAS thread per worker;
  *   - a spec saved and loaded through the public checkpoint API comes back
@@ -20,6 +22,7 @@
 #include "pipetrain.h"
 
 #include "check.h"
+#include "spec_run.h"
 
 /* create fails and the message holds each of the words */
 static void refused(const char *spec, const char *w1, const char *w2)
@@ -46,6 +49,19 @@ static void bad_specs(void)
     refused("linear 4 8; embedding 10 8 4; mse", "layer 2 (embedding)", "first");
     refused("embedding 10 8 4; gpt2_block 8 3; cross_entropy", "layer 2 (gpt2_block)", "heads 3");
     refused("linear 4 8; (relu; linear 8 2; mse", "group", "')'");
+    refused("input 3 8 8; conv2d 1 4 3; flatten; mse", "layer 1 (conv2d)", "reads 1 channels");
+    refused("linear 4 8; conv2d 8 4 3; flatten; mse", "layer 2 (conv2d)", "reads an image");
+    refused("input 2 4 4; conv2d 2 4 5; flatten; mse", "layer 1 (conv2d)", "kernel 5");
+    refused("input 2 4 4; groupnorm 3 2; flatten; mse", "layer 1 (groupnorm)", "3 groups");
+    refused("input 2 4 4; residual 2 6 groups=4; flatten; mse", "layer 1 (residual)", "4 groups");
+    refused("input 2 4 4; maxpool 2; linear 8 3; mse", "layer 2 (linear)", "(2, 2, 2)");
+    refused("tok_embedding 9 8 4; llama_block 8 4 kv_heads=3; rmsnorm 8; "
+            "last_token_classifier 8 2",
+            "layer 2 (llama_block)", "kv_heads 3");
+    refused("tok_embedding 9 8 4; llama_block 8 8; last_token_classifier 8 2",
+            "layer 2 (llama_block)", "even head size");
+    refused("tok_embedding 9 8 4; last_token_classifier 8 2; rmsnorm 8", "layer 2", "last");
+    refused("linear 4 8; last_token_classifier 8 2", "layer 2 (last_token_classifier)", "sequence");
 }
 
 static int names_and_layers(void)
@@ -81,118 +97,41 @@ static int names_and_layers(void)
     return 0;
 }
 
-/* Trains a spec `steps` steps; losses (steps x M) and the parameters of
- * every worker gathered by name into params (the model's order). */
-typedef struct {
-    const char *spec;
-    int tokens, inputs, labels, classes, values;
-} model_t;
-
-enum { M = 4, MBS = 2, STEPS = 3 };
-
-static void fill_batch(const pt_model_io *io, int *tokens, float *x, int *labels, float *y)
-{
-    for (int i = 0; i < M * MBS * io->tokens; i++)
-        tokens[i] = (i * 7 + 3) % io->vocab;
-    for (int i = 0; i < M * MBS * io->inputs; i++)
-        x[i] = sinf(0.37f * (float)i);
-    for (int i = 0; i < M * MBS * io->labels; i++)
-        labels[i] = (i * 5 + 1) % io->classes;
-    for (int i = 0; i < M * MBS * io->values; i++)
-        y[i] = cosf(0.11f * (float)i);
-}
-
-static int run(const pt_model_config *c, const char *sched, int P, int v, float *losses,
-               float **params, int n_params)
-{
-    pt_pipeline_config pc = pt_pipeline_config_default();
-    pc.stages = P, pc.microbatches = M, pc.micro_batch_size = MBS, pc.schedule = sched;
-    pc.virtual_stages = v, pc.blas_threads = 1, pc.record_trace = 0;
-    pt_optim_config o = pt_optim_config_default(PT_OPTIM_ADAMW);
-    o.lr = 1e-2f;
-    pt_pipeline *p;
-    pt_model *desc;
-    if (pt_model_describe(c, &desc) != PT_OK)
-        return printf("describe: %s\n", pt_last_error()), 1;
-    int n_layers = pt_model_n_layers(desc), K = P * v;
-    pt_model_io io = pt_model_get_io(desc);
-    pt_model_destroy(desc);
-    int balance[64];
-    for (int k = 0; k < K; k++) /* the extra layers to the first chunks */
-        balance[k] = n_layers / K + (k < n_layers % K);
-    pc.balance = P > 1 ? balance : NULL, pc.n_balance = P > 1 ? K : 0;
-    if (pt_pipeline_create(c, &o, &pc, &p) != PT_OK)
-        return printf("%s P=%d: %s\n", sched, P, pt_last_error()), 1;
-    int *tokens = calloc(M * MBS * (size_t)io.tokens + 1, sizeof(int));
-    int *labels = calloc(M * MBS * (size_t)io.labels + 1, sizeof(int));
-    float *x = calloc(M * MBS * (size_t)io.inputs + 1, sizeof(float));
-    float *y = calloc(M * MBS * (size_t)io.values + 1, sizeof(float));
-    fill_batch(&io, tokens, x, labels, y);
-    pt_microbatch b = {.batch = M * MBS,
-                       .tokens = io.tokens ? tokens : NULL,
-                       .inputs = io.tokens ? NULL : x,
-                       .targets = labels,
-                       .target_values = y};
-    int rc = 0;
-    for (int s = 0; !rc && s < STEPS; s++) {
-        float mean;
-        rc = pt_pipeline_train_step(p, &b, s, o.lr, &mean) != PT_OK;
-        if (!rc)
-            memcpy(losses + s * M, pt_pipeline_losses(p), sizeof(float) * M);
-    }
-    const pt_model *d = pt_pipeline_description(p);
-    for (int i = 0; !rc && i < n_params; i++)
-        rc = pt_pipeline_read_param(p, pt_model_param(d, i)->name, -1, params[i]) != PT_OK;
-    if (rc)
-        printf("%s P=%d: %s\n", sched, P, pt_last_error());
-    free(tokens), free(labels), free(x), free(y);
-    pt_pipeline_destroy(p);
-    return rc;
-}
-
-static int matches_sequential(const char *spec)
+static int matches_sequential(const char *spec, int want_runs)
 {
     pt_model_config c;
     pt_model *m;
     REQUIRE(pt_model_config_spec(spec, &c) == PT_OK && pt_model_describe(&c, &m) == PT_OK, "%s",
             pt_last_error());
     int n = pt_model_n_params(m);
-    float **ref = calloc((size_t)n, sizeof *ref), **got = calloc((size_t)n, sizeof *got);
-    for (int i = 0; i < n; i++) {
-        ref[i] = malloc(sizeof(float) * pt_model_param(m, i)->numel);
-        got[i] = malloc(sizeof(float) * pt_model_param(m, i)->numel);
-    }
-    float ref_loss[STEPS * M], loss[STEPS * M];
-    CHECK(run(&c, "gpipe", 1, 1, ref_loss, ref, n) == 0, "%s: one worker", spec);
-    CHECK(ref_loss[(STEPS - 1) * M] < ref_loss[0], "%s: the loss does not fall (%g -> %g)", spec,
-          ref_loss[0], ref_loss[(STEPS - 1) * M]);
-    const char *scheds[] = {"gpipe", "1f1b", "interleaved", "loopedbfs",
-                            "zbh1",  "zbh2", "zbv",         "zb2p"};
+    float **ref = spec_param_buffers(m), **got = spec_param_buffers(m);
+    float ref_loss[SPEC_STEPS * SPEC_M], loss[SPEC_STEPS * SPEC_M];
+    CHECK(spec_run(&c, "gpipe", 1, 1, PT_PIPELINE_THREADS, ref_loss, ref, NULL) == 0,
+          "%s: one worker", spec);
+    CHECK(ref_loss[(SPEC_STEPS - 1) * SPEC_M] < ref_loss[0],
+          "%s: the loss does not fall (%g -> %g)", spec, ref_loss[0],
+          ref_loss[(SPEC_STEPS - 1) * SPEC_M]);
     int ran = 0;
-    for (int si = 0; si < 8; si++)
+    for (int si = 0; si < SPEC_N_SCHEDULES; si++)
         for (int P = 2; P <= 4; P += 2) {
-            int v = !strcmp(scheds[si], "interleaved") || !strcmp(scheds[si], "loopedbfs") ||
-                            !strcmp(scheds[si], "zbv")
-                        ? 2
-                        : 1;
+            int v = spec_virtual(spec_schedules[si]);
             if (P * v > pt_model_n_layers(m))
                 continue;
-            if (run(&c, scheds[si], P, v, loss, got, n)) {
-                CHECK(0, "%s: %s P=%d did not run", spec, scheds[si], P);
+            if (spec_run(&c, spec_schedules[si], P, v, PT_PIPELINE_THREADS, loss, got, NULL)) {
+                CHECK(0, "%s: %s P=%d did not run", spec, spec_schedules[si], P);
                 continue;
             }
             ran++;
             CHECK(!memcmp(loss, ref_loss, sizeof loss), "%s: %s P=%d: losses differ", spec,
-                  scheds[si], P);
+                  spec_schedules[si], P);
             for (int i = 0; i < n; i++)
                 CHECK(!memcmp(got[i], ref[i], sizeof(float) * pt_model_param(m, i)->numel),
-                      "%s: %s P=%d: %s differs", spec, scheds[si], P, pt_model_param(m, i)->name);
+                      "%s: %s P=%d: %s differs", spec, spec_schedules[si], P,
+                      pt_model_param(m, i)->name);
         }
     printf("%s: %d pipelines matched one worker bit for bit\n", spec, ran);
-    CHECK(ran >= 13, "only %d pipelines ran", ran);
-    for (int i = 0; i < n; i++)
-        free(ref[i]), free(got[i]);
-    free(ref), free(got);
+    CHECK(ran >= want_runs, "only %d pipelines ran", ran);
+    spec_param_buffers_free(ref, n), spec_param_buffers_free(got, n);
     pt_model_destroy(m);
     return 0;
 }
@@ -240,9 +179,15 @@ int main(void)
     bad_specs();
     names_and_layers();
     save_and_load();
-    matches_sequential("linear 12 16; relu; linear 16 16; tanh; linear 16 6 bias=0; mse");
+    /* 16 runs: 8 schedules at P = 2 and 4, v = 2 where it applies; 13 when
+     * the model has fewer than 8 layers */
+    matches_sequential(spec_mse_mlp, 16);
     matches_sequential("embedding 17 16 6; gpt2_block 16 2; gpt2_block 16 4 inner=24; "
-                       "layernorm 16; linear 16 17 bias=0; cross_entropy");
+                       "layernorm 16; linear 16 17 bias=0; cross_entropy",
+                       13);
+    matches_sequential(spec_conv_net, 16);
+    matches_sequential(spec_llama, 16);
+    matches_sequential(spec_gpt2_classify, 16);
     printf("%s\n", failures ? "FAILED" : "spec models ok");
     return failures != 0;
 }

@@ -4,6 +4,9 @@
 #    stages (--balance counting the spec's layers) and its loss falls;
 #  - a spec classifier of the digits trains to a held-out accuracy;
 #  - a spec saved to a checkpoint resumes; another spec is refused;
+#  - eval of a Llama-style spec's checkpoint (tokens in, every next token
+#    scored) gives a loss below the untrained one, the same on two stages;
+#    eval of a regression spec is refused;
 #  - bad specs and balances are refused (exit 2) naming the layer and its
 #    position.
 set -euo pipefail
@@ -30,6 +33,24 @@ if "$PIPETRAIN" train --model-spec 'linear 16 8; tanh; linear 8 4; mse' \
   fail "a checkpoint of another spec resumed"
 fi
 grep -q "spec" "$tmp/other.log" || { cat "$tmp/other.log"; fail "no message naming the spec"; }
+
+fortunes=/usr/share/games/fortunes/fortunes
+if [ -s "$fortunes" ]; then
+  lm='tok_embedding 256 32 16; llama_block 32 2 kv_heads=1; rmsnorm 32; linear 32 256 bias=0;
+      cross_entropy'
+  "$PIPETRAIN" train --model-spec "$lm" --data "$fortunes" --steps 60 --batch 8 --lr 3e-3 \
+    --save "$tmp/lm.safetensors" >"$tmp/lm.log" 2>&1 || { cat "$tmp/lm.log"; fail "llama spec"; }
+  one=$("$PIPETRAIN" eval --load "$tmp/lm.safetensors" --data "$fortunes" --batches 4)
+  two=$("$PIPETRAIN" eval --load "$tmp/lm.safetensors" --data "$fortunes" --batches 4 \
+    --stages 2)
+  [ "$one" = "$two" ] || fail "eval on two stages: '$two', on one: '$one'"
+  loss=$(echo "$one" | sed -n 's/^loss \([0-9.]*\) .*/\1/p')
+  awk -v l="$loss" 'BEGIN { exit !(l < 4.5) }' || fail "eval of the spec checkpoint: $one"
+  if "$PIPETRAIN" eval --load "$tmp/reg" --data "$fortunes" >"$tmp/eval.log" 2>&1; then
+    fail "eval of a regression spec ran"
+  fi
+  grep -q "scores next tokens" "$tmp/eval.log" || { cat "$tmp/eval.log"; fail "eval: no reason"; }
+fi
 
 digits="$PT_SOURCE_DIR/data/digits.csv.gz"
 if [ -s "$digits" ]; then

@@ -1,5 +1,6 @@
 /* cmd_eval.c: `pipetrain eval`: the mean loss of a gpt checkpoint (or a
- * Hugging Face GPT-2) on text or token data, over fixed batches: row b of
+ * Hugging Face GPT-2, or a spec that reads tokens and scores every next
+ * one) on text or token data, over fixed batches: row b of
  * batch k starts at token (k B + b) T, as validation reads them, so the
  * figure compares across runs and programs. */
 #include <stdio.h>
@@ -29,6 +30,27 @@ static int load_tokens(int tokens, const flag_list *data, const pt_model_config 
         return pt_fail(PT_EINVAL, "text is read as bytes: the gpt's vocab must be 256 (got %d)",
                        cfg->vocab);
     return pt_text_data_load(data->items, data->n, 0.0, d);
+}
+
+/* A spec is evaluated as a gpt is when it reads T tokens and is scored on
+ * the next token of each: its T and vocabulary into cfg's seq_len, vocab. */
+static int spec_as_language_model(pt_model_config *cfg)
+{
+    pt_model *m;
+    int rc = pt_model_describe(cfg, &m);
+    if (rc != PT_OK)
+        return rc;
+    pt_model_io io = pt_model_get_io(m);
+    pt_model_destroy(m);
+    if (!io.tokens || io.labels != io.tokens || io.classes != io.vocab)
+        return pt_fail(PT_EINVAL,
+                       "eval scores next tokens: the spec must read tokens and end in a loss over "
+                       "the vocabulary at every position (it reads %d tokens, %d inputs and "
+                       "compares %d labels of %d classes)",
+                       io.tokens, io.inputs, io.labels, io.classes);
+    cfg->seq_len = io.tokens;
+    cfg->vocab = io.vocab;
+    return PT_OK;
 }
 
 /* Mean loss over the first `batches` fixed batches (0: all there are). */
@@ -67,7 +89,7 @@ int cmd_eval(int argc, char **argv)
     flag flags[] = {
         FLAG("load", FLAG_STRING, &load, "PATH",
              "gpt checkpoint or Hugging Face GPT-2: a folder (config.json and safetensors) or "
-             "a .safetensors file (required)"),
+             "a .safetensors file; or a spec's checkpoint scoring next tokens (required)"),
         FLAG("data", FLAG_LIST, &data, "PATH",
              "text file or directory, or one token file (*.bin); repeatable (required)"),
         FLAG("data-format", FLAG_STRING, &format, "auto|text|tokens",
@@ -117,6 +139,10 @@ int cmd_eval(int argc, char **argv)
     }
     if ((rc = model_from_checkpoint("eval", load, flags, n, &cfg)) != 0)
         return rc;
+    if (cfg.kind == PT_MODEL_SPEC && spec_as_language_model(&cfg) != PT_OK) {
+        fprintf(stderr, "pipetrain eval: %s: %s\n", load, pt_last_error());
+        return 2;
+    }
     if (model_limits_shape("eval", &cfg, batch))
         return 2;
     pt_token_data d = {0};

@@ -24,6 +24,7 @@
 #include "cli/model_limits.h"
 #include "pipetrain.h"
 #include "plan/partition.h"
+#include "tensor/error.h"
 
 typedef struct {
     pt_schedule_config cfg;
@@ -34,7 +35,7 @@ typedef struct {
     bool latency_given, link_latency_given, link_given, bytes_given;
     int tied[2 * 16], n_tied; /* --tied pairs */
     /* --memory: a gpt of these shapes, cut as --balance says */
-    bool memory, model_given, checkpoint;
+    bool memory, model_given, checkpoint, spec_given, gpt_given;
     pt_model_config model;
     int batch, moments;
     int balance[PT_PARTITION_MAX_CHUNKS], n_balance;
@@ -90,12 +91,15 @@ static void usage(FILE *f)
             "  --tied A-B[,C-D]    chunks sharing a parameter, for --program (GPT: 0-LAST);\n"
             "                      at most 16 pairs\n"
             "  --memory            also predict what each worker holds (bytes by kind) for a\n"
-            "                      gpt of the shape below, as the pipeline allocates it:\n"
+            "                      gpt of the shape below (or --model-spec), as the pipeline\n"
+            "                      allocates it:\n"
             "  --layers N --heads N --embd N --seq N --vocab N\n"
             "                      the gpt (defaults 4, 4, 128, 128, 256; ranges [1, 1024],\n"
             "                      [1, 1024], [1, 65536], [1, 1048576], [1, 16777216])\n"
+            "  --model-spec FILE|TEXT  a model from a list of layers instead (docs/models.md)\n"
             "  --batch N           samples per micro-batch (default 1; range [1, 1048576])\n"
-            "  --balance LIST      blocks per chunk (default: as even as the blocks allow)\n"
+            "  --balance LIST      layers per chunk (a gpt's blocks; default: as even as they\n"
+            "                      allow, the extra ones to the last chunks)\n"
             "  --checkpoint-activations   keep only each chunk's input (recompute)\n"
             "  --optimizer adamw|sgd|none moments per parameter: 2, 1, 0 (default adamw)\n");
 }
@@ -123,9 +127,17 @@ static bool parse_model_flag(const char *flag, const char *value, options *o, in
         {"--vocab", &o->model.vocab, LIMIT_VOCAB},     {"--batch", &o->batch, LIMIT_BATCH}};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (!strcmp(flag, ints[i].name)) {
+            o->gpt_given |= strcmp(flag, "--batch") != 0;
             *rc = num_int("schedule", flag, value, ints[i].range, ints[i].field);
             return true;
         }
+    if (!strcmp(flag, "--model-spec")) {
+        o->spec_given = true;
+        *rc = pt_model_config_spec_load(value, &o->model) == PT_OK
+                  ? 0
+                  : (fprintf(stderr, "pipetrain schedule: --model-spec: %s\n", pt_last_error()), 2);
+        return true;
+    }
     if (!strcmp(flag, "--balance")) {
         *rc = num_int_list("schedule", flag, value, NUM_RANGE(1, 1 << 24), o->balance,
                            PT_PARTITION_MAX_CHUNKS, &o->n_balance);
@@ -271,7 +283,10 @@ static int parse_args(int argc, char **argv, options *o)
         return refuse("--latency and --link-latency say the same; give one");
     if (o->bytes_given && !o->link_given)
         return refuse("--transfer-bytes does nothing without --link-bandwidth");
-    if (o->link_given && !o->bytes_given && !o->memory)
+    if (o->spec_given && o->gpt_given)
+        return refuse("--layers, --heads, --embd, --seq and --vocab shape a gpt; the spec "
+                      "(--model-spec) gives every layer's shape");
+    if (o->link_given && !o->bytes_given && (!o->memory || o->spec_given))
         return refuse("--link-bandwidth needs the bytes of a transfer: --transfer-bytes N, or "
                       "--memory with the gpt's shape");
     if (o->memory) {
@@ -451,40 +466,54 @@ static int print_picture(const pt_schedule *s, const pt_schedule_sim *sim,
     return 0;
 }
 
-/* --memory: each worker's predicted bytes by kind. */
+/* The model's name in --memory's heading */
+static void model_words(const pt_model_config *m, const pt_model *desc, char *buf, size_t n)
+{
+    if (m->kind == PT_MODEL_SPEC)
+        snprintf(buf, n, "spec of %d layers", pt_model_n_layers(desc));
+    else
+        snprintf(buf, n, "gpt %d layers x %d", m->n_layer, m->n_embd);
+}
+
+/* --memory: each worker's predicted bytes by kind. --balance counts the
+ * model's layers (a gpt's blocks); the blocks per chunk follow. */
 static int print_memory(const pt_schedule *s, const options *o)
 {
     pt_model *desc = NULL;
     int K = pt_schedule_chunks(s), W = pt_schedule_workers(s);
-    int *balance = calloc((size_t)K, sizeof(int));
+    int *balance = calloc((size_t)K, sizeof(int)), *layers = calloc((size_t)K, sizeof(int));
     pt_memory_use *u = calloc((size_t)W, sizeof *u);
-    int rc = balance && u ? pt_model_describe(&o->model, &desc) : PT_ENOMEM;
+    int rc = balance && layers && u ? pt_model_describe(&o->model, &desc) : PT_ENOMEM;
+    int n = rc == PT_OK ? pt_model_n_layers(desc) : 0, spec = o->model.kind == PT_MODEL_SPEC;
     if (rc == PT_OK && o->n_balance) {
-        rc = pt_partition_check_balance(o->balance, o->n_balance, K, pt_model_n_blocks(desc));
-        if (rc == PT_OK)
-            memcpy(balance, o->balance, sizeof(int) * (size_t)K);
+        if (o->n_balance != K)
+            rc = pt_fail(PT_EINVAL, "--balance has %d entries, but the schedule has %d chunks",
+                         o->n_balance, K);
+        else
+            memcpy(layers, o->balance, sizeof(int) * (size_t)K);
     } else if (rc == PT_OK) {
-        int n = pt_model_n_blocks(desc);
         if (K > n) {
             fprintf(stderr,
                     "pipetrain schedule: --memory: the schedule's %d chunks need at least %d "
-                    "blocks; the gpt has %d (--layers + 2)\n",
-                    K, K, n);
+                    "%s; the model has %d%s\n",
+                    K, K, spec ? "layers" : "blocks", n, spec ? "" : " (--layers + 2)");
             pt_model_destroy(desc);
-            free(balance);
-            free(u);
+            free(balance), free(layers), free(u);
             return 2;
         }
         for (int c = 0; c < K; c++)
-            balance[c] = n / K + (c >= K - n % K); /* the extra blocks go to the last chunks */
+            layers[c] = n / K + (c >= K - n % K); /* the extra layers go to the last chunks */
     }
+    if (rc == PT_OK)
+        rc = pt_model_balance_blocks(desc, layers, K, balance);
     if (rc == PT_OK)
         rc = pt_schedule_predict_memory(s, desc, balance, o->batch, o->checkpoint, o->moments, u);
     if (rc == PT_OK) {
-        printf("\nmemory per worker (MiB; gpt %d layers x %d, micro-batches of %d, --balance ",
-               o->model.n_layer, o->model.n_embd, o->batch);
+        char words[64];
+        model_words(&o->model, desc, words, sizeof words);
+        printf("\nmemory per worker (MiB; %s, micro-batches of %d, --balance ", words, o->batch);
         for (int c = 0; c < K; c++)
-            printf("%s%d", c ? "," : "", balance[c]);
+            printf("%s%d", c ? "," : "", layers[c]);
         printf("):\n%-7s %9s %9s %9s %9s %9s %9s %9s\n", "worker", "params", "grads", "moments",
                "stash", "activ", "comm", "total");
         for (int w = 0; w < W; w++)
@@ -497,8 +526,7 @@ static int print_memory(const pt_schedule *s, const options *o)
                 rc == PT_ENOMEM ? "out of memory" : pt_last_error());
     }
     pt_model_destroy(desc);
-    free(balance);
-    free(u);
+    free(balance), free(layers), free(u);
     return rc == PT_OK ? 0 : 2;
 }
 

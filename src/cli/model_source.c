@@ -28,13 +28,29 @@ int model_from_checkpoint(const char *cmd, const char *path, const flag *flags, 
         fprintf(stderr, "pipetrain %s: %s\n", cmd, pt_last_error());
         return 1;
     }
-    if (file.kind != cfg->kind) {
-        fprintf(stderr, "pipetrain %s: %s holds a%s, not a%s\n", cmd, path,
-                file.kind == PT_MODEL_GPT ? " gpt" : "n mlp",
-                cfg->kind == PT_MODEL_GPT ? " gpt" : "n mlp");
+    static const char *const kinds[] = {"a gpt", "an mlp", "a spec"};
+    static const char *const gpt_shape[] = {"layers", "heads", "embd", "vocab", "seq", NULL};
+    /* a spec gives every shape: it stands in for the default gpt when no
+     * gpt flag says otherwise */
+    int spec_for_gpt = file.kind == PT_MODEL_SPEC && cfg->kind == PT_MODEL_GPT;
+    for (int i = 0; spec_for_gpt && gpt_shape[i]; i++)
+        if (flags_given(flags, n, gpt_shape[i])) {
+            fprintf(stderr,
+                    "pipetrain %s: %s holds a spec, whose layers give every shape: drop "
+                    "--%s\n",
+                    cmd, path, gpt_shape[i]);
+            return 2;
+        }
+    if (file.kind != cfg->kind && !spec_for_gpt) {
+        fprintf(stderr, "pipetrain %s: %s holds %s, not %s\n", cmd, path, kinds[file.kind],
+                kinds[cfg->kind]);
         return 2;
     }
     file.seed = cfg->seed;
+    if (file.kind == PT_MODEL_SPEC) {
+        *cfg = file;
+        return 0;
+    }
     if (file.kind == PT_MODEL_MLP) {
         int same = file.n_widths == cfg->n_widths &&
                    !memcmp(file.widths, cfg->widths, sizeof(int) * (size_t)file.n_widths);

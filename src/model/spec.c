@@ -117,7 +117,7 @@ static int chain_same(const int *a, const pt_flow *in, pt_block_shape *s, pt_flo
     return 0;
 }
 
-// (T, C) or (C) -> the same, each row normalised
+// (T, C) or (C) -> the same, each row normalised (layernorm, rmsnorm)
 static int chain_layernorm(const int *a, const pt_flow *in, pt_block_shape *s, pt_flow *out,
                            char *why, size_t n)
 {
@@ -210,6 +210,186 @@ static int chain_cross_entropy(const int *a, const pt_flow *in, pt_block_shape *
     return 0;
 }
 
+/* ---- images (C, H, W) ---- */
+
+static pt_flow image(int C, int H, int W) { return (pt_flow){.rank = 3, .dim = {C, H, W}}; }
+
+/* An image of `channels` channels enters (channels 0: any) */
+static int expect_image(const pt_flow *in, int channels, char *why, size_t n)
+{
+    char got[48];
+    flow_text(in, got, sizeof got);
+    if (in->tokens || in->rank != 3)
+        return snprintf(why, n, "reads an image (C, H, W), but %s enter it%s", got,
+                        in->rank ? "" : " (give `input C H W` first)"),
+               -1;
+    if (channels && in->dim[0] != channels)
+        return snprintf(why, n, "reads %d channels, but %s enter it", channels, got), -1;
+    return 0;
+}
+
+static void image_shape(const pt_flow *in, pt_block_shape *s)
+{
+    s->channels = in->dim[0], s->height = in->dim[1], s->width = in->dim[2];
+}
+
+/* A kernel x kernel window at a stride with padding, leaving (oh, ow) */
+static int expect_window(const pt_flow *in, int kernel, int stride, int padding, int *oh, int *ow,
+                         char *why, size_t n)
+{
+    if (kernel < 1 || stride < 1 || padding < 0)
+        return snprintf(why, n, "needs kernel and stride >= 1, padding >= 0 (got %d, %d, %d)",
+                        kernel, stride, padding),
+               -1;
+    pt_window g =
+        pt_window_make(in->dim[0], in->dim[1], in->dim[2], kernel, kernel, stride, padding);
+    if (in->dim[1] + 2 * padding < kernel || in->dim[2] + 2 * padding < kernel)
+        return snprintf(why, n, "kernel %d is larger than the padded %dx%d image", kernel,
+                        in->dim[1] + 2 * padding, in->dim[2] + 2 * padding),
+               -1;
+    *oh = g.OH, *ow = g.OW;
+    return 0;
+}
+
+// (Cin, H, W) -> (Cout, OH, OW)
+static int chain_conv2d(const int *a, const pt_flow *in, pt_block_shape *s, pt_flow *out, char *why,
+                        size_t n)
+{
+    int oh, ow;
+    if (expect_image(in, a[0], why, n) || expect_window(in, a[2], a[3], a[4], &oh, &ow, why, n))
+        return -1;
+    if (a[1] < 1)
+        return snprintf(why, n, "out_channels %d must be >= 1", a[1]), -1;
+    image_shape(in, s);
+    s->out_channels = a[1], s->kernel = a[2], s->stride = a[3], s->padding = a[4];
+    s->no_bias = !a[5];
+    *out = image(a[1], oh, ow);
+    return 0;
+}
+
+// (C, H, W) -> (C, OH, OW); stride 0: the kernel
+static int chain_pool(const int *a, const pt_flow *in, pt_block_shape *s, pt_flow *out, char *why,
+                      size_t n)
+{
+    int oh, ow, stride = a[1] ? a[1] : a[0];
+    if (expect_image(in, 0, why, n) || expect_window(in, a[0], stride, a[2], &oh, &ow, why, n))
+        return -1;
+    if (2 * a[2] > a[0])
+        return snprintf(why, n, "padding %d is more than half the kernel %d", a[2], a[0]), -1;
+    image_shape(in, s);
+    s->kernel = a[0], s->stride = stride, s->padding = a[2];
+    *out = image(in->dim[0], oh, ow);
+    return 0;
+}
+
+/* An image leaves as a vector of `width` */
+static int image_to_vector(const pt_flow *in, int width, pt_block_shape *s, pt_flow *out, char *why,
+                           size_t n)
+{
+    if (expect_image(in, 0, why, n))
+        return -1;
+    image_shape(in, s);
+    *out = vector(width);
+    return 0;
+}
+
+// (C, H, W) -> (C)
+static int chain_global_avgpool(const int *a, const pt_flow *in, pt_block_shape *s, pt_flow *out,
+                                char *why, size_t n)
+{
+    (void)a;
+    return image_to_vector(in, in->dim[0], s, out, why, n);
+}
+
+// (C, H, W) -> (C H W)
+static int chain_flatten(const int *a, const pt_flow *in, pt_block_shape *s, pt_flow *out,
+                         char *why, size_t n)
+{
+    (void)a;
+    return image_to_vector(in, pt_flow_floats(in), s, out, why, n);
+}
+
+/* groups channels divide into groups; 0: one LayerNorm over (C, H, W) */
+static int expect_groups(int groups, int channels, char *why, size_t n)
+{
+    if (groups < 0 || (groups && channels % groups))
+        return snprintf(why, n, "%d channels do not divide into %d groups", channels, groups), -1;
+    return 0;
+}
+
+// (C, H, W) -> (C, H, W)
+static int chain_groupnorm(const int *a, const pt_flow *in, pt_block_shape *s, pt_flow *out,
+                           char *why, size_t n)
+{
+    if (a[0] < 1)
+        return snprintf(why, n, "groups %d must be >= 1", a[0]), -1;
+    if (expect_image(in, a[1], why, n) || expect_groups(a[0], a[1], why, n))
+        return -1;
+    image_shape(in, s);
+    s->groups = a[0];
+    *out = *in;
+    return 0;
+}
+
+// (C, H, W) -> (C, H, W)
+static int chain_layernorm_image(const int *a, const pt_flow *in, pt_block_shape *s, pt_flow *out,
+                                 char *why, size_t n)
+{
+    if (expect_image(in, a[0], why, n))
+        return -1;
+    image_shape(in, s);
+    *out = *in;
+    return 0;
+}
+
+// (Cin, H, W) -> (Cout, (H - 1) / stride + 1, (W - 1) / stride + 1)
+static int chain_residual(const int *a, const pt_flow *in, pt_block_shape *s, pt_flow *out,
+                          char *why, size_t n)
+{
+    if (expect_image(in, a[0], why, n) || expect_groups(a[3], a[1], why, n))
+        return -1;
+    if (a[1] < 1 || a[2] < 1)
+        return snprintf(why, n, "needs out_channels and stride >= 1 (got %d, %d)", a[1], a[2]), -1;
+    image_shape(in, s);
+    s->out_channels = a[1], s->stride = a[2], s->groups = a[3];
+    *out = image(a[1], (in->dim[1] - 1) / a[2] + 1, (in->dim[2] - 1) / a[2] + 1);
+    return 0;
+}
+
+/* ---- the Llama family ---- */
+
+// (T, C) -> (T, C)
+static int chain_llama_block(const int *a, const pt_flow *in, pt_block_shape *s, pt_flow *out,
+                             char *why, size_t n)
+{
+    if (expect_sequence(in, a[0], why, n))
+        return -1;
+    int kv = a[2] ? a[2] : a[1];
+    if (a[1] < 1 || a[0] % a[1] || (a[0] / a[1]) % 2)
+        return snprintf(why, n, "channels %d is not heads %d times an even head size", a[0], a[1]),
+               -1;
+    if (kv < 1 || a[1] % kv)
+        return snprintf(why, n, "kv_heads %d does not divide heads %d", kv, a[1]), -1;
+    if (a[3] < 0)
+        return snprintf(why, n, "inner %d must be >= 0 (0: 4 x channels)", a[3]), -1;
+    s->C = a[0], s->H = a[1], s->n_kv_heads = kv, s->n_inner = a[3], s->T = in->dim[0];
+    *out = *in;
+    return 0;
+}
+
+// (T, C) -> loss over classes, scored on the last token
+static int chain_last_token(const int *a, const pt_flow *in, pt_block_shape *s, pt_flow *out,
+                            char *why, size_t n)
+{
+    if (expect_sequence(in, a[0], why, n))
+        return -1;
+    if (a[1] < 2)
+        return snprintf(why, n, "classes %d must be >= 2", a[1]), -1;
+    s->C = a[0], s->out = a[1], s->T = in->dim[0];
+    *out = vector(a[1]);
+    return 0;
+}
+
 /* GPT-2's blocks name their parameters as GPT2LMHeadModel does; in a spec
  * they are named under the layer's prefix instead ("transformer.h.0.ln_1"
  * becomes "<prefix>.ln_1"). An empty prefix keeps GPT-2's names (gpt.c). */
@@ -292,6 +472,48 @@ static const pt_layer_entry table[] = {
      "(.., classes) -> loss: softmax cross-entropy against a label per row", 0},
     {"mse", "", PT_ROLE_LOSS, chain_same, pt_mse_init,
      "(..) -> loss: mean squared error against as many float targets", 0},
+    {"conv2d", "in_channels out_channels kernel stride=1 padding=0 bias=1", PT_ROLE_BODY,
+     chain_conv2d, pt_conv2d_init,
+     "(Cin, H, W) -> (Cout, OH, OW), OH = (H + 2 padding - kernel) / stride + 1: "
+     "torch.nn.Conv2d; bias=0 drops the bias",
+     0},
+    {"maxpool", "kernel stride=0 padding=0", PT_ROLE_BODY, chain_pool, pt_maxpool_init,
+     "(C, H, W) -> (C, OH, OW): each window's maximum (stride 0: the kernel)", 0},
+    {"avgpool", "kernel stride=0 padding=0", PT_ROLE_BODY, chain_pool, pt_avgpool_init,
+     "(C, H, W) -> (C, OH, OW): each window's mean, padding counted as zeros", 0},
+    {"global_avgpool", "", PT_ROLE_BODY, chain_global_avgpool, pt_global_avgpool_init,
+     "(C, H, W) -> (C): each channel's mean (AdaptiveAvgPool2d(1) and flatten)", 0},
+    {"flatten", "", PT_ROLE_BODY, chain_flatten, pt_flatten_init, "(C, H, W) -> (C H W)", 0},
+    {"groupnorm", "groups channels", PT_ROLE_BODY, chain_groupnorm, pt_groupnorm_init,
+     "(C, H, W) -> (C, H, W): each sample's groups of C / groups channels normalised "
+     "(torch.nn.GroupNorm)",
+     0},
+    {"layernorm_image", "channels", PT_ROLE_BODY, chain_layernorm_image, pt_layernorm_image_init,
+     "(C, H, W) -> (C, H, W): each sample normalised whole, weight and bias (C, H, W) "
+     "(torch.nn.LayerNorm([C, H, W]))",
+     0},
+    {"residual", "in_channels out_channels stride=1 groups=1", PT_ROLE_BODY, chain_residual,
+     pt_residual_init,
+     "(Cin, H, W) -> (Cout, (H-1)/stride+1, ..): ResNet's basic block, conv3x3-norm-relu-"
+     "conv3x3-norm plus the skip (a 1x1 conv and norm when the shape changes), relu; "
+     "GroupNorm of `groups` groups, 0: LayerNorm over (C, H, W)",
+     0},
+    {"tok_embedding", "vocab channels seq", PT_ROLE_INPUT, chain_embedding, pt_tok_embedding_init,
+     "T tokens -> (T, C): the token table alone, positions left to the layers "
+     "(Llama's embed_tokens)",
+     0},
+    {"llama_block", "channels heads kv_heads=0 inner=0", PT_ROLE_BODY, chain_llama_block,
+     pt_llama_init,
+     "(T, C) -> (T, C): Llama's decoder layer: RMSNorm, causal attention with rotary "
+     "positions and kv_heads key/value heads (0: heads), RMSNorm, SwiGLU MLP (inner 0: 4C)",
+     0},
+    {"rmsnorm", "channels", PT_ROLE_BODY, chain_layernorm, pt_rmsnorm_init,
+     "(.., C) -> (.., C): each row over its root mean square, times weight", 0},
+    {"last_token_classifier", "channels classes", PT_ROLE_LOSS, chain_last_token,
+     pt_last_token_classifier_init,
+     "(T, C) -> loss: the last token's row projected to class scores (no bias), "
+     "cross-entropy against one label (GPT2ForSequenceClassification's score)",
+     0},
     {NULL, NULL, PT_ROLE_BODY, NULL, NULL, NULL, 0},
 };
 
@@ -399,8 +621,8 @@ static int check_role(const pt_layer_list *l, int i)
     if (role == PT_ROLE_INPUT && i > 0)
         return refuse(it, "reads tokens, so it must be the first layer");
     if (last && role != PT_ROLE_LOSS)
-        return refuse(it, "the last layer must be a loss (mse, cross_entropy, classifier or "
-                          "lm_head)");
+        return refuse(it, "the last layer must be a loss (mse, cross_entropy, classifier, "
+                          "lm_head or last_token_classifier)");
     return PT_OK;
 }
 

@@ -76,7 +76,7 @@ static const pt_layer_type *find_user_type(const pt_model_config *c, const char 
 
 static int unknown_layer(const parser *ps, const char *name)
 {
-    char known[512] = "";
+    char known[1024] = "";
     for (const pt_layer_entry *e = pt_layer_table(); e->name; e++)
         snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s",
                  e == pt_layer_table() ? "" : ", ", e->name);

@@ -185,6 +185,8 @@ size_t pt_block_param_bytes(const pt_block *b);
 /* Constructors: fill ops, shapes and parameter declarations. `prefix` is the
  * name stem of the block's parameters ("transformer.h.3", "fc.0"). */
 void pt_embedding_init(pt_block *b, const pt_block_shape *s);
+/* The token table alone (no positions): tokens (T) -> (T, C) */
+void pt_tok_embedding_init(pt_block *b, const pt_block_shape *s, const char *prefix);
 void pt_layernorm_init(pt_block *b, const pt_block_shape *s, const char *prefix);
 void pt_linear_init(pt_block *b, const pt_block_shape *s, const char *prefix);
 /* The same without the bias: <prefix>.weight alone. Both apply to each of
@@ -208,10 +210,10 @@ void pt_user_layer_init(pt_block *b, const pt_layer_type *t, int in_floats, cons
 /* Images, in (channels, height, width) per sample (conv2d.c, pool.c,
  * image_norm.c, residual.c). */
 void pt_conv2d_init(pt_block *b, const pt_block_shape *s, const char *prefix);
-void pt_maxpool_init(pt_block *b, const pt_block_shape *s);
-void pt_avgpool_init(pt_block *b, const pt_block_shape *s);
-void pt_global_avgpool_init(pt_block *b, const pt_block_shape *s);
-void pt_flatten_init(pt_block *b, const pt_block_shape *s);
+void pt_maxpool_init(pt_block *b, const pt_block_shape *s, const char *prefix);
+void pt_avgpool_init(pt_block *b, const pt_block_shape *s, const char *prefix);
+void pt_global_avgpool_init(pt_block *b, const pt_block_shape *s, const char *prefix);
+void pt_flatten_init(pt_block *b, const pt_block_shape *s, const char *prefix);
 void pt_groupnorm_init(pt_block *b, const pt_block_shape *s, const char *prefix);
 void pt_layernorm_image_init(pt_block *b, const pt_block_shape *s, const char *prefix);
 void pt_residual_init(pt_block *b, const pt_block_shape *s, const char *prefix);

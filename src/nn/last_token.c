@@ -93,6 +93,8 @@ void pt_last_token_classifier_init(pt_block *b, const pt_block_shape *s, const c
     b->shape = *s;
     b->in_floats = s->T * s->C;
     b->out_floats = s->out;
+    b->labels = 1;
+    b->classes = s->out;
     snprintf(name, sizeof name, "%s.weight", prefix);
     pt_block_declare(b, name, 2, ws, PT_INIT_NORMAL, 0.02f);
 }

@@ -173,10 +173,27 @@ static void image_init(pt_block *b, const pt_block_shape *s, const pt_block_ops 
     b->out_floats = ops == &flatten_ops ? b->in_floats : g.C * g.OH * g.OW;
 }
 
-void pt_maxpool_init(pt_block *b, const pt_block_shape *s) { image_init(b, s, &maxpool_ops); }
-void pt_avgpool_init(pt_block *b, const pt_block_shape *s) { image_init(b, s, &avgpool_ops); }
-void pt_global_avgpool_init(pt_block *b, const pt_block_shape *s)
+/* prefix: unused, these hold no parameters; it keeps every init's shape */
+void pt_maxpool_init(pt_block *b, const pt_block_shape *s, const char *prefix)
 {
+    (void)prefix;
+    image_init(b, s, &maxpool_ops);
+}
+
+void pt_avgpool_init(pt_block *b, const pt_block_shape *s, const char *prefix)
+{
+    (void)prefix;
+    image_init(b, s, &avgpool_ops);
+}
+
+void pt_global_avgpool_init(pt_block *b, const pt_block_shape *s, const char *prefix)
+{
+    (void)prefix;
     image_init(b, s, &global_avgpool_ops);
 }
-void pt_flatten_init(pt_block *b, const pt_block_shape *s) { image_init(b, s, &flatten_ops); }
+
+void pt_flatten_init(pt_block *b, const pt_block_shape *s, const char *prefix)
+{
+    (void)prefix;
+    image_init(b, s, &flatten_ops);
+}

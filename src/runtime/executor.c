@@ -229,6 +229,11 @@ static int run_forward(pt_worker *w, const pt_action *a, const pt_microbatch *ba
         return rc;
     if (is_last)
         w->losses[a->mb] = loss;
+    if (is_last && p->job_outputs) { /* a prediction keeps what the last block wrote */
+        size_t n = pt_activations_output_floats(sl->acts);
+        memcpy(p->job_outputs + (size_t)a->mb * n, pt_activations_output(sl->acts),
+               n * sizeof(float));
+    }
 
     int dst = pt_sched_send_to(p->s, a);
     bool drop = forward_only || p->checkpoint; /* the record is not kept */

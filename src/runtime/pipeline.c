@@ -75,6 +75,17 @@ static int evaluate(pt_worker *w)
     return rc == PT_OK ? pt_coll_share(w, false, true) : rc;
 }
 
+/* The eval program, each micro-batch's last output kept (run_forward), then
+ * sent to every process */
+static int predict(pt_worker *w)
+{
+    pt_pipeline *p = w->p;
+    int last = pt_model_n_blocks(p->desc) - 1;
+    size_t n = (size_t)p->M * p->mbs * pt_model_block_output_floats(p->desc, last);
+    int rc = evaluate(w);
+    return rc == PT_OK ? pt_coll_share_probs(w, p->job_outputs, n) : rc;
+}
+
 static int probs(pt_worker *w)
 {
     pt_pipeline *p = w->p;
@@ -89,6 +100,7 @@ static int do_job(pt_worker *w, int job)
     switch (job) {
     case PT_JOB_TRAIN: return train(w);
     case PT_JOB_EVAL: return evaluate(w);
+    case PT_JOB_PREDICT: return predict(w);
     case PT_JOB_PROBS: return probs(w);
     case PT_JOB_RUN: return p->job_fn(p, w->rank, p->job_user);
     }
@@ -120,7 +132,7 @@ static void *worker_main(void *arg)
             record_error(w, rc);
             if (exchanges(job))
                 pt_transport_abort(w->t, pt_last_error());
-            if (job == PT_JOB_TRAIN || job == PT_JOB_EVAL)
+            if (job == PT_JOB_TRAIN || job == PT_JOB_EVAL || job == PT_JOB_PREDICT)
                 pt_executor_reset(w);
         }
         pthread_mutex_lock(&p->mu);
@@ -192,7 +204,7 @@ static int run_local_job(pt_pipeline *p, int job)
     if (rc == PT_OK || !exchanges(job))
         return rc;
     rc = pt_ranks_abort(p, rc);
-    if (job == PT_JOB_TRAIN || job == PT_JOB_EVAL) {
+    if (job == PT_JOB_TRAIN || job == PT_JOB_EVAL || job == PT_JOB_PREDICT) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", pt_last_error());
         pt_executor_reset(w);
@@ -793,6 +805,24 @@ int pt_pipeline_eval(pt_pipeline *p, const pt_microbatch *batch, float *mean_los
     if (mean_loss)
         *mean_loss = mean_of(lead(p)->losses, p->M);
     return PT_OK;
+}
+
+int pt_pipeline_predict(pt_pipeline *p, const pt_microbatch *batch, float *outputs,
+                        float *mean_loss)
+{
+    int rc = check_batch(p, batch, false);
+    if (rc == PT_OK && !outputs)
+        rc = pt_fail(PT_EINVAL, "predict needs an output buffer");
+    if (rc != PT_OK)
+        return rc;
+    p->job_batch = batch;
+    p->job_outputs = outputs;
+    p->step_t0 = pt_pipeline_now();
+    rc = run_job(p, PT_JOB_PREDICT);
+    p->job_outputs = NULL;
+    if (rc == PT_OK && mean_loss)
+        *mean_loss = mean_of(lead(p)->losses, p->M);
+    return rc;
 }
 
 int pt_pipeline_forward_probs(pt_pipeline *p, const pt_microbatch *mb, float *probs)

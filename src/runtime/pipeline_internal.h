@@ -182,7 +182,15 @@ typedef struct {
 
 /* ---- the pipeline ---- */
 
-enum { PT_JOB_NONE, PT_JOB_TRAIN, PT_JOB_EVAL, PT_JOB_PROBS, PT_JOB_RUN, PT_JOB_EXIT };
+enum {
+    PT_JOB_NONE,
+    PT_JOB_TRAIN,
+    PT_JOB_EVAL,
+    PT_JOB_PREDICT,
+    PT_JOB_PROBS,
+    PT_JOB_RUN,
+    PT_JOB_EXIT
+};
 
 /* What one worker keeps for (chunk, micro-batch) between its actions. */
 typedef struct {
@@ -286,6 +294,7 @@ struct pt_pipeline {
     long job_step;
     float job_lr;
     float *job_probs;
+    float *job_outputs; /* predict: every micro-batch's last output, in batch order */
     int (*job_fn)(pt_pipeline *p, int worker, void *user);
     void *job_user;
     int err_rc;
