@@ -78,4 +78,22 @@ refuse 'linear 16 32; tanh; linear 31 4; mse' '' 'layer 3 (linear)' 'in is 31'
 refuse 'linear 16 32; mse; linear 32 4' '' 'layer 2 (mse)' 'last'
 refuse "$reg" '--stages 2 --balance 1,1' 'balance sums to 2 layers' '3 layers'
 refuse "$reg" '--layers 3' '--layers'
+
+# plan: a spec profiled and cut, its partition printed in the spec's layers
+# (the loss joins the layer before it: 5 layers of 6 blocks)
+mlp5='input 64; linear 64 256; relu; linear 256 256; relu; linear 256 10; cross_entropy'
+"$PIPETRAIN" plan --model-spec "$mlp5" --stages 2 --batch 8 --reps 1 >"$tmp/plan.log" 2>&1 ||
+  { cat "$tmp/plan.log"; fail "plan --model-spec"; }
+cut=$(sed -n 's/^partition (--balance \([0-9]*\),\([0-9]*\)):$/\1 \2/p' "$tmp/plan.log")
+[ -n "$cut" ] && [ $(( ${cut% *} + ${cut#* } )) -eq 5 ] ||
+  { cat "$tmp/plan.log"; fail "plan: a partition of 5 layers, not '$cut'"; }
+"$PIPETRAIN" plan --model-spec "$mlp5" --balance 4,1 --reps 1 >"$tmp/plan.log" 2>&1 &&
+  grep -q '^1 *4\.\.5 ' <(sed -n '/^stage/,/^(memory/p' "$tmp/plan.log" | tail -n +2) ||
+  { cat "$tmp/plan.log"; fail "plan --balance 4,1: stage 1 should hold blocks 4..5"; }
+set +e
+"$PIPETRAIN" plan --model-spec "$mlp5" --balance 3,3 >"$tmp/bad.log" 2>&1; rc1=$?
+"$PIPETRAIN" plan --model-spec "$mlp5" --embd 64 >"$tmp/bad2.log" 2>&1; rc2=$?
+set -e
+[ "$rc1" -eq 2 ] && grep -q "5 layers" "$tmp/bad.log" || { cat "$tmp/bad.log"; fail "plan balance"; }
+[ "$rc2" -eq 2 ] && grep -q "model-spec" "$tmp/bad2.log" || { cat "$tmp/bad2.log"; fail "plan flags"; }
 echo "ok"

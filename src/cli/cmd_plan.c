@@ -8,6 +8,7 @@
  *
  * Exit status: 0 done; 1 the model or the profile failed; 2 a bad flag or
  * value (the message says which). */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,12 +43,15 @@ static void usage(FILE *f)
                "                        counts in [1, 1048576] (default P, 2P, 4P, 8P)\n"
                "  --virtual V           chunks per worker for interleaved (default 2; range\n"
                "                        [1, 64])\n"
-               "  --balance LIST        blocks per stage instead of the partitioner's choice\n"
+               "  --balance LIST        layers per stage instead of the partitioner's choice (a\n"
+               "                        gpt's or mlp's blocks, a spec's layers)\n"
                "  --max-stage-memory B  bytes per stage the partition must fit (default 0: no\n"
                "                        cap; range [0, 1e15])\n"
                "  --reps N              profiling repetitions per block (default 3; range\n"
                "                        [1, 1000])\n"
                "  --model gpt|mlp       (default gpt)\n"
+               "  --model-spec FILE|TEXT  a model from a list of layers instead\n"
+               "                        (docs/models.md)\n"
                "  --layers N            gpt transformer blocks (default 4; range [1, 1024])\n"
                "  --heads N             gpt attention heads (default 4; range [1, 1024])\n"
                "  --embd N              gpt channels (default 128; range [1, 65536])\n"
@@ -72,7 +76,7 @@ static int parse(int argc, char **argv, options *o)
     o->stages = 2, o->virtual_stages = 2, o->batch = 1, o->reps = 3;
     o->model = pt_model_config_gpt();
     int widths[PT_MLP_MAX_WIDTHS] = {784, 256, 256, 10}, n_widths = 4;
-    int mlp = 0, gpt_flag = 0, widths_given = 0;
+    int mlp = 0, gpt_flag = 0, widths_given = 0, spec = 0, model_given = 0;
     long max_memory = 0;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
@@ -117,7 +121,16 @@ static int parse(int argc, char **argv, options *o)
             rc = num_seconds("plan", f, v, &o->link_latency);
         else if (!strcmp(f, "--max-stage-memory"))
             rc = num_long("plan", f, v, NUM_RANGE(0, 1e15), &max_memory);
-        else if (!strcmp(f, "--model")) {
+        else if (!strcmp(f, "--model-spec")) {
+            uint64_t seed = o->model.seed;
+            if (pt_model_config_spec_load(v, &o->model) != PT_OK) {
+                fprintf(stderr, "pipetrain plan: --model-spec: %s\n", pt_last_error());
+                return 2;
+            }
+            o->model.seed = seed;
+            spec = 1;
+        } else if (!strcmp(f, "--model")) {
+            model_given = 1;
             if (strcmp(v, "gpt") && strcmp(v, "mlp"))
                 return num_refuse("plan", f, v, "gpt or mlp");
             mlp = !strcmp(v, "mlp");
@@ -131,7 +144,13 @@ static int parse(int argc, char **argv, options *o)
         if (rc)
             return rc;
     }
-    if (mlp ? gpt_flag : widths_given) {
+    if (spec && (gpt_flag || widths_given || model_given)) {
+        fprintf(stderr, "pipetrain plan: --model, --layers, --heads, --embd, --seq, --vocab and "
+                        "--widths shape a gpt or an mlp; the spec (--model-spec) gives every "
+                        "layer's shape\n");
+        return 2;
+    }
+    if (!spec && (mlp ? gpt_flag : widths_given)) {
         fprintf(stderr, "pipetrain plan: %s\n",
                 mlp ? "--layers, --heads, --embd, --seq and --vocab do nothing for an mlp (its "
                       "shape is --widths)"
@@ -186,6 +205,23 @@ static int chunk_costs(const options *o, const pt_model *m, const pt_block_profi
             f[c] += prof[i].f, b[c] += prof[i].b, w[c] += prof[i].w;
     }
     return PT_OK;
+}
+
+/* blocks per stage as layers per stage (what --balance counts); false when
+ * a stage boundary falls inside a layer */
+static bool layer_balance(const pt_model *m, const int *blocks, int P, int *layers)
+{
+    int n = pt_model_n_layers(m), l = 0, end = -1;
+    for (int s = 0; s < P; s++) {
+        end += blocks[s];
+        layers[s] = 0;
+        int first, last;
+        while (l < n && pt_model_layer_blocks(m, l, &first, &last) == PT_OK && last <= end)
+            layers[s]++, l++;
+        if (l < n && pt_model_layer_blocks(m, l, &first, &last) == PT_OK && first <= end)
+            return false; /* layer l straddles the boundary */
+    }
+    return true;
 }
 
 static double mib(size_t b) { return (double)b / (1 << 20); }
@@ -257,11 +293,14 @@ int cmd_plan(int argc, char **argv)
         pt_model_destroy(m);
         return 2;
     }
-    if (o.n_balance && pt_partition_check_balance(o.balance, o.n_balance, P, n) != PT_OK) {
+    int blocks[PT_PARTITION_MAX_CHUNKS];
+    if (o.n_balance && pt_model_balance_blocks(m, o.balance, P, blocks) != PT_OK) {
         fprintf(stderr, "pipetrain plan: %s\n", pt_last_error());
         pt_model_destroy(m);
         return 2;
     }
+    if (o.n_balance) /* from here on, blocks per stage */
+        memcpy(o.balance, blocks, sizeof(int) * (size_t)P);
     pt_blas_set_threads(1);
     pt_block_profile *prof = calloc((size_t)n, sizeof *prof);
     int K2 = P * o.virtual_stages;
@@ -283,11 +322,14 @@ int cmd_plan(int argc, char **argv)
         status = 2;
         goto done;
     }
-    printf("partition (--balance ");
+    int layers[PT_PARTITION_MAX_CHUNKS];
+    bool whole = layer_balance(m, balance, P, layers);
+    printf("partition (%s", whole ? "--balance " : "blocks per stage ");
     for (int s = 0; s < P; s++)
-        printf("%s%d", s ? "," : "", balance[s]);
-    printf("):\n%-6s %-8s %9s %9s %9s %9s %12s\n", "stage", "blocks", "F ms", "B ms", "W ms",
-           "F+B+W ms", "memory MiB");
+        printf("%s%d", s ? "," : "", whole ? layers[s] : balance[s]);
+    printf("%s):\n%-6s %-8s %9s %9s %9s %9s %12s\n",
+           whole ? "" : "; a cut inside a layer, which --balance cannot give", "stage", "blocks",
+           "F ms", "B ms", "W ms", "F+B+W ms", "memory MiB");
     for (int s = 0, first = 0; s < P; first += balance[s++]) {
         size_t mem = pt_partition_chunk_memory(prof, first, first + balance[s] - 1, P - s);
         printf("%-6d %3d..%-3d %9.3f %9.3f %9.3f %9.3f %12.2f\n", s, first, first + balance[s] - 1,
