@@ -94,6 +94,8 @@ static const pt_prog_rule prog_rules[PT_PROG_N_KINDS] = {
      "all of the worker's compute, sends, receives, REDUCE and TIED; every worker at it"},
     {PT_PROG_STEP, "STEP", PT_WAIT_NORM | PT_WAIT_REST, PT_WAIT_UPDATE | PT_WAIT_REDUCED, NEVER,
      "NORM (async: the update's backward and its REDUCE)"},
+    {PT_PROG_TENSOR_SUM, "TENSOR_SUM", PT_WAIT_PIECE, NEVER, PT_WAIT_PIECE,
+     "its compute action (chunk, mb) or the sum of the piece before, right before it"},
 };
 
 const pt_prog_rule *pt_prog_rule_of(pt_prog_kind k) { return &prog_rules[k]; }

@@ -78,7 +78,9 @@ enum {
     PT_WAIT_REST = 1 << 8,     /* it closes the step: only actions that also wait for
                                   the rest may follow it, and it comes once */
     PT_WAIT_GROUP = 1 << 9,    /* a blocking collective: every member of its group is at it */
-    PT_WAIT_NEVER = 1 << 10    /* the kind has no place in this kind of program */
+    PT_WAIT_NEVER = 1 << 10,   /* the kind has no place in this kind of program */
+    PT_WAIT_PIECE = 1 << 11    /* TENSOR_SUM: right after its compute action or the sum of
+                                  the piece before (the tensor group runs one list) */
 };
 
 typedef struct {
