@@ -389,6 +389,11 @@ int cmd_train(int argc, char **argv)
                     "data-parallel copies of every stage, under mpirun -np P*D; with pipedream, "
                     "PipeDream's round-robin 1F1B-RR (default 1)",
                     LIMIT_REPLICAS),
+        FLAG_RANGED("tensor", FLAG_INT, &cfg.pipeline.tensor, "T",
+                    "tensor-parallel slices of every stage (gpt; Megatron's split of heads, MLP "
+                    "and vocabulary), under mpirun -np P*T*D; rank = (stage x D + replica) x T "
+                    "+ slice (default 1; docs/layouts.md)",
+                    LIMIT_REPLICAS),
         FLAG("schedule", FLAG_STRING, &cfg.pipeline.schedule, "NAME",
              "gpipe, 1f1b, interleaved, loopedbfs, zbh1, zbh2, zbv, zb2p or pipedream (default "
              "1f1b)"),
