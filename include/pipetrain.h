@@ -99,10 +99,10 @@ typedef struct pt_model pt_model;
  * "linear 1024 2048; relu; linear 2048 1024; mse". */
 typedef enum { PT_MODEL_GPT = 0, PT_MODEL_MLP = 1, PT_MODEL_SPEC = 2 } pt_model_kind;
 
-#define PT_MLP_MAX_WIDTHS 16
-#define PT_SPEC_MAX_TEXT 4096  /* bytes of a spec, its NUL included */
-#define PT_SPEC_MAX_TYPES 8    /* user-defined layer types one config may name */
-#define PT_LAYER_MAX_PARAMS 8  /* parameters of one user-defined layer */
+#define PT_MLP_MAX_WIDTHS   16
+#define PT_SPEC_MAX_TEXT    4096 /* bytes of a spec, its NUL included */
+#define PT_SPEC_MAX_TYPES   8    /* user-defined layer types one config may name */
+#define PT_LAYER_MAX_PARAMS 8    /* parameters of one user-defined layer */
 
 /* ---- User-defined layers ---------------------------------------------- */
 
@@ -468,6 +468,9 @@ typedef struct {
     const double *boundary_bytes; /* NULL, or n_chunk_costs entries: [c] the bytes
                                      of a transfer between chunks c-1 and c,
                                      replacing transfer_bytes */
+    double tensor_sum_bytes;      /* programs: bytes one TENSOR_SUM moves per member of
+                                     its tensor group; it takes them / bandwidth
+                                     (default 0) */
 } pt_schedule_costs;
 
 pt_schedule_costs pt_schedule_costs_default(void);
@@ -591,15 +594,21 @@ typedef struct {
                          LM head): tied[2i] and tied[2i+1], which may be one
                          chunk holding both (default none) */
     int n_tied;
-    int split_sent_backward; /* a fused BW whose input gradient goes to another
-                                worker becomes B, the send, W: the gradient
-                                leaves before the weight gradient is computed
-                                (synchronous schedules; default 0) */
-    int zero;                /* sharded optimizer state (ZeRO stage 1 or 2; default
-                                0): synchronous programs with replicas end with a
-                                GATHER of every chunk the worker holds after STEP,
-                                the parameters each replica updated brought to
-                                every other (docs/layouts.md) */
+    int split_sent_backward;  /* a fused BW whose input gradient goes to another
+                                 worker becomes B, the send, W: the gradient
+                                 leaves before the weight gradient is computed
+                                 (synchronous schedules; default 0) */
+    int zero;                 /* sharded optimizer state (ZeRO stage 1 or 2; default
+                                 0): synchronous programs with replicas end with a
+                                 GATHER of every chunk the worker holds after STEP,
+                                 the parameters each replica updated brought to
+                                 every other (docs/layouts.md) */
+    const int *tensor_pieces; /* tensor parallelism: NULL, or 2 x the chunks:
+                                 [c] the pieces chunk c's forward runs in,
+                                 [chunks + c] its backward's; the tensor group's
+                                 TENSOR_SUM after every piece but the last; a
+                                 BW of several pieces becomes B, the sums, W
+                                 (synchronous schedules; default NULL) */
 } pt_lower_options;
 
 pt_lower_options pt_lower_options_default(void);
@@ -835,6 +844,11 @@ typedef struct {
                                         schedule; the steps are bit-identical to 0
                                         (docs/layouts.md) */
     pt_pipeline_transport transport; /* default PT_PIPELINE_AUTO */
+    int tensor;                      /* T tensor-parallel slices of every stage (default
+                                        1; docs/layouts.md): GPT only, T dividing the
+                                        heads, channels, MLP width and vocabulary;
+                                        ranks = stages x tensor x replicas, rank =
+                                        (stage x replicas + replica) x T + slice */
 } pt_pipeline_config;
 
 pt_pipeline_config pt_pipeline_config_default(void);

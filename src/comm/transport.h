@@ -208,6 +208,13 @@ int pt_transport_launched_by_mpirun(void);
  * PT_EUNSUPPORTED in a build without MPI. */
 int pt_transport_mpi_create(const pt_mpi_options *opt, pt_transport **out);
 
+/* ---- tensor slices ------------------------------------------------------ */
+
+/* Slice (base rank mod T)'s view of a world of workers x T ranks
+ * (transport_slice.c): rank and size divided by T, peer w meaning world
+ * rank w T + slice. Destroying the view leaves base alone. */
+int pt_transport_slice_create(pt_transport *base, int T, pt_transport **out);
+
 /* ---- shared by the implementations ------------------------------------- */
 
 /* PIPETRAIN_TIMEOUT in seconds if set and valid, else fallback. */

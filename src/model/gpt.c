@@ -44,6 +44,35 @@ static int check_arithmetic(const pt_model_config *c)
     return rc;
 }
 
+/* Megatron's split: the heads, the channels, the MLP's width and the
+ * vocabulary each cut into T equal slices. */
+static int check_tensor(const pt_model_config *c, int T)
+{
+    int inner = c->n_inner ? c->n_inner : 4 * c->n_embd;
+    if (T <= 1)
+        return PT_OK;
+    if (c->precision != PT_PRECISION_FP32)
+        return pt_fail(PT_EINVAL, "--tensor %d: tensor-parallel slices run in fp32 only (not %s)",
+                       T, pt_precision_name(c->precision));
+    if (c->n_head % T)
+        return pt_fail(PT_EINVAL,
+                       "--tensor %d does not divide the %d attention heads: each slice holds "
+                       "whole heads",
+                       T, c->n_head);
+    if (c->n_embd % T)
+        return pt_fail(PT_EINVAL, "--tensor %d does not divide the %d channels (n_embd)", T,
+                       c->n_embd);
+    if (inner % T)
+        return pt_fail(PT_EINVAL, "--tensor %d does not divide the MLP width %d (n_inner)", T,
+                       inner);
+    if (c->vocab % T)
+        return pt_fail(PT_EINVAL,
+                       "--tensor %d does not divide the vocabulary of %d: the embedding and "
+                       "the LM head are split over it",
+                       T, c->vocab);
+    return PT_OK;
+}
+
 int pt_gpt_build(pt_model *m)
 {
     const pt_model_config *c = &m->cfg;
@@ -58,6 +87,8 @@ int pt_gpt_build(pt_model *m)
     if (c->n_layer + 2 > PT_MODEL_MAX_BLOCKS)
         return pt_fail(PT_EINVAL, "gpt: at most %d layers", PT_MODEL_MAX_BLOCKS - 2);
     int rc = check_arithmetic(c);
+    if (rc == PT_OK)
+        rc = check_tensor(c, m->tensor);
     if (rc != PT_OK)
         return rc;
     pt_block_shape s = {.T = c->seq_len,
@@ -71,7 +102,9 @@ int pt_gpt_build(pt_model *m)
                         .ln_eps = c->layer_norm_epsilon,
                         .attn_unscaled = !c->scale_attn_weights,
                         .attn_by_layer = c->scale_attn_by_inverse_layer_idx,
-                        .head_untied = !c->tie_word_embeddings};
+                        .head_untied = !c->tie_word_embeddings,
+                        .tensor = m->tensor,
+                        .tensor_rank = m->tensor_rank};
     pt_layer_list l;
     if ((rc = pt_layer_list_init(&l)) != PT_OK)
         return rc;

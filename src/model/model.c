@@ -61,24 +61,42 @@ pt_model_config pt_model_config_mlp(int n_widths, const int *widths)
     return c;
 }
 
-static void init_param(pt_param *p, const pt_param_decl *d, uint64_t seed)
+static void fill_param(float *data, size_t numel, const pt_param_decl *d, uint64_t seed)
 {
     pt_rng rng;
     switch (d->init) {
-    case PT_INIT_ZEROS: memset(p->data, 0, p->numel * sizeof(float)); break;
+    case PT_INIT_ZEROS: memset(data, 0, numel * sizeof(float)); break;
     case PT_INIT_ONES:
-        for (size_t i = 0; i < p->numel; i++)
-            p->data[i] = 1.0f;
+        for (size_t i = 0; i < numel; i++)
+            data[i] = 1.0f;
         break;
     case PT_INIT_CONSTANT:
-        for (size_t i = 0; i < p->numel; i++)
-            p->data[i] = d->std;
+        for (size_t i = 0; i < numel; i++)
+            data[i] = d->std;
         break;
     case PT_INIT_NORMAL:
         pt_rng_seed_named(&rng, seed, d->name);
-        pt_rng_fill_normal(&rng, p->data, p->numel, d->std);
+        pt_rng_fill_normal(&rng, data, numel, d->std);
         break;
     }
+}
+
+/* A slice holds its part of the whole tensor's stream: the same bits as
+ * the whole model's at the same offsets. */
+static int init_param(pt_param *p, const pt_param_decl *d, uint64_t seed)
+{
+    if (d->split_parts < 2) {
+        fill_param(p->data, p->numel, d, seed);
+        return PT_OK;
+    }
+    size_t whole = p->numel * (size_t)d->split_parts;
+    float *all = malloc(whole * sizeof(float));
+    if (!all)
+        return pt_fail(PT_ENOMEM, "cannot allocate %s whole to slice it", d->name);
+    fill_param(all, whole, d, seed);
+    pt_param_slice_copy(d, p->data, all, 0);
+    free(all);
+    return PT_OK;
 }
 
 static const pt_param_decl *find_decl(const pt_model *m, const char *name)
@@ -135,13 +153,15 @@ static int lay_out_params(pt_model *m)
             if (!src || pt_param_decl_numel(src) != p->numel)
                 return pt_fail(PT_EINVAL, "parameter %s is tied to %s, which %s", p->name,
                                p->tied_to, src ? "has another shape" : "does not exist");
-            init_param(p, src, m->cfg.seed);
+            int rc = init_param(p, src, m->cfg.seed);
+            if (rc != PT_OK)
+                return rc;
         }
     }
     return PT_OK;
 }
 
-static int create(const pt_model_config *cfg, const unsigned char *hold, int hold_all,
+static int create(const pt_model_config *cfg, const unsigned char *hold, int hold_all, int T, int t,
                   pt_model **out);
 
 /* The blocks index a sample's tensors with int: a gpt whose sample holds
@@ -171,20 +191,28 @@ static int check_shape(const pt_model_config *c)
 
 int pt_model_create(const pt_model_config *cfg, pt_model **out)
 {
-    return create(cfg, NULL, 1, out);
+    return create(cfg, NULL, 1, 1, 0, out);
 }
 
 int pt_model_create_part(const pt_model_config *cfg, const unsigned char *hold, pt_model **out)
 {
-    return create(cfg, hold, !hold, out);
+    return create(cfg, hold, !hold, 1, 0, out);
 }
 
 int pt_model_describe(const pt_model_config *cfg, pt_model **out)
 {
-    return create(cfg, NULL, 0, out);
+    return create(cfg, NULL, 0, 1, 0, out);
 }
 
-static int create(const pt_model_config *cfg, const unsigned char *hold, int hold_all,
+int pt_model_create_slice(const pt_model_config *cfg, const unsigned char *hold, int describe,
+                          int T, int t, pt_model **out)
+{
+    if (T < 1 || t < 0 || t >= T)
+        return pt_fail(PT_EINVAL, "tensor slice %d of %d does not exist", t, T);
+    return create(cfg, hold, !hold && !describe, T, t, out);
+}
+
+static int create(const pt_model_config *cfg, const unsigned char *hold, int hold_all, int T, int t,
                   pt_model **out)
 {
     *out = NULL;
@@ -192,6 +220,8 @@ static int create(const pt_model_config *cfg, const unsigned char *hold, int hol
     if (!m)
         return pt_fail(PT_ENOMEM, "cannot allocate a model");
     m->cfg = *cfg;
+    m->tensor = T;
+    m->tensor_rank = t;
     m->k = pt_kernels_for(cfg->precision);
     m->blocks = calloc(PT_MODEL_MAX_BLOCKS, sizeof *m->blocks);
     int rc = m->blocks ? PT_OK : pt_fail(PT_ENOMEM, "cannot allocate blocks");
@@ -211,6 +241,15 @@ static int create(const pt_model_config *cfg, const unsigned char *hold, int hol
         case PT_MODEL_SPEC: rc = pt_spec_build(m); break;
         default: rc = pt_fail(PT_EINVAL, "unknown model kind %d", (int)cfg->kind);
         }
+    }
+    for (int b = 0; rc == PT_OK && T > 1 && b < m->n_blocks; b++) {
+        const pt_block *blk = &m->blocks[b];
+        if (!blk->ops->tensor_sums && blk->n_params > 0)
+            rc = pt_fail(PT_EINVAL,
+                         "--tensor %d: layer %d (%s, parameter %s) cannot be split over a "
+                         "tensor group; only GPT-2's embedding, transformer blocks and LM head "
+                         "declare their split",
+                         T, b + 1, blk->ops->kind, blk->decl[0].name);
     }
     if (rc == PT_OK && !(m->held = calloc((size_t)(m->n_blocks ? m->n_blocks : 1), 1)))
         rc = pt_fail(PT_ENOMEM, "cannot allocate the block table");
@@ -671,6 +710,103 @@ int pt_model_backward_weight(pt_model *m, int first, int last, const pt_microbat
                                 acts->saved[i - first], acts->dout[i - first]);
     }
     return PT_OK;
+}
+
+/* ---- tensor-parallel pieces ---- */
+
+static int block_sums(const pt_block *b, int backward)
+{
+    return b->ops->tensor_sums ? b->ops->tensor_sums(b, backward) : 0;
+}
+
+int pt_model_tensor_pieces(const pt_model *m, int first, int last, int backward)
+{
+    int n = 1;
+    for (int i = first; i <= last && i < m->n_blocks; i++)
+        n += block_sums(&m->blocks[i], backward);
+    return n;
+}
+
+/* Which block and which of its pieces the pass's sum point `piece` ends
+ * (forward: blocks in order; backward: from the last block down). */
+static int locate_sum(const pt_model *m, int first, int last, int backward, int piece, int *sub)
+{
+    int seen = 0;
+    for (int k = 0; k <= last - first; k++) {
+        int i = backward ? last - k : first + k, n = block_sums(&m->blocks[i], backward);
+        if (piece < seen + n) {
+            *sub = piece - seen;
+            return i;
+        }
+        seen += n;
+    }
+    return -1;
+}
+
+int pt_model_forward_piece(pt_model *m, int first, int last, int piece, const pt_microbatch *mb,
+                           const void *in, pt_activations *acts, float *loss)
+{
+    int rc = check_call(m, first, last, mb, in, acts);
+    if (rc == PT_OK && piece == 0)
+        rc = check_labels(m, first, last, mb);
+    if (rc != PT_OK)
+        return rc;
+    double loss_sum = 0.0;
+    int loss_rows = 0, at = 0; /* sum points before the block */
+    for (int i = first; i <= last; i++) {
+        pt_block *b = &m->blocks[i];
+        int n = block_sums(b, 0);
+        const void *x = block_input(m, i, mb, in, acts);
+        void *out = acts->out[i - first], *saved = acts->saved[i - first];
+        if (n == 0 && at == piece)
+            b->ops->forward(b, mb, x, out, saved, &loss_sum, &loss_rows);
+        else if (n > 0 && piece >= at && piece <= at + n)
+            b->ops->forward_piece(b, piece - at, mb, x, out, saved, &loss_sum, &loss_rows);
+        at += n;
+    }
+    if (loss && piece == at)
+        *loss = loss_rows ? (float)(loss_sum / loss_rows) : 0.0f;
+    return PT_OK;
+}
+
+int pt_model_backward_input_piece(pt_model *m, int first, int last, int piece,
+                                  const pt_microbatch *mb, const void *in, pt_activations *acts,
+                                  const void *dout, void *din, float loss_scale)
+{
+    int rc = check_call(m, first, last, mb, in, acts);
+    if (rc != PT_OK)
+        return rc;
+    if (piece == 0 && last != m->n_blocks - 1) {
+        if (!dout)
+            return pt_fail(PT_EINVAL, "block %d needs the gradient of its output", last);
+        memcpy(acts->dout[last - first], dout, out_bytes(m, &m->blocks[last], mb->batch));
+    }
+    for (int i = last, at = 0; i >= first; i--) {
+        pt_block *b = &m->blocks[i];
+        int n = block_sums(b, 1);
+        void *d = i > first ? acts->dout[i - 1 - first] : din;
+        const void *x = block_input(m, i, mb, in, acts);
+        void *out = acts->out[i - first], *saved = acts->saved[i - first];
+        if (n == 0 && at == piece)
+            b->ops->backward_input(b, mb, x, out, saved, acts->dout[i - first], d, loss_scale);
+        else if (n > 0 && piece >= at && piece <= at + n)
+            b->ops->backward_input_piece(b, piece - at, mb, x, out, saved, acts->dout[i - first], d,
+                                         loss_scale);
+        at += n;
+    }
+    return PT_OK;
+}
+
+float *pt_model_tensor_sum_buffer(const pt_model *m, int first, int last, int backward, int piece,
+                                  const pt_activations *acts, size_t *count)
+{
+    int sub, i = locate_sum(m, first, last, backward, piece, &sub);
+    *count = 0;
+    if (i < 0)
+        return NULL;
+    const pt_block *b = &m->blocks[i];
+    return b->ops->tensor_sum_buffer(b, backward, sub, acts->batch, acts->out[i - first],
+                                     acts->saved[i - first], count);
 }
 
 int pt_model_step_microbatch(pt_model *m, const pt_microbatch *mb, float loss_scale,

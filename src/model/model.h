@@ -32,6 +32,9 @@ struct pt_model {
      * low_stale says data changed. NULL under fp32. */
     pt_bf16 *low;
     bool low_stale;
+    /* tensor parallelism: this model is slice tensor_rank of `tensor`
+     * (1: the whole model); the split blocks say which tensors are cut */
+    int tensor, tensor_rank;
 };
 
 /* Append blocks to m->blocks (allocated for PT_MODEL_MAX_BLOCKS) through
@@ -39,6 +42,27 @@ struct pt_model {
 int pt_gpt_build(pt_model *m);
 int pt_mlp_build(pt_model *m);
 int pt_spec_build(pt_model *m);
+
+/* Slice t of T of a model (tensor parallelism, transformer_split.c and
+ * vocab_parallel.c): as pt_model_create_part (hold NULL: every block) or,
+ * with describe, a description without tensors. T = 1 is the whole model. */
+int pt_model_create_slice(const pt_model_config *cfg, const unsigned char *hold, int describe,
+                          int T, int t, pt_model **out);
+/* The pieces blocks first..last run in, forward or backward (1 + the
+ * tensor group's sums between them; 1 for blocks that run whole). */
+int pt_model_tensor_pieces(const pt_model *m, int first, int last, int backward);
+/* Piece `piece` of pt_model_forward / pt_model_backward_input (the same
+ * arguments); the pieces in order, with the group's sum of
+ * pt_model_tensor_sum_buffer(piece) after each but the last, are the whole
+ * pass. The loss is written by the last forward piece. */
+int pt_model_forward_piece(pt_model *m, int first, int last, int piece, const pt_microbatch *mb,
+                           const void *in, pt_activations *acts, float *loss);
+int pt_model_backward_input_piece(pt_model *m, int first, int last, int piece,
+                                  const pt_microbatch *mb, const void *in, pt_activations *acts,
+                                  const void *dout, void *din, float loss_scale);
+/* The floats the tensor group sums right after piece `piece` of the pass. */
+float *pt_model_tensor_sum_buffer(const pt_model *m, int first, int last, int backward, int piece,
+                                  const pt_activations *acts, size_t *count);
 
 /* The parameters of block `block`: params[first .. first + count). */
 int pt_model_block_first_param(const pt_model *m, int block);

@@ -64,3 +64,35 @@ void pt_block_declare_layernorm(pt_block *b, const char *prefix, int C)
     snprintf(name, sizeof name, "%s.bias", prefix);
     pt_block_declare(b, name, 1, cs, PT_INIT_ZEROS, 0.0f);
 }
+
+void pt_block_split_param(pt_block *b, int i, int dim, int groups, int parts, int part)
+{
+    pt_param_decl *d = &b->decl[i];
+    d->shape[dim] /= parts;
+    d->split_dim = dim;
+    d->split_groups = groups;
+    d->split_parts = parts;
+    d->split_part = part;
+}
+
+void pt_param_slice_copy(const pt_param_decl *d, float *slice, const float *whole, int to_whole)
+{
+    /* the tensor as (outer, along, inner) around the split dimension */
+    size_t outer = 1, inner = 1;
+    for (int k = 0; k < d->split_dim; k++)
+        outer *= (size_t)d->shape[k];
+    for (int k = d->split_dim + 1; k < d->ndim; k++)
+        inner *= (size_t)d->shape[k];
+    size_t local = (size_t)d->shape[d->split_dim], parts = (size_t)d->split_parts;
+    size_t groups = (size_t)d->split_groups, run = local / groups * inner;
+    size_t whole_row = local * parts * inner, local_row = local * inner;
+    for (size_t o = 0; o < outer; o++)
+        for (size_t g = 0; g < groups; g++) {
+            const size_t at = o * whole_row + g * run * parts + (size_t)d->split_part * run;
+            float *mine = slice + o * local_row + g * run;
+            if (to_whole)
+                memcpy((float *)whole + at, mine, run * sizeof(float));
+            else
+                memcpy(mine, whole + at, run * sizeof(float));
+        }
+}

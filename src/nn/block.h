@@ -61,6 +61,9 @@ typedef struct {
     int n_kv_heads;   /* llama: key/value heads, dividing H (0: H) */
     float rope_theta; /* llama: rotary base (0: 10000) */
     float rms_eps;    /* llama, rmsnorm: RMSNorm's epsilon (0: 1e-6) */
+    /* tensor parallelism (tensor_parallel.h): the block is slice tensor_rank
+     * of `tensor` (0 or 1: the whole block) */
+    int tensor, tensor_rank;
 } pt_block_shape;
 
 /* s with its zeros resolved to GPT-2's values. */
@@ -77,6 +80,11 @@ typedef struct {
     pt_init_kind init;
     float std;
     char tied_to[96]; /* "" unless a copy of another block's parameter */
+    /* a slice of a tensor-parallel block: this tensor is part `split_part`
+     * of `split_parts` along dimension split_dim of the whole (logical)
+     * tensor, whose split_groups runs along that dimension (QKV's three) are
+     * each cut alike; split_parts 0: the whole tensor */
+    int split_dim, split_groups, split_parts, split_part;
 } pt_param_decl;
 
 #define PT_BLOCK_MAX_PARAMS 16
@@ -97,6 +105,22 @@ typedef struct {
                            void *saved, const void *dout, void *din, float loss_scale);
     void (*backward_weight)(pt_block *b, const pt_microbatch *mb, const void *in, const void *out,
                             const void *saved, const void *dout);
+    /* Tensor parallelism (tensor_parallel.h): blocks split over a tensor
+     * group run forward and backward_input in pieces, and the group sums a
+     * buffer between two pieces (the executor's TENSOR_SUM actions).
+     * tensor_sums: the sums in forward (backward 0) or backward_input
+     * (backward 1); 0 or NULL: the block runs whole. The pieces are
+     * piece = 0 .. sums; forward and backward_input above run them all
+     * without the sums (what a profile times). */
+    int (*tensor_sums)(const pt_block *b, int backward);
+    void (*forward_piece)(pt_block *b, int piece, const pt_microbatch *mb, const void *in,
+                          void *out, void *saved, double *loss_sum, int *loss_rows);
+    void (*backward_input_piece)(pt_block *b, int piece, const pt_microbatch *mb, const void *in,
+                                 void *out, void *saved, const void *dout, void *din,
+                                 float loss_scale);
+    /* the floats summed over the group right after piece `piece` */
+    float *(*tensor_sum_buffer)(const pt_block *b, int backward, int piece, int B, void *out,
+                                void *saved, size_t *count);
     /* FLOPs per sample; model.c adds the byte counts, which follow from the
      * declarations and saved_bytes */
     pt_block_cost (*cost)(const pt_block *b);
@@ -180,6 +204,14 @@ void pt_block_declare_linear(pt_block *b, const char *prefix, int in, int out, f
 /* weight (C) = 1 and bias (C) = 0 */
 void pt_block_declare_layernorm(pt_block *b, const char *prefix, int C);
 size_t pt_param_decl_numel(const pt_param_decl *d);
+/* Makes parameter i of b part `part` of `parts` along dimension dim (its
+ * declared, whole shape is cut there; `groups` runs along dim, each cut
+ * alike: QKV's 3). */
+void pt_block_split_param(pt_block *b, int i, int dim, int groups, int parts, int part);
+/* A split parameter's slice from its whole tensor (to_whole 0), or into
+ * it (to_whole 1): the tensor's elements by offset, as a checkpoint names
+ * them. */
+void pt_param_slice_copy(const pt_param_decl *d, float *slice, const float *whole, int to_whole);
 size_t pt_block_param_bytes(const pt_block *b);
 
 /* Constructors: fill ops, shapes and parameter declarations. `prefix` is the
@@ -196,6 +228,12 @@ void pt_linear_init_no_bias(pt_block *b, const pt_block_shape *s, const char *pr
 void pt_activation_init(pt_block *b, const pt_block_shape *s, pt_activation act);
 void pt_attention_init(pt_block *b, const pt_block_shape *s, const char *prefix);
 void pt_transformer_init(pt_block *b, const pt_block_shape *s, int layer);
+/* A whole transformer block, embedding or LM head made its tensor-parallel
+ * slice (b->shape.tensor > 1; transformer_split.c, vocab_parallel.c): the
+ * three inits above call these when the shape asks for slices. */
+void pt_transformer_split(pt_block *b);
+void pt_embedding_split(pt_block *b);
+void pt_lm_head_split(pt_block *b);
 void pt_lm_head_init(pt_block *b, const pt_block_shape *s);
 void pt_classifier_init(pt_block *b, const pt_block_shape *s, const char *prefix);
 /* Elementwise tanh: in (n) -> out (n), n = s->in (spec_tanh.c). */

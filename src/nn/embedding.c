@@ -139,4 +139,6 @@ void pt_embedding_init(pt_block *b, const pt_block_shape *s)
     int te[2] = {s->V, s->C}, pe[2] = {b->shape.n_positions, s->C};
     pt_block_declare(b, "transformer.wte.weight", 2, te, PT_INIT_NORMAL, 0.02f);
     pt_block_declare(b, "transformer.wpe.weight", 2, pe, PT_INIT_NORMAL, 0.02f);
+    if (s->tensor > 1)
+        pt_embedding_split(b);
 }

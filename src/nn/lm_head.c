@@ -126,4 +126,6 @@ void pt_lm_head_init(pt_block *b, const pt_block_shape *s)
     int i = pt_block_declare(b, "lm_head.weight", 2, hs, PT_INIT_NORMAL, 0.02f);
     if (!s->head_untied)
         strcpy(b->decl[i].tied_to, "transformer.wte.weight");
+    if (s->tensor > 1)
+        pt_lm_head_split(b);
 }

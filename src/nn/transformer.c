@@ -168,4 +168,6 @@ void pt_transformer_init(pt_block *b, const pt_block_shape *s, int layer)
     DECLARE("transformer.h.%d.mlp.c_fc", pt_block_declare_linear(b, name, C, I, std));
     DECLARE("transformer.h.%d.mlp.c_proj", pt_block_declare_linear(b, name, I, C, proj_std));
 #undef DECLARE
+    if (s->tensor > 1)
+        pt_transformer_split(b);
 }

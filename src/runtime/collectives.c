@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "runtime/pipeline_internal.h"
+#include "tensor/adamw.h"
 #include "tensor/error.h"
 
 enum { TAG_PROBS_SIZE = PT_TAG_FIRST_CONTROL, TAG_PROBS };
@@ -135,7 +136,7 @@ int pt_ranks_agree_balance(pt_pipeline *p, int *balance, int n)
         return pt_fail(PT_ENOMEM, "cannot allocate the balance");
     for (int c = 0; p->rank == 0 && c < n; c++)
         buf[c] = (float)balance[c]; /* block counts: exact in a float */
-    int rc = pt_transport_allreduce_sum_f32(p->mpi_t, p->all_workers, p->P, buf, (size_t)n);
+    int rc = pt_transport_allreduce_sum_f32(p->mpi_t, p->all_workers, p->n_ranks, buf, (size_t)n);
     for (int c = 0; rc == PT_OK && c < n; c++)
         balance[c] = (int)buf[c];
     free(buf);
@@ -149,7 +150,7 @@ int pt_ranks_agree_times(pt_pipeline *p, double *t, int n)
         return pt_fail(PT_ENOMEM, "cannot allocate the times");
     for (int i = 0; p->rank == 0 && i < n; i++)
         buf[i] = (float)t[i]; /* the others add 0: every rank gets the same floats */
-    int rc = pt_transport_allreduce_sum_f32(p->mpi_t, p->all_workers, p->P, buf, (size_t)n);
+    int rc = pt_transport_allreduce_sum_f32(p->mpi_t, p->all_workers, p->n_ranks, buf, (size_t)n);
     for (int i = 0; rc == PT_OK && i < n; i++)
         t[i] = buf[i];
     free(buf);
@@ -281,11 +282,67 @@ int pt_coll_sum_replicas(pt_worker *w, int c)
     return rc;
 }
 
+/* A tensor slice's share of chunk c's squared norm: its parts of the split
+ * tensors, and the whole ones (the same on every slice) on slice 0 only. */
+static double slice_grad_sq(const pt_worker *w, int c)
+{
+    const pt_model *m = w->stage;
+    double sq = 0.0;
+    for (int i = 0; i < m->n_params; i++) {
+        const pt_param *q = &m->params[i];
+        if (q->block < w->p->chunk_first[c] || q->block > w->p->chunk_last[c] || q->tied_to ||
+            !q->grad)
+            continue;
+        const pt_block *b = &m->blocks[q->block];
+        const pt_param_decl *d = &b->decl[i - pt_model_block_first_param(m, q->block)];
+        if (d->split_parts > 1 || w->tensor_rank == 0)
+            sq += pt_sum_squares(q->grad, q->numel);
+    }
+    return sq;
+}
+
+/* Tensor slices: every chunk's share summed over the worker's slices,
+ * exactly (each slice's bits in its own place), folded in slice order. */
+static int sum_over_slices(pt_worker *w)
+{
+    pt_pipeline *p = w->p;
+    int K = p->n_chunks, T = p->T;
+    float *buf = calloc((size_t)K * T * 4, sizeof(float));
+    if (!buf)
+        return pt_fail(PT_ENOMEM, "cannot allocate the slices' shares");
+    for (int c = 0; c < K; c++) {
+        w->shares[c] = slice_grad_sq(w, c);
+        uint64_t bits;
+        memcpy(&bits, &w->shares[c], sizeof bits);
+        put_bits(buf + ((size_t)w->tensor_rank * K + c) * 4, bits, 4);
+    }
+    int rc =
+        pt_transport_allreduce_sum_f32(w->tensor_t, w->tensor_group, T, buf, (size_t)K * T * 4);
+    for (int c = 0; rc == PT_OK && c < K; c++) {
+        double sq = 0.0, x;
+        for (int t = 0; t < T; t++) {
+            uint64_t bits = get_bits(buf + ((size_t)t * K + c) * 4, 4);
+            memcpy(&x, &bits, sizeof x);
+            sq += x;
+        }
+        w->shares[c] = sq;
+    }
+    free(buf);
+    return rc;
+}
+
 int pt_coll_norm(pt_worker *w)
 {
     pt_pipeline *p = w->p;
-    int D = p->s->replicas;
-    for (int c = 0; c < p->n_chunks; c++) {
+    int D = p->s->replicas, rc;
+    if (p->T > 1) { /* slices (never sharded): replica 0 speaks for the stage */
+        if ((rc = sum_over_slices(w)) != PT_OK)
+            return rc;
+        for (int c = 0; c < p->n_chunks; c++)
+            for (int k = 0; k < D; k++)
+                w->parts[c * D + k] = k == 0 ? w->shares[c] : 0.0;
+    }
+    for (int c = 0; p->T == 1 && c < p->n_chunks; c++) {
         int me = pt_zero_position(p, w->rank, c);
         size_t off = 0, floats = 0, lo, hi;
         if (me >= 0)
@@ -301,7 +358,7 @@ int pt_coll_norm(pt_worker *w)
         }
     }
     /* every loss is known by now: one exchange carries both */
-    int rc = pt_coll_share(w, true, true);
+    rc = pt_coll_share(w, true, true);
     if (rc != PT_OK)
         return rc;
     w->losses_shared = true;
@@ -374,7 +431,7 @@ int pt_pipeline_agree(pt_pipeline *p, int status, void *buf, size_t n)
     const unsigned char *b = buf;
     for (size_t i = 0; p->rank == 0 && i < n; i++)
         f[1 + i] = (float)b[i]; /* bytes: exact in a float, summed with zeros */
-    int rc = pt_transport_allreduce_sum_f32(p->mpi_t, p->all_workers, p->P, f, n + 1);
+    int rc = pt_transport_allreduce_sum_f32(p->mpi_t, p->all_workers, p->n_ranks, f, n + 1);
     int failed = rc == PT_OK ? (int)f[0] : 1;
     for (size_t i = 0; rc == PT_OK && i < n; i++)
         ((unsigned char *)buf)[i] = (unsigned char)f[1 + i];
@@ -399,7 +456,7 @@ int pt_coll_sum_counts(pt_pipeline *p, uint64_t *v, size_t n)
     for (size_t i = 0; i < n; i++)
         put_bits(f + 4 * i, v[i], 4);
     /* each count comes from one process, zeros from the others: the sum is it */
-    int rc = pt_transport_allreduce_sum_f32(p->mpi_t, p->all_workers, p->P, f, n * 4);
+    int rc = pt_transport_allreduce_sum_f32(p->mpi_t, p->all_workers, p->n_ranks, f, n * 4);
     for (size_t i = 0; rc == PT_OK && i < n; i++)
         v[i] = get_bits(f + 4 * i, 4);
     free(f);

@@ -206,6 +206,8 @@ static void note_time(pt_worker *w, int chunk, int piece, double secs)
     w->chunk_count[chunk * 3 + piece]++;
 }
 
+static int forward_done(pt_worker *w, const pt_action *a, bool forward_only);
+
 static int run_forward(pt_worker *w, const pt_action *a, const pt_microbatch *batch,
                        bool forward_only)
 {
@@ -223,18 +225,30 @@ static int run_forward(pt_worker *w, const pt_action *a, const pt_microbatch *ba
         if ((rc = pt_stash_forward(&w->stash[a->chunk], a->version)) != PT_OK)
             return rc;
     }
+    if (pt_model_tensor_pieces(w->stage, first, last, 0) > 1) /* the rest after the sums */
+        return pt_model_forward_piece(w->stage, first, last, 0, &mb, sl->in, sl->acts, NULL);
     float loss = 0.0f;
     rc = pt_model_forward(w->stage, first, last, &mb, sl->in, sl->acts, is_last ? &loss : NULL);
     if (rc != PT_OK)
         return rc;
     if (is_last)
         w->losses[a->mb] = loss;
-    if (is_last && p->job_outputs) { /* a prediction keeps what the last block wrote */
+    return forward_done(w, a, forward_only);
+}
+
+/* After a forward's last piece: its output handed to the next chunk when
+ * that is here, its record dropped when nothing keeps it. */
+static int forward_done(pt_worker *w, const pt_action *a, bool forward_only)
+{
+    pt_pipeline *p = w->p;
+    pt_slot *sl = slot_of(w, a->chunk, a->mb);
+    int rc;
+    if (p->job_outputs && pt_sched_is_last_chunk(p->s, a->chunk)) {
+        /* a prediction keeps what the last block wrote */
         size_t n = pt_activations_output_floats(sl->acts);
         memcpy(p->job_outputs + (size_t)a->mb * n, pt_activations_output(sl->acts),
                n * sizeof(float));
     }
-
     int dst = pt_sched_send_to(p->s, a);
     bool drop = forward_only || p->checkpoint; /* the record is not kept */
     if (dst == w->rank) {
@@ -309,6 +323,8 @@ static void release_micro_batch(pt_worker *w, int chunk, pt_slot *sl)
     }
 }
 
+static void backward_input_done(pt_worker *w, const pt_action *a, void *din);
+
 static int run_backward(pt_worker *w, const pt_action *a, const pt_microbatch *batch,
                         pt_trace_event *ev)
 {
@@ -336,12 +352,35 @@ static int run_backward(pt_worker *w, const pt_action *a, const pt_microbatch *b
     void *din = NULL;
     if (a->chunk > 0 && (rc = pt_store_take_buffer(&w->store, a->chunk, &din)) != PT_OK)
         return rc;
+    if (pt_model_tensor_pieces(w->stage, first, last, 1) > 1) {
+        sl->din = din; /* the last piece writes it */
+        return pt_model_backward_input_piece(w->stage, first, last, 0, &mb, sl->in, sl->acts,
+                                             is_last ? NULL : sl->gin, din, p->loss_scale);
+    }
     rc = pt_model_backward_input(w->stage, first, last, &mb, sl->in, sl->acts,
                                  is_last ? NULL : sl->gin, din, p->loss_scale);
     if (rc != PT_OK) {
         pt_store_give_buffer(&w->store, a->chunk, din);
         return rc;
     }
+    backward_input_done(w, a, din);
+    ev->tb = pt_pipeline_now() - p->step_t0;
+    if (fused) {
+        rc = pt_model_backward_weight(w->stage, first, last, &mb, sl->in, sl->acts);
+        release_micro_batch(w, a->chunk, sl);
+    }
+    if (st)
+        pt_stash_leave(st, sl->version, swapped, fused);
+    return rc;
+}
+
+/* After a backward's last input piece: the received gradient goes back,
+ * the input gradient to the previous chunk here or to SEND_GRAD. */
+static void backward_input_done(pt_worker *w, const pt_action *a, void *din)
+{
+    pt_pipeline *p = w->p;
+    pt_slot *sl = slot_of(w, a->chunk, a->mb);
+    bool is_last = pt_sched_is_last_chunk(p->s, a->chunk);
     if (!is_last) {
         pt_store_give_buffer(&w->store, a->chunk + 1, sl->gin);
         sl->gin = NULL;
@@ -357,14 +396,6 @@ static int run_backward(pt_worker *w, const pt_action *a, const pt_microbatch *b
             sl->din = din; /* SEND_GRAD sends it */
         }
     }
-    ev->tb = pt_pipeline_now() - p->step_t0;
-    if (fused) {
-        rc = pt_model_backward_weight(w->stage, first, last, &mb, sl->in, sl->acts);
-        release_micro_batch(w, a->chunk, sl);
-    }
-    if (st)
-        pt_stash_leave(st, sl->version, swapped, fused);
-    return rc;
 }
 
 static int run_weight(pt_worker *w, const pt_action *a, const pt_microbatch *batch)
@@ -459,6 +490,52 @@ static int run_step(pt_worker *w, const pt_prog_action *a)
     return PT_OK;
 }
 
+/* TENSOR_SUM: the tensor group sums what the piece before left (the fold
+ * in slice order, the same bits on threads and MPI), then the next piece
+ * of the forward or backward runs; after the last, what follows the whole
+ * pass. */
+static int run_tensor_sum(pt_worker *w, const pt_prog_action *a, const pt_microbatch *batch,
+                          bool forward_only)
+{
+    pt_pipeline *p = w->p;
+    pt_slot *sl = slot_of(w, a->chunk, a->mb);
+    pt_microbatch mb = pt_pipeline_microbatch(p, batch, a->mb);
+    pt_action c = {.kind = a->backward ? PT_ACT_B : PT_ACT_F, .chunk = a->chunk, .mb = a->mb};
+    int first = p->chunk_first[a->chunk], last = p->chunk_last[a->chunk], piece = a->peer + 1;
+    bool is_last = pt_sched_is_last_chunk(p->s, a->chunk);
+    if (!sl->acts) {
+        char name[32];
+        return pt_fail(PT_EDEADLOCK, "worker %d: %s before its compute action", w->rank,
+                       pt_prog_action_str(a, name, sizeof name));
+    }
+    size_t count;
+    float *buf =
+        pt_model_tensor_sum_buffer(w->stage, first, last, a->backward, a->peer, sl->acts, &count);
+    double t0 = pt_pipeline_now();
+    int rc = pt_transport_allreduce_sum_f32(w->tensor_t, w->tensor_group, p->T, buf, count);
+    w->tensor_sum_time += pt_pipeline_now() - t0;
+    w->tensor_sum_bytes += count * sizeof(float);
+    if (rc != PT_OK)
+        return rc;
+    bool done = piece + 1 == pt_model_tensor_pieces(w->stage, first, last, a->backward);
+    if (!a->backward) {
+        float loss = 0.0f;
+        rc = pt_model_forward_piece(w->stage, first, last, piece, &mb, sl->in, sl->acts,
+                                    is_last && done ? &loss : NULL);
+        if (rc == PT_OK && done && is_last)
+            w->losses[a->mb] = loss;
+        return rc == PT_OK && done ? forward_done(w, &c, forward_only) : rc;
+    }
+    void *din = sl->din;
+    rc = pt_model_backward_input_piece(w->stage, first, last, piece, &mb, sl->in, sl->acts,
+                                       is_last ? NULL : sl->gin, din, p->loss_scale);
+    if (rc == PT_OK && done) {
+        sl->din = NULL;
+        backward_input_done(w, &c, din);
+    }
+    return rc;
+}
+
 /* Returns whatever a failed or forward-only walk left in the slots. */
 static void clear_slots(pt_worker *w)
 {
@@ -530,6 +607,7 @@ static int dispatch(pt_worker *w, const pt_prog_action *a, const pt_microbatch *
     case PT_PROG_NORM: return run_norm(w);
     case PT_PROG_STEP: return run_step(w, a);
     case PT_PROG_GATHER: return run_gather(w, a);
+    case PT_PROG_TENSOR_SUM: return run_tensor_sum(w, a, batch, forward_only);
     case PT_PROG_N_KINDS: break;
     }
     return pt_fail(PT_EINVAL, "worker %d: an action of unknown kind %d", w->rank, (int)a->kind);

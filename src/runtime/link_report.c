@@ -113,7 +113,7 @@ static size_t largest_transfer(const pt_pipeline *p)
 int pt_pipeline_probe_link(pt_pipeline *p, pt_link_rate *out)
 {
     *out = (pt_link_rate){0, 0};
-    if (!p->mpi || p->P < 2)
+    if (!p->mpi || p->n_ranks < 2)
         return PT_OK;
     pt_transport *t = p->mpi_t;
     int r = p->rank;
@@ -123,7 +123,7 @@ int pt_pipeline_probe_link(pt_pipeline *p, pt_link_rate *out)
      * ... then (1,2), (3,4), ...; rank r leads the pair (r, r+1) */
     for (int round = 0; round < 2; round++) {
         int rc = PT_OK;
-        if ((r - round) % 2 == 0 && r + 1 < p->P)
+        if ((r - round) % 2 == 0 && r + 1 < p->n_ranks)
             rc = probe_pair(t, r + 1, bytes, &mine);
         else if ((r - 1 - round) % 2 == 0 && r >= 1) {
             pt_link_rate theirs;
@@ -132,12 +132,12 @@ int pt_pipeline_probe_link(pt_pipeline *p, pt_link_rate *out)
         if (rc != PT_OK)
             return pt_ranks_abort(p, rc);
     }
-    uint64_t *v = calloc((size_t)p->P * 2, sizeof *v);
+    uint64_t *v = calloc((size_t)p->n_ranks * 2, sizeof *v);
     if (!v)
         return pt_fail(PT_ENOMEM, "cannot allocate the link's figures");
     v[2 * r] = bits_of(mine.bandwidth), v[2 * r + 1] = bits_of(mine.latency);
-    int rc = pt_coll_sum_counts(p, v, (size_t)p->P * 2);
-    for (int k = 0; rc == PT_OK && k + 1 < p->P; k++) {
+    int rc = pt_coll_sum_counts(p, v, (size_t)p->n_ranks * 2);
+    for (int k = 0; rc == PT_OK && k + 1 < p->n_ranks; k++) {
         double bw = double_of(v[2 * k]), lat = double_of(v[2 * k + 1]);
         if (out->bandwidth == 0 || bw < out->bandwidth)
             out->bandwidth = bw;

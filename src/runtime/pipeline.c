@@ -102,7 +102,7 @@ static int do_job(pt_worker *w, int job)
     case PT_JOB_EVAL: return evaluate(w);
     case PT_JOB_PREDICT: return predict(w);
     case PT_JOB_PROBS: return probs(w);
-    case PT_JOB_RUN: return p->job_fn(p, w->rank, p->job_user);
+    case PT_JOB_RUN: return p->job_fn(p, w->global, p->job_user);
     }
     return PT_OK;
 }
@@ -136,7 +136,7 @@ static void *worker_main(void *arg)
                 pt_executor_reset(w);
         }
         pthread_mutex_lock(&p->mu);
-        if (++p->n_done == p->P)
+        if (++p->n_done == p->n_ranks)
             pthread_cond_signal(&p->done_cv);
         pthread_mutex_unlock(&p->mu);
     }
@@ -159,6 +159,16 @@ static int most_sends_per_link(const pt_program *prog, int P)
     return most;
 }
 
+/* A worker's endpoints in a world of n_ranks: itself, or with tensor
+ * slices the view of its slice (transport_slice.c) over it. */
+static int connect_worker(pt_pipeline *p, pt_worker *w, pt_transport *world)
+{
+    if (w->t != w->tensor_t)
+        pt_transport_destroy(w->t);
+    w->t = w->tensor_t = world;
+    return p->T > 1 ? pt_transport_slice_create(world, p->T, &w->t) : PT_OK;
+}
+
 static int new_world(pt_pipeline *p)
 {
     if (p->world)
@@ -173,11 +183,11 @@ static int new_world(pt_pipeline *p)
     o.queue_slots = most > eval ? most : eval;
     if (o.queue_slots < 8)
         o.queue_slots = 8;
-    int rc = pt_threads_world_create(p->P, &o, &p->world);
+    int rc = pt_threads_world_create(p->n_ranks, &o, &p->world);
+    for (int r = 0; rc == PT_OK && r < p->n_ranks; r++)
+        rc = connect_worker(p, &p->workers[r], pt_threads_world_endpoint(p->world, r));
     if (rc != PT_OK)
         return rc;
-    for (int r = 0; r < p->P; r++)
-        p->workers[r].t = pt_threads_world_endpoint(p->world, r);
     p->world_aborted = false;
     return PT_OK;
 }
@@ -213,6 +223,33 @@ static int run_local_job(pt_pipeline *p, int job)
     return rc;
 }
 
+/* Tensor slices: GPT's blocks declare their split (the model refuses
+ * sizes T does not divide); the sums between pieces assume every slice
+ * runs each pass once, in step. */
+static int check_tensor(const pt_model_config *model, const pt_pipeline_config *cfg, int T)
+{
+    if (T < 1)
+        return pt_fail(PT_EINVAL, "--tensor must be at least 1 (got %d)", T);
+    if (T == 1)
+        return PT_OK;
+    if (model->kind != PT_MODEL_GPT)
+        return pt_fail(PT_EINVAL,
+                       "--tensor %d: only the gpt model declares how its layers split (an "
+                       "mlp's or a spec's linear layers do not yet)",
+                       T);
+    if (cfg->checkpoint_activations)
+        return pt_fail(PT_EINVAL,
+                       "--tensor %d: activation checkpointing would re-run a "
+                       "forward without the tensor group's sums; leave it off",
+                       T);
+    if (cfg->schedule && (!strcmp(cfg->schedule, "pipedream") || !strcmp(cfg->schedule, "1f1b-rr")))
+        return pt_fail(PT_EINVAL,
+                       "--tensor %d: schedule %s is asynchronous; tensor slices "
+                       "run synchronous schedules",
+                       T, cfg->schedule);
+    return PT_OK;
+}
+
 /* Runs a job on every worker and waits for all of them. */
 static int run_job(pt_pipeline *p, int job)
 {
@@ -230,7 +267,7 @@ static int run_job(pt_pipeline *p, int job)
     p->err_msg[0] = '\0';
     p->job_gen++;
     pthread_cond_broadcast(&p->start_cv);
-    while (p->n_done < p->P)
+    while (p->n_done < p->n_ranks)
         pthread_cond_wait(&p->done_cv, &p->mu);
     int rc = p->err_rc;
     pthread_mutex_unlock(&p->mu);
@@ -351,8 +388,18 @@ static int make_programs(pt_pipeline *p)
         if (!seen)
             tied[2 * n_tied] = a, tied[2 * n_tied + 1] = b, n_tied++;
     }
+    int K = p->n_chunks, *pieces = calloc(2 * (size_t)K, sizeof(int));
+    if (!pieces) {
+        free(tied);
+        return pt_fail(PT_ENOMEM, "cannot allocate the chunks' pieces");
+    }
+    for (int c = 0; c < K; c++)
+        for (int back = 0; back < 2; back++)
+            pieces[back * K + c] =
+                pt_model_tensor_pieces(p->desc, p->chunk_first[c], p->chunk_last[c], back);
     pt_lower_options o = pt_lower_options_default();
     o.tied = tied, o.n_tied = n_tied, o.split_sent_backward = 1;
+    o.tensor_pieces = p->T > 1 ? pieces : NULL;
     o.step = p->has_optim;
     o.zero = p->zero;
     rc = pt_program_lower(p->s, &o, &p->train_program);
@@ -360,6 +407,7 @@ static int make_programs(pt_pipeline *p)
     if (rc == PT_OK)
         rc = pt_program_lower(p->s, &o, &p->eval_program);
     free(tied);
+    free(pieces);
     return rc;
 }
 
@@ -460,7 +508,8 @@ static int make_stage(pt_pipeline *p, pt_worker *w)
     for (int c = 0; c < p->n_chunks; c++)
         if (pt_sched_holds(p->s, w->rank, c, NULL))
             memset(hold + p->chunk_first[c], 1, (size_t)(p->chunk_last[c] - p->chunk_first[c] + 1));
-    int rc = pt_model_create_part(pt_model_get_config(p->desc), hold, &w->stage);
+    int rc = pt_model_create_slice(pt_model_get_config(p->desc), hold, 0, p->T, w->tensor_rank,
+                                   &w->stage);
     free(hold);
     if (rc == PT_OK && p->has_optim)
         rc =
@@ -471,12 +520,18 @@ static int make_stage(pt_pipeline *p, pt_worker *w)
     return rc;
 }
 
-static int make_worker(pt_pipeline *p, int r)
+static int make_worker(pt_pipeline *p, int global)
 {
-    pt_worker *w = &p->workers[r];
+    pt_worker *w = &p->workers[global];
+    int r = global / p->T; /* the schedule's worker */
     w->p = p;
     w->rank = r;
+    w->global = global;
+    w->tensor_rank = global % p->T;
     w->local = true;
+    w->tensor_group = calloc((size_t)p->T, sizeof(int));
+    for (int t = 0; w->tensor_group && t < p->T; t++)
+        w->tensor_group[t] = r * p->T + t;
     size_t slots = (size_t)p->n_chunks * (size_t)p->M;
     w->slots = calloc(slots, sizeof *w->slots);
     w->sends = calloc(slots * 2 + 4, sizeof *w->sends);
@@ -490,8 +545,9 @@ static int make_worker(pt_pipeline *p, int r)
     w->losses = calloc((size_t)p->M, sizeof(float));
     int *records = calloc((size_t)p->n_chunks, sizeof(int));
     bool *own = calloc((size_t)p->n_chunks, sizeof(bool));
-    int rc = w->slots && w->sends && w->events && w->chunk_time && w->chunk_count && w->stash &&
-                     w->chunk_updates && w->shares && w->parts && w->losses && records && own
+    int rc = w->tensor_group && w->slots && w->sends && w->events && w->chunk_time &&
+                     w->chunk_count && w->stash && w->chunk_updates && w->shares && w->parts &&
+                     w->losses && records && own
                  ? PT_OK
                  : pt_fail(PT_ENOMEM, "cannot allocate worker %d", r);
     if (rc == PT_OK)
@@ -519,8 +575,12 @@ static int make_worker(pt_pipeline *p, int r)
 
 static void free_worker(pt_pipeline *p, pt_worker *w)
 {
+    if (w->t != w->tensor_t) /* a slice's view; the world's endpoint stays */
+        pt_transport_destroy(w->t);
+    w->t = w->tensor_t;
     if (w->t) /* an MPI endpoint outlives the pipeline */
         pt_transport_watch(w->t, NULL);
+    free(w->tensor_group);
     pt_flight_free(&w->flight);
     pt_store_free(&w->store);
     pt_store_free(&w->probe);
@@ -549,7 +609,7 @@ static int blas_threads(const pt_pipeline *p, const pt_pipeline_config *cfg)
     if (cfg->blas_threads)
         return cfg->blas_threads;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    long sharing = p->P;
+    long sharing = p->n_ranks;
     if (p->mpi) {
         const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
         if (!local)
@@ -562,7 +622,7 @@ static int blas_threads(const pt_pipeline *p, const pt_pipeline_config *cfg)
 
 static int start_threads(pt_pipeline *p)
 {
-    for (int r = 0; r < p->P; r++) {
+    for (int r = 0; r < p->n_ranks; r++) {
         if (pthread_create(&p->workers[r].thread, NULL, worker_main, &p->workers[r]) != 0)
             return pt_fail(PT_ENOMEM, "cannot start worker thread %d", r);
         p->workers[r].started = true;
@@ -601,12 +661,19 @@ int pt_pipeline_create(const pt_model_config *model, const pt_optim_config *opti
     int rc = pt_ranks_endpoint(cfg->transport, &mpi_t);
     if (rc != PT_OK)
         return rc;
-    int D = cfg->replicas ? cfg->replicas : 1;
-    if (mpi_t && (long)cfg->stages * D != pt_transport_size(mpi_t))
+    int D = cfg->replicas ? cfg->replicas : 1, T = cfg->tensor ? cfg->tensor : 1;
+    if ((rc = check_tensor(model, cfg, T)) != PT_OK)
+        return rc;
+    if (T > 1 && cfg->zero)
         return pt_fail(PT_EINVAL,
-                       "%d stages x %d replicas need %ld MPI ranks, but mpirun "
-                       "started %d",
-                       cfg->stages, D, (long)cfg->stages * D, pt_transport_size(mpi_t));
+                       "zero %d with tensor %d: sharding a tensor slice's optimizer state "
+                       "across replicas is not built yet; use one of --zero and --tensor",
+                       cfg->zero, T);
+    if (mpi_t && (long)cfg->stages * T * D != pt_transport_size(mpi_t))
+        return pt_fail(PT_EINVAL,
+                       "%d stages x %d tensor slices x %d replicas need %ld MPI ranks, but "
+                       "mpirun started %d",
+                       cfg->stages, T, D, (long)cfg->stages * T * D, pt_transport_size(mpi_t));
     pt_pipeline *p = calloc(1, sizeof *p);
     if (!p)
         return pt_fail(PT_ENOMEM, "cannot allocate a pipeline");
@@ -615,6 +682,7 @@ int pt_pipeline_create(const pt_model_config *model, const pt_optim_config *opti
     p->rank = mpi_t ? pt_transport_rank(mpi_t) : 0;
     p->D = D;
     p->zero = cfg->zero;
+    p->T = T;
     p->reduce_overlap = true;
     p->reduce_bucket_floats = PT_BUCKET_FLOATS;
     p->has_optim = optim != NULL;
@@ -625,6 +693,7 @@ int pt_pipeline_create(const pt_model_config *model, const pt_optim_config *opti
     p->cfg.schedule_file = NULL;
     p->cfg.schedule = NULL;
     p->P = cfg->stages * D;
+    p->n_ranks = p->P * T;
     p->M = cfg->microbatches;
     p->mbs = cfg->micro_batch_size;
     p->checkpoint = cfg->checkpoint_activations != 0;
@@ -632,7 +701,7 @@ int pt_pipeline_create(const pt_model_config *model, const pt_optim_config *opti
     pthread_cond_init(&p->start_cv, NULL);
     pthread_cond_init(&p->done_cv, NULL);
 
-    rc = pt_model_describe(model, &p->desc);
+    rc = pt_model_create_slice(model, NULL, 1, T, 0, &p->desc); /* slice 0's shapes */
     if (rc == PT_OK && optim) { /* the settings, checked on the description (no tensors) */
         pt_optimizer *probe = NULL;
         rc = pt_optimizer_create(p->desc, optim, &probe);
@@ -654,11 +723,11 @@ int pt_pipeline_create(const pt_model_config *model, const pt_optim_config *opti
                          p->n_chunks, p->M);
     }
     if (rc == PT_OK) {
-        p->all_workers = calloc((size_t)p->P, sizeof(int));
-        p->workers = calloc((size_t)p->P, sizeof *p->workers);
+        p->all_workers = calloc((size_t)p->n_ranks, sizeof(int));
+        p->workers = calloc((size_t)p->n_ranks, sizeof *p->workers);
         if (!p->all_workers || !p->workers)
             rc = pt_fail(PT_ENOMEM, "cannot allocate the pipeline's workers");
-        for (int r = 0; rc == PT_OK && r < p->P; r++)
+        for (int r = 0; rc == PT_OK && r < p->n_ranks; r++)
             p->all_workers[r] = r;
     }
     if (rc == PT_OK)
@@ -670,12 +739,12 @@ int pt_pipeline_create(const pt_model_config *model, const pt_optim_config *opti
     p->loss_scale = 1.0f / (float)(p->async ? p->D : p->M); /* a micro-batch's share of an update */
     if (rc == PT_OK)
         rc = pt_blas_set_threads(blas_threads(p, cfg));
-    for (int r = 0; rc == PT_OK && r < p->P; r++)
+    for (int r = 0; rc == PT_OK && r < p->n_ranks; r++)
         if (!p->mpi || r == p->rank)
             rc = make_worker(p, r);
     if (p->mpi) {
         if (rc == PT_OK)
-            p->workers[p->rank].t = p->mpi_t;
+            rc = connect_worker(p, &p->workers[p->rank], p->mpi_t);
     } else {
         if (rc == PT_OK)
             rc = new_world(p);
@@ -697,7 +766,7 @@ void pt_pipeline_destroy(pt_pipeline *p)
     if (!p)
         return;
     bool any = false;
-    for (int r = 0; p->workers && r < p->P; r++)
+    for (int r = 0; p->workers && r < p->n_ranks; r++)
         any |= p->workers[r].started;
     if (any) {
         pthread_mutex_lock(&p->mu);
@@ -705,11 +774,11 @@ void pt_pipeline_destroy(pt_pipeline *p)
         p->job_gen++;
         pthread_cond_broadcast(&p->start_cv);
         pthread_mutex_unlock(&p->mu);
-        for (int r = 0; r < p->P; r++)
+        for (int r = 0; r < p->n_ranks; r++)
             if (p->workers[r].started)
                 pthread_join(p->workers[r].thread, NULL);
     }
-    for (int r = 0; p->workers && r < p->P; r++)
+    for (int r = 0; p->workers && r < p->n_ranks; r++)
         free_worker(p, &p->workers[r]);
     if (p->world)
         pt_threads_world_destroy(p->world);
@@ -877,12 +946,13 @@ int pt_pipeline_chunk_worker(const pt_pipeline *p, int c)
 
 size_t pt_pipeline_peak_activation_bytes(const pt_pipeline *p, int worker)
 {
-    return worker >= 0 && worker < p->P ? p->workers[worker].store.peak_bytes : 0;
+    return worker >= 0 && worker < p->n_ranks ? p->workers[worker].store.peak_bytes : 0;
 }
 
 static const pt_worker *local_worker(const pt_pipeline *p, int worker)
 {
-    return worker >= 0 && worker < p->P && p->workers[worker].local ? &p->workers[worker] : NULL;
+    return worker >= 0 && worker < p->n_ranks && p->workers[worker].local ? &p->workers[worker]
+                                                                          : NULL;
 }
 
 pt_model *pt_pipeline_stage(pt_pipeline *p, int worker)
@@ -933,7 +1003,7 @@ int pt_pipeline_worker_stage(const pt_pipeline *p, int worker, int *replica)
 
 int pt_pipeline_read_param(const pt_pipeline *p, const char *name, int which, float *dst)
 {
-    for (int r = 0; r < p->P; r++) {
+    for (int r = 0; r < p->n_ranks; r++) {
         const pt_worker *w = local_worker(p, r);
         const pt_param *q = w ? pt_model_find_param(w->stage, name) : NULL;
         if (!q || !q->data)

@@ -233,6 +233,14 @@ typedef struct {
     int probe_batch;
     size_t probs_floats; /* what the last probs job wrote (last chunk's owner) */
     pt_replica_reduce reduce;
+    /* tensor parallelism: this is slice tensor_rank of schedule worker
+     * `rank`, world rank `global`; t is a view (transport_slice.c) and
+     * tensor_t the world endpoint the group's sums use */
+    int tensor_rank, global;
+    pt_transport *tensor_t;
+    int *tensor_group;       /* [T]: the world ranks of the worker's slices */
+    double tensor_sum_time;  /* seconds in the group's sums, this step */
+    size_t tensor_sum_bytes; /* bytes summed, this step */
     /* the stage: what this worker owns */
     bool local;             /* runs in this process */
     pt_model *stage;        /* the blocks of its chunks */
@@ -271,10 +279,13 @@ struct pt_pipeline {
     char world_abort_msg[512]; /* MPI: why the world was aborted, for later calls */
     /* MPI: one worker per rank; n_workers = P = stages x replicas */
     bool mpi;
-    pt_transport *mpi_t;         /* the process's endpoint (collectives.c owns it) */
-    int rank;                    /* this process's first worker; 0 on threads */
-    int *all_workers;            /* [P]: 0..P-1, the group of every worker */
-    int D;                       /* replicas of every stage */
+    pt_transport *mpi_t; /* the process's endpoint (collectives.c owns it) */
+    int rank;            /* this process's first worker; 0 on threads */
+    int *all_workers;    /* [P]: 0..P-1, the group of every worker */
+    int D;               /* replicas of every stage */
+    int T;               /* tensor slices of every stage; workers[] holds
+                            n_ranks = P x T, slice t of worker w at w T + t */
+    int n_ranks;
     int zero;                    /* sharded optimizer state: 0 off, 1 moments (and the
                                     gradient sums) sharded, 2 also the receive buffers
                                     bounded to a bucket (zero.c) */

@@ -96,6 +96,8 @@ static const pt_prog_rule prog_rules[PT_PROG_N_KINDS] = {
      "NORM (async: the update's backward and its REDUCE)"},
     {PT_PROG_GATHER, "GATHER", PT_WAIT_STEP | PT_WAIT_REST | GROUP, NEVER, NEVER,
      "the worker's STEP; every replica of the chunk at its GATHER"},
+    {PT_PROG_TENSOR_SUM, "TENSOR_SUM", PT_WAIT_PIECE, NEVER, PT_WAIT_PIECE,
+     "its compute action (chunk, mb) or the sum of the piece before, right before it"},
 };
 
 const pt_prog_rule *pt_prog_rule_of(pt_prog_kind k) { return &prog_rules[k]; }

@@ -42,7 +42,8 @@ pt_lower_options pt_lower_options_default(void)
                               .tied = NULL,
                               .n_tied = 0,
                               .split_sent_backward = 0,
-                              .zero = 0};
+                              .zero = 0,
+                              .tensor_pieces = NULL};
 }
 
 static pt_prog_action transfer(pt_prog_kind kind, const pt_action *a, int peer)
@@ -55,6 +56,21 @@ static pt_prog_action collective(pt_prog_kind kind, int chunk, int peer, bool me
 {
     return (pt_prog_action){
         .kind = kind, .chunk = chunk, .mb = -1, .peer = peer, .version = -1, .mean = mean};
+}
+
+/* The tensor group's sums between the pieces of compute action a. */
+static int push_tensor_sums(pt_program *p, int w, const pt_action *a, int pieces)
+{
+    int rc = PT_OK;
+    for (int k = 0; k + 1 < pieces && rc == PT_OK; k++)
+        rc = pt_prog_push(p, w,
+                          (pt_prog_action){.kind = PT_PROG_TENSOR_SUM,
+                                           .chunk = a->chunk,
+                                           .mb = a->mb,
+                                           .peer = k,
+                                           .version = -1,
+                                           .backward = a->kind != PT_ACT_F});
+    return rc;
 }
 
 static int check_tied(const pt_schedule *s, const pt_lower_options *o)
@@ -128,19 +144,28 @@ static int lower_worker(const pt_schedule *s, const pt_lower_options *o, bool as
         int dest = pt_sched_feeds(C, a, &to) ? pt_sched_worker_of(s, to.chunk, to.mb) : w;
         pt_prog_action send =
             transfer(a->kind == PT_ACT_F ? PT_PROG_SEND_ACT : PT_PROG_SEND_GRAD, a, dest);
-        if (a->kind == PT_ACT_BW && dest != w && o->split_sent_backward && !async) {
+        int pieces = !o->tensor_pieces || a->kind == PT_ACT_W ? 1
+                     : a->kind == PT_ACT_F                    ? o->tensor_pieces[a->chunk]
+                                                              : o->tensor_pieces[C + a->chunk];
+        if (a->kind == PT_ACT_BW && ((dest != w && o->split_sent_backward) || pieces > 1) &&
+            !async) {
             /* B, its gradient on its way, then W: the same arithmetic */
             pt_prog_action b = x, wt = x;
             b.kind = PT_PROG_B, b.update = false;
             wt.kind = PT_PROG_W;
-            rc = pt_prog_push(p, w, b);
             if (rc == PT_OK)
+                rc = pt_prog_push(p, w, b);
+            if (rc == PT_OK)
+                rc = push_tensor_sums(p, w, a, pieces);
+            if (rc == PT_OK && dest != w)
                 rc = pt_prog_push(p, w, send);
             if (rc == PT_OK)
                 rc = pt_prog_push(p, w, wt);
         } else {
             if (rc == PT_OK)
                 rc = pt_prog_push(p, w, x);
+            if (rc == PT_OK)
+                rc = push_tensor_sums(p, w, a, pieces);
             if (rc == PT_OK && dest != w)
                 rc = pt_prog_push(p, w, send);
         }

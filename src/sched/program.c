@@ -120,6 +120,9 @@ const char *pt_prog_action_str(const pt_prog_action *a, char *buf, size_t n)
     case PT_PROG_TIED: snprintf(buf, n, "T%s%d-%d", a->mean ? "M" : "", a->chunk, a->peer); break;
     case PT_PROG_NORM: snprintf(buf, n, "N"); break;
     case PT_PROG_GATHER: snprintf(buf, n, "G%d", a->chunk); break;
+    case PT_PROG_TENSOR_SUM:
+        snprintf(buf, n, "A%s%d.%d/%d", a->backward ? "B" : "F", a->chunk, a->mb, a->peer);
+        break;
     case PT_PROG_STEP:
         if (a->chunk < 0)
             snprintf(buf, n, "S");
@@ -139,7 +142,8 @@ bool pt_prog_same_collective(const pt_prog_action *x, const pt_prog_action *y)
 static bool same_action(const pt_prog_action *x, const pt_prog_action *y)
 {
     return x->kind == y->kind && x->chunk == y->chunk && x->mb == y->mb && x->peer == y->peer &&
-           x->version == y->version && x->update == y->update && x->mean == y->mean;
+           x->version == y->version && x->update == y->update && x->mean == y->mean &&
+           x->backward == y->backward;
 }
 
 bool pt_prog_equal(const pt_program *a, const pt_program *b)

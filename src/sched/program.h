@@ -35,6 +35,13 @@
  *              replica of the chunk; after the synchronous S, one per chunk
  *              the worker holds, in chunk order. In a program with GATHERs
  *              a REDUCE leaves each replica the sum of its own shard only.
+ *   TENSOR_SUM [AF0.3/1] [AB0.3/0]  tensor parallelism (--tensor T > 1):
+ *              the compute action F (AF) or B (AB) of (chunk, mb) runs in
+ *              pieces; this is the tensor group's sum after piece `peer`,
+ *              then the next piece. Every slice of a stage runs the same
+ *              list, so the group (the T slices of this worker) meets each
+ *              sum in the same order. Right after its compute action or the
+ *              sum before it; synchronous programs only
  * Local hand-offs (neighbouring chunks on one worker) have no send or
  * receive. What each kind waits for is stated once, in deps.c.
  */
@@ -61,19 +68,22 @@ typedef enum {
     PT_PROG_NORM,
     PT_PROG_STEP,
     PT_PROG_GATHER,
+    PT_PROG_TENSOR_SUM,
     PT_PROG_N_KINDS
 } pt_prog_kind;
 
 typedef struct {
     pt_prog_kind kind;
-    int chunk;   /* compute, send, receive: the chunk of the compute action on this worker
-                    it belongs to; REDUCE, GATHER, async STEP: the chunk; TIED: the pair's first
-                    chunk; NORM, sync STEP: -1 */
-    int mb;      /* compute, send, receive: the micro-batch; else -1 */
-    int peer;    /* send, receive: the other worker; TIED: the pair's second chunk; else -1 */
-    int version; /* async compute: the weight version (schedule.h); else -1 */
-    bool update; /* async backward: its chunk's update (a STEP) follows */
-    bool mean;   /* TIED: average the copies' values instead of summing gradients */
+    int chunk;     /* compute, send, receive: the chunk of the compute action on this worker
+                      it belongs to; REDUCE, GATHER, async STEP: the chunk; TIED: the pair's
+                      first chunk; NORM, sync STEP: -1 */
+    int mb;        /* compute, send, receive: the micro-batch; else -1 */
+    int peer;      /* send, receive: the other worker; TIED: the pair's second chunk;
+                      TENSOR_SUM: the piece it follows; else -1 */
+    int version;   /* async compute: the weight version (schedule.h); else -1 */
+    bool update;   /* async backward: its chunk's update (a STEP) follows */
+    bool mean;     /* TIED: average the copies' values instead of summing gradients */
+    bool backward; /* TENSOR_SUM: of the backward's pieces (else the forward's) */
 } pt_prog_action;
 
 struct pt_program {

@@ -102,6 +102,10 @@ static bool play_one(player *g, int w)
         *sent_at(g, a, a->chunk) =
             pt_sched_link_arrival(g->costs, boundary, ready + d, &g->link_free[link]);
     }
+    if (a->kind == PT_PROG_TENSOR_SUM && g->costs->bandwidth > 0)
+        d = g->costs->collective + g->costs->tensor_sum_bytes / g->costs->bandwidth;
+    else if (a->kind == PT_PROG_TENSOR_SUM)
+        d = g->costs->collective;
     if (pt_prog_is_compute(a->kind)) {
         pt_action c = pt_prog_compute(a);
         d = pt_sched_duration(g->costs, &c);

@@ -147,6 +147,37 @@ static int check_fields(const checker *k)
     return PT_OK;
 }
 
+/* A TENSOR_SUM follows its compute piece at once: the compute action of
+ * (chunk, mb) for the first sum, the sum of the piece before for the
+ * others. The tensor group runs this one list, so its members meet every
+ * sum in the same order and none waits on another worker of the program. */
+static int check_tensor_sums(const checker *k)
+{
+    const pt_program *p = k->p;
+    char x[48], y[48];
+    for (int w = 0; w < p->shape->n_workers; w++)
+        for (int i = 0; i < p->n_actions[w]; i++) {
+            const pt_prog_action *a = &p->actions[w][i];
+            if (a->kind != PT_PROG_TENSOR_SUM)
+                continue;
+            const pt_prog_action *b = i > 0 ? &p->actions[w][i - 1] : NULL;
+            bool ok = a->peer >= 0 && in(a->chunk, k->C) && in(a->mb, k->M) && b &&
+                      b->chunk == a->chunk && b->mb == a->mb;
+            if (ok && a->peer == 0)
+                ok = a->backward ? b->kind == PT_PROG_B || b->kind == PT_PROG_BW
+                                 : b->kind == PT_PROG_F;
+            else if (ok)
+                ok = b->kind == PT_PROG_TENSOR_SUM && b->backward == a->backward &&
+                     b->peer == a->peer - 1;
+            if (!ok)
+                return pt_fail(PT_EINVAL,
+                               "worker %d: %s (position %d) follows %s, not its compute action "
+                               "or the sum of the piece before",
+                               w, tok(a, x), i + 1, b ? tok(b, y) : "nothing");
+        }
+    return PT_OK;
+}
+
 /* ---- 3. transfers ---- */
 
 static int dir_of(pt_prog_kind kind)
@@ -781,6 +812,8 @@ int pt_program_validate(const pt_program *p)
         rc = pt_fail(PT_ENOMEM, "out of memory validating a program");
     if (rc == PT_OK)
         rc = check_fields(&k);
+    if (rc == PT_OK)
+        rc = check_tensor_sums(&k);
     if (rc == PT_OK)
         rc = check_transfers(&k);
     if (rc == PT_OK)

@@ -144,11 +144,12 @@ static int parse_token(const char *tok, int line, pt_prog_action *a)
     static const struct {
         const char *prefix;
         pt_prog_kind kind;
-    } kinds[] = {{"SF", PT_PROG_SEND_ACT},  {"SB", PT_PROG_SEND_GRAD}, {"RF", PT_PROG_RECV_ACT},
-                 {"RB", PT_PROG_RECV_GRAD}, {"BW", PT_PROG_BW},        {"TM", PT_PROG_TIED},
-                 {"F", PT_PROG_F},          {"B", PT_PROG_B},          {"W", PT_PROG_W},
-                 {"R", PT_PROG_REDUCE},     {"T", PT_PROG_TIED},       {"N", PT_PROG_NORM},
-                 {"S", PT_PROG_STEP},       {"G", PT_PROG_GATHER}};
+    } kinds[] = {{"SF", PT_PROG_SEND_ACT},   {"SB", PT_PROG_SEND_GRAD},  {"RF", PT_PROG_RECV_ACT},
+                 {"RB", PT_PROG_RECV_GRAD},  {"BW", PT_PROG_BW},         {"TM", PT_PROG_TIED},
+                 {"AF", PT_PROG_TENSOR_SUM}, {"AB", PT_PROG_TENSOR_SUM}, {"F", PT_PROG_F},
+                 {"B", PT_PROG_B},           {"W", PT_PROG_W},           {"R", PT_PROG_REDUCE},
+                 {"T", PT_PROG_TIED},        {"N", PT_PROG_NORM},        {"S", PT_PROG_STEP},
+                 {"G", PT_PROG_GATHER}};
     *a = (pt_prog_action){.chunk = -1, .mb = -1, .peer = -1, .version = -1};
     size_t k = 0, n = sizeof kinds / sizeof kinds[0];
     while (k < n && strncmp(tok, kinds[k].prefix, strlen(kinds[k].prefix)))
@@ -175,6 +176,10 @@ static int parse_token(const char *tok, int line, pt_prog_action *a)
     case PT_PROG_GATHER: ok = number(&p, &a->chunk); break;
     case PT_PROG_TIED: ok = number(&p, &a->chunk) && *p++ == '-' && number(&p, &a->peer); break;
     case PT_PROG_STEP: ok = !*p || number(&p, &a->chunk); break;
+    case PT_PROG_TENSOR_SUM:
+        a->backward = tok[1] == 'B';
+        ok = chunk_mb(&p, a) && *p++ == '/' && number(&p, &a->peer);
+        break;
     default: ok = true; break;
     }
     if (!ok || *p)

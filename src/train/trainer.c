@@ -370,6 +370,7 @@ static void config_text(const pt_train_config *c, char *buf, size_t n)
     ROW("stages", "%d", c->pipeline.stages);
     ROW("replicas", "%d", c->pipeline.replicas);
     ROW("zero", "%d", c->pipeline.zero);
+    ROW("tensor", "%d", c->pipeline.tensor ? c->pipeline.tensor : 1);
     ROW("schedule", "%s",
         c->pipeline.schedule_file ? c->pipeline.schedule_file
                                   : (c->pipeline.schedule ? c->pipeline.schedule : "1f1b"));
@@ -435,6 +436,18 @@ static int board_step(trainer *t, const pt_metrics_row *row, bool last)
     return rc;
 }
 
+/* The layout's rank mapping (docs/layouts.md): tensor groups innermost, so
+ * a stage's slices share a machine under mpirun's default placement. */
+static void print_rank_map(const pt_pipeline_config *pc)
+{
+    int D = pc->replicas ? pc->replicas : 1, T = pc->tensor;
+    fprintf(stderr, "pipetrain: %d ranks = %d stages x %d tensor slices x %d replicas\n",
+            pc->stages * T * D, pc->stages, T, D);
+    for (int r = 0; r < pc->stages * T * D; r++)
+        fprintf(stderr, "pipetrain: rank %d: stage %d, tensor slice %d, replica %d\n", r, r / T / D,
+                r % T, r / T % D);
+}
+
 static int setup(trainer *t, const pt_train_config *c)
 {
     int rc = check_config(c);
@@ -448,8 +461,16 @@ static int setup(trainer *t, const pt_train_config *c)
     pt_pipeline_config pc = c->pipeline;
     pc.microbatches = c->microbatches;
     pc.micro_batch_size = t->mbs;
+    if (pc.tensor > 1 && (c->save || c->resume || c->init_from))
+        return pt_fail(PT_EINVAL,
+                       "--tensor %d: checkpoints of tensor-parallel stages are not "
+                       "written or read yet; train without --save, --resume and "
+                       "--init-from",
+                       pc.tensor);
     if ((rc = pt_pipeline_create(&mc, &c->optim, &pc, &t->pipe)) != PT_OK)
         return rc;
+    if (pc.tensor > 1 && pt_pipeline_is_main(t->pipe))
+        print_rank_map(&pc);
     if (c->init_from && (rc = pt_stage_checkpoint_load(t->pipe, c->init_from, NULL, NULL)) != PT_OK)
         return rc;
     if (c->resume) {

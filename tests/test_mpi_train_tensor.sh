@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# test_mpi_train_tensor: `pipetrain train --tensor T` from the command line,
+# on threads and under `mpirun -np P*T*D`:
+#   - (P, T, D) = (1, 2, 1), (2, 2, 1), (1, 4, 1), (2, 4, 1) and (1, 2, 2) on
+#     threads, and (2, 2, 1) and (1, 4, 1) under MPI: the loss of every one
+#     of 20 steps within 1e-5 relative of the P = T = D = 1 run;
+#   - the same layout on threads and under MPI, and two runs of one layout:
+#     the same losses, digit for digit;
+#   - the rank mapping is printed at start (rank = (stage D + replica) T + t);
+#   - refused with a message: T not dividing the heads, P x T x D not the
+#     number of MPI ranks, --save with tensor slices.
+# ctest: slow
+set -euo pipefail
+corpus=/usr/share/games/fortunes
+[ -d "$corpus" ] || { echo "skipped: $corpus is missing"; exit 77; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PIPETRAIN_TIMEOUT=60
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+common=(--layers 2 --heads 4 --embd 32 --seq 16 --batch 8 --microbatches 4 --steps 20
+        --lr 3e-3 --seed 2 --data "$corpus")
+losses() { sed 's/.*"loss":\([0-9.]*\).*/\1/' "$1" | tr '\n' ' '; }
+close() { # two loss lists agree to 1e-5 relative
+    awk -v a="$1" -v b="$2" 'BEGIN { n = split(a, x); m = split(b, y); if (n != m || n == 0) exit 1;
+        for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > 1e-5 * x[i]) exit 1 } }'
+}
+"$PIPETRAIN" train "${common[@]}" --metrics "$dir/one.jsonl" >/dev/null 2>&1
+ref=$(losses "$dir/one.jsonl")
+echo "one worker: $ref"
+run() { # name, launcher..., -- flags...
+    local name=$1
+    shift
+    local launch=()
+    while [ "$1" != "--" ]; do launch+=("$1"); shift; done
+    shift
+    "${launch[@]}" "$PIPETRAIN" train "${common[@]}" "$@" --metrics "$dir/$name.jsonl" \
+        > "$dir/$name.out" 2> "$dir/$name.err" || { echo "FAIL: $name"; cat "$dir/$name.err"; exit 1; }
+    got=$(losses "$dir/$name.jsonl")
+    close "$ref" "$got" || { echo "FAIL: $name: $got"; exit 1; }
+    echo "$name: $got"
+}
+run t2 -- --tensor 2
+grep -q "rank 1: stage 0, tensor slice 1, replica 0" "$dir/t2.err" ||
+    { echo "FAIL: no rank mapping"; cat "$dir/t2.err"; exit 1; }
+run p2t2 -- --stages 2 --tensor 2
+run p2t2_again -- --stages 2 --tensor 2
+[ "$(losses "$dir/p2t2.jsonl")" = "$(losses "$dir/p2t2_again.jsonl")" ] ||
+    { echo "FAIL: two runs at (2, 2, 1) differ"; exit 1; }
+run t4 -- --tensor 4
+run p2t4 -- --stages 2 --tensor 4
+run t2d2 -- --tensor 2 --replicas 2
+grep -q "rank 3: stage 0, tensor slice 1, replica 1" "$dir/t2d2.err" ||
+    { echo "FAIL: the mapping of replicas"; cat "$dir/t2d2.err"; exit 1; }
+refuse() { # what the message says, flags...
+    local says=$1
+    shift
+    if "$@" > "$dir/r.out" 2>&1; then echo "FAIL: accepted: $*"; exit 1; fi
+    grep -q "$says" "$dir/r.out" || { echo "FAIL: '$says' not in:"; cat "$dir/r.out"; exit 1; }
+}
+refuse "does not divide the 4 attention heads" "$PIPETRAIN" train "${common[@]}" --tensor 3
+refuse "checkpoints of tensor-parallel" "$PIPETRAIN" train "${common[@]}" --tensor 2 \
+    --save "$dir/set"
+if command -v mpirun >/dev/null; then
+    mpi=(mpirun --oversubscribe -np)
+    run mpi_p2t2 "${mpi[@]}" 4 -- --stages 2 --tensor 2
+    [ "$(losses "$dir/p2t2.jsonl")" = "$(losses "$dir/mpi_p2t2.jsonl")" ] ||
+        { echo "FAIL: (2, 2, 1): threads and MPI differ"; exit 1; }
+    run mpi_t4 "${mpi[@]}" 4 -- --tensor 4
+    [ "$(losses "$dir/t4.jsonl")" = "$(losses "$dir/mpi_t4.jsonl")" ] ||
+        { echo "FAIL: (1, 4, 1): threads and MPI differ"; exit 1; }
+    refuse "need 4 MPI ranks, but mpirun started 2" "${mpi[@]}" 2 "$PIPETRAIN" train \
+        "${common[@]}" --stages 2 --tensor 2
+else
+    echo "mpirun is not installed: the MPI half skipped"
+fi
+echo ok

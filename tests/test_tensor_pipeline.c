@@ -1,0 +1,143 @@
+/* test_tensor_pipeline: GPT trained with tensor-parallel stages on threads
+ * (--tensor T: ranks = stages x T x replicas) follows the one-worker run:
+ * - at (P, T, D) = (1, 2, 1), (2, 2, 1), (1, 4, 1), (2, 4, 1), (1, 2, 2),
+ *   the mean loss of every one of 20 AdamW steps (clipped: the global norm
+ *   must count every slice's part once) is within 1e-5 relative of the
+ *   P = T = D = 1 run's (splitting a product's inner dimension changes the
+ *   order of additions, so not bit for bit);
+ * - two runs of one layout agree bit for bit;
+ * - the lowered program carries the tensor group's sums (AF, AB) between
+ *   the pieces of every compute action;
+ * - bad layouts are refused with a message: T not dividing the heads, an
+ *   mlp, activation checkpointing.
+ * tests/test_mpi_tensor.c runs the same layouts under MPI. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipetrain.h"
+
+#include "check.h"
+#include "sched/program.h"
+#include "tensor/rng.h"
+
+#define STEPS 20
+#define M     4
+
+static pt_model_config gpt(void)
+{
+    pt_model_config c = pt_model_config_gpt();
+    c.n_layer = 2, c.n_head = 4, c.n_embd = 32, c.seq_len = 16, c.vocab = 64, c.seed = 3;
+    return c;
+}
+
+static pt_optim_config optim(void)
+{
+    pt_optim_config o = pt_optim_config_default(PT_OPTIM_ADAMW);
+    o.grad_clip = 0.5f;
+    return o;
+}
+
+static void make_batch(const pt_model_config *c, int s, int *tokens)
+{
+    pt_rng r;
+    pt_rng_seed(&r, 500 + (uint64_t)s);
+    for (int i = 0; i <= M * c->seq_len; i++)
+        tokens[i] = (int)pt_rng_below(&r, (uint64_t)c->vocab);
+}
+
+static int train(int P, int T, int D, float *losses)
+{
+    pt_model_config c = gpt();
+    pt_optim_config o = optim();
+    pt_pipeline_config pc = pt_pipeline_config_default();
+    pc.stages = P, pc.tensor = T, pc.replicas = D, pc.microbatches = M;
+    pc.transport = PT_PIPELINE_THREADS;
+    pt_pipeline *p;
+    REQUIRE(pt_pipeline_create(&c, &o, &pc, &p) == PT_OK, "(%d, %d, %d): %s", P, T, D,
+            pt_last_error());
+    int *tokens = malloc(sizeof(int) * (size_t)(M * c.seq_len + 1));
+    REQUIRE(tokens, "allocation");
+    for (int s = 0; s < STEPS; s++) {
+        make_batch(&c, s, tokens);
+        pt_microbatch b = {.batch = M, .tokens = tokens, .targets = tokens + 1};
+        REQUIRE(pt_pipeline_train_step(p, &b, s, 1e-3f, &losses[s]) == PT_OK, "step %d: %s", s,
+                pt_last_error());
+    }
+    free(tokens);
+    pt_pipeline_destroy(p);
+    return 0;
+}
+
+static void compare(int P, int T, int D, const float *ref)
+{
+    float l[STEPS];
+    if (train(P, T, D, l))
+        return;
+    for (int s = 0; s < STEPS; s++)
+        CHECK(fabsf(l[s] - ref[s]) <= 1e-5f * fabsf(ref[s]),
+              "(P %d, T %d, D %d) step %d: loss %.9g, one worker %.9g (%.2g relative)", P, T, D, s,
+              l[s], ref[s], fabs(l[s] - ref[s]) / fabs(ref[s]));
+}
+
+static void refused(pt_model_config c, int T, int checkpoint, const char *says)
+{
+    pt_optim_config o = optim();
+    pt_pipeline_config pc = pt_pipeline_config_default();
+    pc.tensor = T, pc.microbatches = M, pc.checkpoint_activations = checkpoint;
+    pc.transport = PT_PIPELINE_THREADS;
+    pt_pipeline *p = NULL;
+    int rc = pt_pipeline_create(&c, &o, &pc, &p);
+    CHECK(rc != PT_OK && strstr(pt_last_error(), says), "--tensor %d: not refused with '%s' (%s)",
+          T, says, rc == PT_OK ? "created" : pt_last_error());
+    pt_pipeline_destroy(p);
+}
+
+static void check_program(void)
+{
+    pt_schedule_config sc = pt_schedule_config_default();
+    sc.stages = 2, sc.microbatches = 2;
+    pt_schedule *s;
+    pt_program *prog;
+    int pieces[4] = {3, 4, 2, 3};
+    pt_lower_options o = pt_lower_options_default();
+    o.tensor_pieces = pieces, o.split_sent_backward = 1;
+    if (pt_schedule_create(&sc, &s) != PT_OK)
+        return;
+    CHECK(pt_program_lower(s, &o, &prog) == PT_OK, "lowering: %s", pt_last_error());
+    char *text = NULL;
+    CHECK(pt_program_format(prog, &text) == PT_OK, "%s", pt_last_error());
+    CHECK(text && strstr(text, "F0.0 AF0.0/0 AF0.0/1 SF0.0>1"), "forward pieces: %s", text);
+    CHECK(text && strstr(text, "B1.0 AB1.0/0 AB1.0/1 SB1.0>0 W1.0"), "backward pieces: %s", text);
+    pt_program *back = NULL;
+    CHECK(text && pt_program_parse(text, &back) == PT_OK && pt_prog_equal(prog, back),
+          "the text form does not read back: %s", pt_last_error());
+    free(text);
+    pt_program_destroy(back);
+    pt_program_destroy(prog);
+    pt_schedule_destroy(s);
+}
+
+int main(void)
+{
+    float ref[STEPS], a[STEPS], b[STEPS];
+    check_program();
+    if (train(1, 1, 1, ref))
+        return 1;
+    compare(1, 2, 1, ref);
+    compare(2, 2, 1, ref);
+    compare(1, 4, 1, ref);
+    compare(2, 4, 1, ref);
+    compare(1, 2, 2, ref);
+    if (!train(2, 2, 1, a) && !train(2, 2, 1, b))
+        CHECK(!memcmp(a, b, sizeof a), "two runs at (2, 2, 1) differ");
+    pt_model_config c = gpt();
+    refused(c, 3, 0, "heads");
+    refused(c, 2, 1, "checkpointing");
+    int widths[3] = {8, 16, 4};
+    refused(pt_model_config_mlp(3, widths), 2, 0, "only the gpt");
+    if (failures)
+        return 1;
+    printf("ok\n");
+    return 0;
+}
