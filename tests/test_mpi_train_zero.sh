@@ -1,4 +1,4 @@
-# test_train_zero: `pipetrain train --replicas D --zero 1|2`, on threads and
+# test_mpi_train_zero: `pipetrain train --replicas D --zero 1|2`, on threads and
 # under mpirun: the checkpoint is byte-identical to --zero 0's (fp32 and
 # bf16), and a sharded checkpoint set resumes under another layout; --zero
 # without replicas, --zero 3 and --zero under pipedream are refused with a
