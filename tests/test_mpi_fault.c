@@ -117,7 +117,9 @@ int main(void)
             failures++;
         }
         /* Rank 2 waits for rank 1 directly; rank 0 hears through rank 2's
-         * abort notice. Open MPI's own message names ranks as [[job,1],r]. */
+         * abort notice, or, when its own wait for rank 2 ends first, blames
+         * rank 2, whose message then says it had waited for rank 1. Open
+         * MPI's own message names ranks as [[job,1],r]. */
         int named = strstr(out, "rank 1 stopped answering") || strstr(out, "rank 1 failed");
         if (k == 0)
             named = named || strstr(out, ",1],1]");

@@ -154,6 +154,21 @@ static int fail_aborted(mpi_endpoint *e)
                    e->t.rank);
 }
 
+/* The world ended while this rank waited `waited` s for `peer`. When the
+ * notice blames this rank (a peer waited for it in vain) and it had itself
+ * waited most of the deadline, the rank that stopped answering is more
+ * likely `peer`, further down the chain: say so. */
+static int fail_while_waiting(mpi_endpoint *e, int peer, const char *what, int tag, double waited)
+{
+    if (e->failed_rank != e->t.rank || peer == e->t.rank || !(e->t.timeout_s > 0.0) ||
+        waited < 0.5 * e->t.timeout_s)
+        return fail_aborted(e);
+    return pt_fail(PT_ETRANSPORT,
+                   "rank %d: transport aborted: %s; rank %d itself had waited %.3g s for rank %d "
+                   "(%s, tag %d): rank %d stopped answering",
+                   e->t.rank, e->reason, e->t.rank, waited, peer, what, tag, peer);
+}
+
 /* Marks this endpoint aborted and tells every other rank (the failed one
  * too: it may only be slow). Sends to a dead rank may never complete, so
  * they are given a moment and then let go. */
@@ -240,7 +255,7 @@ static int poll_request(mpi_endpoint *e, MPI_Request *r, MPI_Status *st, int pee
     double waited = 0.0;
     for (int round = 0;; round++) {
         if (e->aborted)
-            return fail_aborted(e);
+            return fail_while_waiting(e, peer, what, tag, now() - start);
         int flag = 0;
         int rc = MPI_Test(r, &flag, st);
         if (rc != MPI_SUCCESS) {
@@ -262,7 +277,7 @@ static int poll_request(mpi_endpoint *e, MPI_Request *r, MPI_Status *st, int pee
         if ((round & 63) != 0)
             continue; /* look at the clock and for notices every 64 polls */
         if (notice_arrived(e))
-            return fail_aborted(e);
+            return fail_while_waiting(e, peer, what, tag, now() - start);
         double t = now();
         waited = t - start;
         if (deadline > 0.0 && t >= deadline) {
