@@ -23,12 +23,6 @@ static pt_activation_kernels kernels_of(const pt_block *b)
     return pt_activation_pick(b->k, b->shape.act);
 }
 
-static size_t no_saved(const pt_block *b, int B)
-{
-    (void)b, (void)B;
-    return 0;
-}
-
 static size_t width(const pt_block *b, const pt_microbatch *mb)
 {
     return (size_t)mb->batch * (size_t)b->in_floats;
@@ -52,12 +46,6 @@ static void activation_backward_input(pt_block *b, const pt_microbatch *mb, cons
         kernels_of(b).backward(din, in, dout, width(b, mb));
 }
 
-static void nothing_to_weigh(pt_block *b, const pt_microbatch *mb, const void *in, const void *out,
-                             const void *saved, const void *dout)
-{
-    (void)b, (void)mb, (void)in, (void)out, (void)saved, (void)dout;
-}
-
 static pt_block_cost activation_cost(const pt_block *b)
 {
     pt_activation_kernels a = kernels_of(b);
@@ -66,11 +54,11 @@ static pt_block_cost activation_cost(const pt_block *b)
 }
 
 /* One table per activation: a block's kind is its activation's name. */
-#define ACTIVATION_OPS(kind_name)                                                         \
-    {                                                                                     \
-        .kind = kind_name, .saved_bytes = no_saved, .forward = activation_forward,        \
-        .backward_input = activation_backward_input, .backward_weight = nothing_to_weigh, \
-        .cost = activation_cost                                                           \
+#define ACTIVATION_OPS(kind_name)                                                                \
+    {                                                                                            \
+        .kind = kind_name, .saved_bytes = pt_block_saves_nothing, .forward = activation_forward, \
+        .backward_input = activation_backward_input, .backward_weight = pt_block_no_weights,     \
+        .cost = activation_cost                                                                  \
     }
 
 static const pt_block_ops activation_ops[] = {

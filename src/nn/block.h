@@ -144,6 +144,14 @@ struct pt_block {
     pt_bf16 *pl[PT_BLOCK_MAX_PARAMS]; /* bf16 copies the products read (NULL: none) */
 };
 
+/* The pieces of work blocks without them share (block.c): a saved area of
+ * no bytes, no input gradient (token inputs), no parameter gradients. */
+size_t pt_block_saves_nothing(const pt_block *b, int B);
+void pt_block_no_input_grad(pt_block *b, const pt_microbatch *mb, const void *in, void *out,
+                            void *saved, const void *dout, void *din, float loss_scale);
+void pt_block_no_weights(pt_block *b, const pt_microbatch *mb, const void *in, const void *out,
+                         const void *saved, const void *dout);
+
 /* Saved-area layouts: tensor after tensor, each at a byte offset, its bytes
  * rounded up to 4 so a float one never starts mid-word. Returns where the
  * next n elements of type t go and moves *at past them. */

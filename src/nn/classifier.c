@@ -8,12 +8,6 @@
 
 #include "nn/block.h"
 
-static size_t classifier_saved(const pt_block *b, int B)
-{
-    (void)b, (void)B;
-    return 0;
-}
-
 // in (B,in) -> out (B,classes) probabilities (float)
 static void classifier_forward(pt_block *b, const pt_microbatch *mb, const void *in, void *out,
                                void *saved, double *loss_sum, int *loss_rows)
@@ -65,7 +59,7 @@ static pt_block_cost classifier_cost(const pt_block *b)
 static const pt_block_ops classifier_ops = {
     .kind = "classifier",
     .out_is_float = 1,
-    .saved_bytes = classifier_saved,
+    .saved_bytes = pt_block_saves_nothing,
     .forward = classifier_forward,
     .backward_input = classifier_backward_input,
     .backward_weight = classifier_backward_weight,

@@ -16,12 +16,6 @@
 
 enum { WTE, WPE };
 
-static size_t embedding_saved(const pt_block *b, int B)
-{
-    (void)b, (void)B;
-    return 0;
-}
-
 // tokens (B,T) -> out (B,T,C)
 static void embedding_forward(pt_block *b, const pt_microbatch *mb, const void *in, void *out,
                               void *saved, double *loss_sum, int *loss_rows)
@@ -34,14 +28,6 @@ static void embedding_forward(pt_block *b, const pt_microbatch *mb, const void *
             const float *pe = b->p[WPE] + (size_t)t * C;
             b->k->add_floats(pt_elems_at(out, ((size_t)i * T + t) * C, b->k->act), te, pe, C);
         }
-}
-
-static void embedding_backward_input(pt_block *b, const pt_microbatch *mb, const void *in,
-                                     void *out, void *saved, const void *dout, void *din,
-                                     float loss_scale)
-{
-    /* tokens have no gradient */
-    (void)b, (void)mb, (void)in, (void)out, (void)saved, (void)dout, (void)din, (void)loss_scale;
 }
 
 // dout (B,T,C) -> dwte (V,C), dwpe (T,C)
@@ -69,9 +55,9 @@ static pt_block_cost embedding_cost(const pt_block *b)
 static const pt_block_ops embedding_ops = {
     .kind = "embedding",
     .reads_tokens = 1,
-    .saved_bytes = embedding_saved,
+    .saved_bytes = pt_block_saves_nothing,
     .forward = embedding_forward,
-    .backward_input = embedding_backward_input,
+    .backward_input = pt_block_no_input_grad,
     .backward_weight = embedding_backward_weight,
     .cost = embedding_cost,
 };
@@ -111,9 +97,9 @@ static pt_block_cost tok_embedding_cost(const pt_block *b)
 static const pt_block_ops tok_embedding_ops = {
     .kind = "tok_embedding",
     .reads_tokens = 1,
-    .saved_bytes = embedding_saved,
+    .saved_bytes = pt_block_saves_nothing,
     .forward = tok_embedding_forward,
-    .backward_input = embedding_backward_input,
+    .backward_input = pt_block_no_input_grad,
     .backward_weight = tok_embedding_backward_weight,
     .cost = tok_embedding_cost,
 };

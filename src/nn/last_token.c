@@ -15,12 +15,6 @@
 
 #include "nn/block.h"
 
-static size_t head_saved(const pt_block *b, int B)
-{
-    (void)b, (void)B;
-    return 0;
-}
-
 /* the last token's row of every sample: a (B, C) operand of stride T C */
 static pt_mat last_rows(const pt_block *b, const void *x)
 {
@@ -78,7 +72,7 @@ static pt_block_cost head_cost(const pt_block *b)
 static const pt_block_ops head_ops = {
     .kind = "last_token_classifier",
     .out_is_float = 1,
-    .saved_bytes = head_saved,
+    .saved_bytes = pt_block_saves_nothing,
     .forward = head_forward,
     .backward_input = head_backward_input,
     .backward_weight = head_backward_weight,

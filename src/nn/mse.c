@@ -5,12 +5,6 @@
  * parameters: a regression net ends in a linear block and this. */
 #include "nn/block.h"
 
-static size_t mse_saved(const pt_block *b, int B)
-{
-    (void)b, (void)B;
-    return 0;
-}
-
 // in (B,n) -> out (B,n) predictions (float); loss over target_values (B,n)
 static void mse_forward(pt_block *b, const pt_microbatch *mb, const void *in, void *out,
                         void *saved, double *loss_sum, int *loss_rows)
@@ -33,12 +27,6 @@ static void mse_backward_input(pt_block *b, const pt_microbatch *mb, const void 
         b->k->mse_backward(din, out, mb->target_values, B, n, 2.0f * loss_scale / ((float)B * n));
 }
 
-static void nothing_to_weigh(pt_block *b, const pt_microbatch *mb, const void *in, const void *out,
-                             const void *saved, const void *dout)
-{
-    (void)b, (void)mb, (void)in, (void)out, (void)saved, (void)dout;
-}
-
 static pt_block_cost mse_cost(const pt_block *b)
 {
     return (pt_block_cost){.forward_flops = 3.0 * b->in_floats,
@@ -48,10 +36,10 @@ static pt_block_cost mse_cost(const pt_block *b)
 static const pt_block_ops mse_ops = {
     .kind = "mse",
     .out_is_float = 1,
-    .saved_bytes = mse_saved,
+    .saved_bytes = pt_block_saves_nothing,
     .forward = mse_forward,
     .backward_input = mse_backward_input,
-    .backward_weight = nothing_to_weigh,
+    .backward_weight = pt_block_no_weights,
     .cost = mse_cost,
 };
 

@@ -25,18 +25,6 @@ static pt_window global_window(const pt_block *b)
     return pt_window_make(s->channels, s->height, s->width, s->height, s->width, 1, 0);
 }
 
-static size_t no_saved(const pt_block *b, int B)
-{
-    (void)b, (void)B;
-    return 0;
-}
-
-static void nothing_to_weigh(pt_block *b, const pt_microbatch *mb, const void *in, const void *out,
-                             const void *saved, const void *dout)
-{
-    (void)b, (void)mb, (void)in, (void)out, (void)saved, (void)dout;
-}
-
 /* one sample's input or output, i samples into p */
 static void *sample(const pt_block *b, const void *p, int i, int floats)
 {
@@ -144,24 +132,24 @@ static const pt_block_ops maxpool_ops = {.kind = "maxpool",
                                          .saved_bytes = maxpool_saved,
                                          .forward = maxpool_forward,
                                          .backward_input = maxpool_backward_input,
-                                         .backward_weight = nothing_to_weigh,
+                                         .backward_weight = pt_block_no_weights,
                                          .cost = maxpool_cost};
 
-#define AVGPOOL_OPS(kind_name)                                                         \
-    {                                                                                  \
-        .kind = kind_name, .saved_bytes = no_saved, .forward = avgpool_forward,        \
-        .backward_input = avgpool_backward_input, .backward_weight = nothing_to_weigh, \
-        .cost = avgpool_cost                                                           \
+#define AVGPOOL_OPS(kind_name)                                                                \
+    {                                                                                         \
+        .kind = kind_name, .saved_bytes = pt_block_saves_nothing, .forward = avgpool_forward, \
+        .backward_input = avgpool_backward_input, .backward_weight = pt_block_no_weights,     \
+        .cost = avgpool_cost                                                                  \
     }
 
 static const pt_block_ops avgpool_ops = AVGPOOL_OPS("avgpool");
 static const pt_block_ops global_avgpool_ops = AVGPOOL_OPS("global_avgpool");
 
 static const pt_block_ops flatten_ops = {.kind = "flatten",
-                                         .saved_bytes = no_saved,
+                                         .saved_bytes = pt_block_saves_nothing,
                                          .forward = flatten_forward,
                                          .backward_input = flatten_backward_input,
-                                         .backward_weight = nothing_to_weigh,
+                                         .backward_weight = pt_block_no_weights,
                                          .cost = flatten_cost};
 
 static void image_init(pt_block *b, const pt_block_shape *s, const pt_block_ops *ops)

@@ -8,18 +8,6 @@
 
 #include "nn/block.h"
 
-static size_t no_saved(const pt_block *b, int B)
-{
-    (void)b, (void)B;
-    return 0;
-}
-
-static void no_weights(pt_block *b, const pt_microbatch *mb, const void *in, const void *out,
-                       const void *saved, const void *dout)
-{
-    (void)b, (void)mb, (void)in, (void)out, (void)saved, (void)dout;
-}
-
 /* The input as float, into out */
 static void widen_input(const pt_block *b, float *out, const void *in, size_t n)
 {
@@ -76,10 +64,10 @@ static pt_block_cost ce_cost(const pt_block *b)
 static const pt_block_ops cross_entropy_ops = {
     .kind = "cross_entropy",
     .out_is_float = 1,
-    .saved_bytes = no_saved,
+    .saved_bytes = pt_block_saves_nothing,
     .forward = ce_forward,
     .backward_input = ce_backward_input,
-    .backward_weight = no_weights,
+    .backward_weight = pt_block_no_weights,
     .cost = ce_cost,
 };
 

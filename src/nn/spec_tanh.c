@@ -5,12 +5,6 @@
 
 #include "nn/block.h"
 
-static size_t tanh_saved(const pt_block *b, int B)
-{
-    (void)b, (void)B;
-    return 0;
-}
-
 // in (B,n) -> out (B,n)
 static void tanh_forward(pt_block *b, const pt_microbatch *mb, const void *in, void *out,
                          void *saved, double *loss_sum, int *loss_rows)
@@ -33,12 +27,6 @@ static void tanh_backward_input(pt_block *b, const pt_microbatch *mb, const void
     }
 }
 
-static void tanh_backward_weight(pt_block *b, const pt_microbatch *mb, const void *in,
-                                 const void *out, const void *saved, const void *dout)
-{
-    (void)b, (void)mb, (void)in, (void)out, (void)saved, (void)dout;
-}
-
 static pt_block_cost tanh_cost(const pt_block *b)
 {
     return (pt_block_cost){.forward_flops = 10.0 * b->in_floats,
@@ -47,10 +35,10 @@ static pt_block_cost tanh_cost(const pt_block *b)
 
 static const pt_block_ops tanh_ops = {
     .kind = "tanh",
-    .saved_bytes = tanh_saved,
+    .saved_bytes = pt_block_saves_nothing,
     .forward = tanh_forward,
     .backward_input = tanh_backward_input,
-    .backward_weight = tanh_backward_weight,
+    .backward_weight = pt_block_no_weights,
     .cost = tanh_cost,
 };
 

@@ -35,12 +35,6 @@ static int own_rows(const pt_block *b) { return b->shape.V / b->shape.tensor; }
 
 enum { WTE, WPE };
 
-static size_t embedding_saved(const pt_block *b, int B)
-{
-    (void)b, (void)B;
-    return 0;
-}
-
 // tokens (B,T) -> out (B,T,C): piece 0 the slice's rows, piece 1 + wpe after the sum
 static void embedding_piece(pt_block *b, int piece, const pt_microbatch *mb, const void *in,
                             void *out, void *saved, double *loss_sum, int *loss_rows)
@@ -66,13 +60,6 @@ static void embedding_forward(pt_block *b, const pt_microbatch *mb, const void *
 {
     for (int piece = 0; piece < 2; piece++)
         embedding_piece(b, piece, mb, in, out, saved, loss_sum, loss_rows);
-}
-
-static void embedding_backward_input(pt_block *b, const pt_microbatch *mb, const void *in,
-                                     void *out, void *saved, const void *dout, void *din,
-                                     float loss_scale)
-{
-    (void)b, (void)mb, (void)in, (void)out, (void)saved, (void)dout, (void)din, (void)loss_scale;
 }
 
 // dout (B,T,C) -> the slice's rows of dwte, dwpe (T,C)
@@ -115,9 +102,9 @@ static pt_block_cost embedding_cost(const pt_block *b)
 static const pt_block_ops embedding_ops = {
     .kind = "embedding",
     .reads_tokens = 1,
-    .saved_bytes = embedding_saved,
+    .saved_bytes = pt_block_saves_nothing,
     .forward = embedding_forward,
-    .backward_input = embedding_backward_input,
+    .backward_input = pt_block_no_input_grad,
     .backward_weight = embedding_backward_weight,
     .tensor_sums = embedding_sums,
     .forward_piece = embedding_piece,
