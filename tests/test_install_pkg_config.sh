@@ -29,8 +29,11 @@ export PKG_CONFIG_PATH="$(dirname "$pc")"
 flags=$(pkg-config --cflags --libs pipetrain)
 case "$flags" in *"$PT_SOURCE_DIR"*) echo "FAIL: pkg-config points into the source tree: $flags"; exit 1;; esac
 cc -std=c11 -o pipe_classifier pipe_classifier.c $flags
-ldd ./pipe_classifier | grep -q "libpipetrain.so.* => $tmp/prefix/" ||
-  { echo "FAIL: the program does not load the installed shared library"; ldd ./pipe_classifier; exit 1; }
+# (ldd's whole output first: grep -q leaving early would end ldd by SIGPIPE,
+# which pipefail counts as a failure)
+libs=$(ldd ./pipe_classifier)
+grep -q "libpipetrain.so.* => $tmp/prefix/" <<<"$libs" ||
+  { echo "FAIL: the program does not load the installed shared library"; echo "$libs"; exit 1; }
 ./pipe_classifier 12 >run.log || { echo "FAIL: the installed example failed"; cat run.log; exit 1; }
 grep -q "equal one stage bit for bit" run.log || { echo "FAIL: unexpected output"; cat run.log; exit 1; }
 "$tmp/prefix/bin/pipetrain" --help >/dev/null
