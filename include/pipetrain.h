@@ -938,19 +938,21 @@ int pt_pipeline_step_times(pt_pipeline *p, const pt_link_rate *link, double *mea
 int pt_pipeline_step_time_report(const pt_pipeline *p, const pt_link_rate *link,
                                  const double *measured, const double *predicted, char *buf,
                                  size_t n);
-/* Per worker (arrays of pt_pipeline_workers() entries, each may be NULL):
- * the bytes its stage, optimizer, stashes, activation pool and buffers have
- * allocated, the planner's prediction of them, and the peak resident memory
- * of the process it runs in. Under MPI every rank must call it (it sums
- * every rank's figures); all workers' figures are then known everywhere. */
+/* Per rank (arrays of pt_pipeline_ranks() entries, each may be NULL; with
+ * one tensor slice a rank is a worker): the bytes its stage, optimizer,
+ * stashes, activation pool and buffers have allocated, the planner's
+ * prediction of them, and the peak resident memory of the process it runs
+ * in. Under MPI every rank must call it (it sums every rank's figures); all
+ * ranks' figures are then known everywhere. */
 int pt_pipeline_memory(pt_pipeline *p, pt_memory_use *measured, pt_memory_use *predicted,
                        size_t *peak_rss);
-/* Those figures (arrays of pt_pipeline_workers() entries) as a table into
- * buf, in MiB, one row per worker. */
+/* Those figures (arrays of pt_pipeline_ranks() entries) as a table into
+ * buf, in MiB, one row per rank with its stage, replica and tensor slice. */
 int pt_pipeline_memory_report(const pt_pipeline *p, const pt_memory_use *measured,
                               const pt_memory_use *predicted, const size_t *peak_rss, char *buf,
                               size_t n);
 int pt_pipeline_workers(const pt_pipeline *p); /* stages x replicas */
+int pt_pipeline_ranks(const pt_pipeline *p);   /* stages x tensor slices x replicas */
 int pt_pipeline_stages(const pt_pipeline *p);
 int pt_pipeline_replicas(const pt_pipeline *p);
 int pt_pipeline_zero(const pt_pipeline *p); /* the config's zero: 0, 1 or 2 */

@@ -571,6 +571,6 @@ int cmd_train(int argc, char **argv)
     if (result.step_times[0])
         printf("last step per worker, measured vs simulated with the link:\n%s", result.step_times);
     if (result.memory[0])
-        printf("memory per worker:\n%s", result.memory);
+        printf("memory per rank:\n%s", result.memory);
     return 0;
 }

@@ -1,9 +1,12 @@
-/* memory_report.c: what each worker of a pipeline holds, measured beside
+/* memory_report.c: what each rank of a pipeline holds, measured beside
  * what the planner predicts (plan/memory.h), by kind, and each process's
- * peak resident memory. Measured is what the worker's stage, optimizer,
+ * peak resident memory. Measured is what the rank's stage, optimizer,
  * stashes, activation pool and reduction buffers have allocated; predicted
  * is computed from the model's description, the schedule and the partition
- * alone. Under MPI every process fills in its own worker and one exact sum
+ * alone. With tensor slices a rank is one slice of a schedule worker: the
+ * description is a slice's (pipeline.c), so the prediction is the slice's
+ * parameters, moments and activations, the same for every slice of a
+ * worker. Under MPI every process fills in its own rank and one exact sum
  * tells every process about all of them. Called by the trainer at the end
  * of a run and by the tests. */
 #include <stdio.h>
@@ -61,11 +64,11 @@ static void from_counts(const uint64_t *v, pt_memory_use *u)
 int pt_pipeline_memory(pt_pipeline *p, pt_memory_use *measured, pt_memory_use *predicted,
                        size_t *peak_rss)
 {
-    uint64_t *v = calloc((size_t)p->P * FIELDS, sizeof(uint64_t));
+    uint64_t *v = calloc((size_t)p->n_ranks * FIELDS, sizeof(uint64_t));
     if (!v)
         return pt_fail(PT_ENOMEM, "cannot allocate the memory report");
     size_t rss = pt_process_peak_rss();
-    for (int r = 0; r < p->P; r++) {
+    for (int r = 0; r < p->n_ranks; r++) {
         const pt_worker *w = &p->workers[r];
         if (!w->local)
             continue;
@@ -74,14 +77,14 @@ int pt_pipeline_memory(pt_pipeline *p, pt_memory_use *measured, pt_memory_use *p
         to_counts(&u, v + (size_t)r * FIELDS);
         v[(size_t)r * FIELDS + 2 * KINDS] = rss;
     }
-    int rc = pt_coll_sum_counts(p, v, (size_t)p->P * FIELDS);
-    for (int r = 0; rc == PT_OK && r < p->P; r++) {
+    int rc = pt_coll_sum_counts(p, v, (size_t)p->n_ranks * FIELDS);
+    for (int r = 0; rc == PT_OK && r < p->n_ranks; r++) {
         if (measured)
             from_counts(v + (size_t)r * FIELDS, &measured[r]);
         if (peak_rss)
             peak_rss[r] = v[(size_t)r * FIELDS + 2 * KINDS];
         if (predicted)
-            rc = predict(p, r, &predicted[r]);
+            rc = predict(p, r / p->T, &predicted[r]);
     }
     free(v);
     return rc;
@@ -95,21 +98,24 @@ int pt_pipeline_memory_report(const pt_pipeline *p, const pt_memory_use *measure
 {
     if (!measured || !predicted || !peak_rss || !buf || n == 0)
         return pt_fail(PT_EINVAL, "the memory report needs the figures and a buffer");
-    size_t at = (size_t)snprintf(buf, n, "%-7s %9s %9s %9s %9s %9s %9s %10s %10s %9s\n", "worker",
-                                 "params", "grads", "moments", "stash", "activ", "comm", "total",
-                                 "predicted", "peak RSS");
-    for (int r = 0; r < p->P && at < n; r++) {
+    size_t at = (size_t)snprintf(buf, n, "%-7s %-9s %9s %9s %9s %9s %9s %9s %10s %10s %9s\n",
+                                 "rank", "s/r/t", "params", "grads", "moments", "stash", "activ",
+                                 "comm", "total", "predicted", "peak RSS");
+    for (int r = 0; r < p->n_ranks && at < n; r++) {
         const pt_memory_use *u = &measured[r];
-        at += (size_t)snprintf(buf + at, n - at,
-                               "%-7d %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %10.1f %10.1f %9.1f\n", r,
-                               mib(u->params), mib(u->grads), mib(u->moments), mib(u->stash),
-                               mib(u->activations), mib(u->comm), mib(pt_memory_total(u)),
-                               mib(pt_memory_total(&predicted[r])), mib(peak_rss[r]));
+        int w = r / p->T; /* rank = (stage x D + replica) x T + slice */
+        char where[40];
+        snprintf(where, sizeof where, "%d/%d/%d", w / p->D, w % p->D, r % p->T);
+        at += (size_t)snprintf(
+            buf + at, n - at, "%-7d %-9s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %10.1f %10.1f %9.1f\n",
+            r, where, mib(u->params), mib(u->grads), mib(u->moments), mib(u->stash),
+            mib(u->activations), mib(u->comm), mib(pt_memory_total(u)),
+            mib(pt_memory_total(&predicted[r])), mib(peak_rss[r]));
     }
     if (at < n)
         snprintf(buf + at, n - at,
-                 "(MiB; total is what the worker allocated, predicted the planner's "
-                 "figure; peak RSS is its process's%s)\n",
-                 p->mpi ? "" : ", shared by every worker on threads");
+                 "(MiB; s/r/t: stage, replica, tensor slice; total is what the rank "
+                 "allocated, predicted the planner's figure; peak RSS is its process's%s)\n",
+                 p->mpi ? "" : ", shared by every rank on threads");
     return PT_OK;
 }

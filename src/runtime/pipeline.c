@@ -915,6 +915,7 @@ int pt_pipeline_run(pt_pipeline *p, int (*fn)(pt_pipeline *p, int worker, void *
 
 const float *pt_pipeline_losses(const pt_pipeline *p) { return lead(p)->losses; }
 int pt_pipeline_workers(const pt_pipeline *p) { return p->P; }
+int pt_pipeline_ranks(const pt_pipeline *p) { return p->n_ranks; }
 int pt_pipeline_chunks(const pt_pipeline *p) { return p->n_chunks; }
 int pt_pipeline_stages(const pt_pipeline *p) { return p->P / p->D; }
 int pt_pipeline_replicas(const pt_pipeline *p) { return p->D; }

@@ -640,13 +640,14 @@ static int report_skipped(trainer *t, float lr, float loss, double norm, int sta
     return PT_OK;
 }
 
-/* The memory each worker holds, at the end: the table for the result and,
- * on the last metrics line, each worker's measured and predicted bytes, its
- * process's peak RSS and (threads) its bubble in the last step. Every rank
+/* The memory each rank holds, at the end: the table for the result and,
+ * on the last metrics line, each rank's measured and predicted bytes
+ * (worker<rank>_...), its process's peak RSS and (threads) its worker's
+ * bubble in the last step. Every rank
  * takes part (the figures are summed across ranks). */
 static int report_memory(trainer *t, pt_train_result *result, pt_metrics_row *row)
 {
-    int P = pt_pipeline_workers(t->pipe);
+    int P = pt_pipeline_ranks(t->pipe), T = P / pt_pipeline_workers(t->pipe);
     pt_memory_use *m = calloc((size_t)P * 2, sizeof *m);
     size_t *rss = calloc((size_t)P, sizeof *rss);
     int rc = m && rss ? pt_pipeline_memory(t->pipe, m, m + P, rss)
@@ -659,7 +660,7 @@ static int report_memory(trainer *t, pt_train_result *result, pt_metrics_row *ro
     for (int r = 0; rc == PT_OK && r < P && row->n_extra + n <= PT_METRICS_MAX_EXTRA; r++) {
         const char *what[4] = {"bytes", "predicted_bytes", "peak_rss_bytes", "bubble"};
         double value[4] = {(double)pt_memory_total(&m[r]), (double)pt_memory_total(&m[P + r]),
-                           (double)rss[r], t->bubbles ? t->bubbles[r] : 0.0};
+                           (double)rss[r], t->bubbles ? t->bubbles[r / T] : 0.0};
         for (int k = 0; k < n; k++) {
             snprintf(keys[row->n_extra], sizeof keys[0], "worker%d_%s", r, what[k]);
             row->extra[row->n_extra].key = keys[row->n_extra];
