@@ -24,6 +24,8 @@ typedef struct {
     int stages, virtual_stages, batch, reps;
     int ms[MAX_MS], n_ms;
     size_t max_memory;
+    int tensor, replicas, zero, ranks, ms_given; /* layouts (cmd_plan_layouts.c) */
+    double memory_limit;
     double link_bandwidth, link_latency; /* bytes/s (0: no limit), seconds */
     int balance[PT_PARTITION_MAX_CHUNKS], n_balance;
     pt_model_config model;
@@ -32,6 +34,8 @@ typedef struct {
 static void usage(FILE *f)
 {
     fprintf(f, "usage: pipetrain plan --stages P [--microbatches M,...] [model flags]\n"
+               "       pipetrain plan --stages P --tensor T --replicas D [--zero Z] [...]\n"
+               "       pipetrain plan --ranks N [--zero Z] [--memory-limit B] [...]\n"
                "       pipetrain plan --cluster FILE --model NAME|FILE --global-batch B [...]\n"
                "       pipetrain plan --check FILE\n\n"
                "profile the model, choose a partition and compare schedules by simulation;\n"
@@ -67,13 +71,25 @@ static void usage(FILE *f)
                "                        holds it for its bytes / R, one after another per\n"
                "                        direction (default: no limit)\n"
                "  --link-latency T      seconds (or 50us, 0.2ms) a transfer takes beyond its wire\n"
-               "                        time (default 0)\n");
+               "                        time (default 0)\n\n"
+               "layouts of stages x tensor slices x replicas (1f1b, AdamW; docs/layouts.md):\n"
+               "  --tensor T            tensor-parallel slices of every stage (gpt; default 1)\n"
+               "  --replicas D          data-parallel replicas of every stage (default 1)\n"
+               "  --zero Z              0, 1 or 2: the optimizer state sharded over the replicas\n"
+               "                        (default 0); with --tensor, --replicas or --zero: the\n"
+               "                        memory and step time per rank of that layout\n"
+               "  --ranks N             instead, every P x T x D = N the model allows (--zero\n"
+               "                        where D > 1), sorted by predicted step time\n"
+               "  --memory-limit B      bytes a rank may hold: layouts above it are marked\n"
+               "                        (default 0: no cap; range [0, 1e15])\n"
+               "  (the micro-batches per step are the first of --microbatches, default 8)\n");
 }
 
 static int parse(int argc, char **argv, options *o)
 {
     memset(o, 0, sizeof *o);
     o->stages = 2, o->virtual_stages = 2, o->batch = 1, o->reps = 3;
+    o->tensor = 1, o->replicas = 1;
     o->model = pt_model_config_gpt();
     int widths[PT_MLP_MAX_WIDTHS] = {784, 256, 256, 10}, n_widths = 4;
     int mlp = 0, gpt_flag = 0, widths_given = 0, spec = 0, model_given = 0;
@@ -102,7 +118,11 @@ static int parse(int argc, char **argv, options *o)
                     {"--heads", &o->model.n_head, LIMIT_HEADS, 1},
                     {"--embd", &o->model.n_embd, LIMIT_EMBD, 1},
                     {"--seq", &o->model.seq_len, LIMIT_SEQ, 1},
-                    {"--vocab", &o->model.vocab, LIMIT_VOCAB, 1}};
+                    {"--vocab", &o->model.vocab, LIMIT_VOCAB, 1},
+                    {"--tensor", &o->tensor, NUM_RANGE(1, 1024), 0},
+                    {"--replicas", &o->replicas, NUM_RANGE(1, 1024), 0},
+                    {"--zero", &o->zero, NUM_RANGE(0, 2), 0},
+                    {"--ranks", &o->ranks, NUM_RANGE(1, 4096), 0}};
         size_t k = 0, n_ints = sizeof ints / sizeof ints[0];
         while (k < n_ints && strcmp(f, ints[k].name))
             k++;
@@ -121,7 +141,11 @@ static int parse(int argc, char **argv, options *o)
             rc = num_seconds("plan", f, v, &o->link_latency);
         else if (!strcmp(f, "--max-stage-memory"))
             rc = num_long("plan", f, v, NUM_RANGE(0, 1e15), &max_memory);
-        else if (!strcmp(f, "--model-spec")) {
+        else if (!strcmp(f, "--memory-limit")) {
+            long cap = 0;
+            rc = num_long("plan", f, v, NUM_RANGE(0, 1e15), &cap);
+            o->memory_limit = (double)cap;
+        } else if (!strcmp(f, "--model-spec")) {
             uint64_t seed = o->model.seed;
             if (pt_model_config_spec_load(v, &o->model) != PT_OK) {
                 fprintf(stderr, "pipetrain plan: --model-spec: %s\n", pt_last_error());
@@ -158,6 +182,7 @@ static int parse(int argc, char **argv, options *o)
         return 2;
     }
     o->max_memory = (size_t)max_memory;
+    o->ms_given = o->n_ms ? o->ms[0] : 0;
     if (mlp) {
         pt_model_config g = o->model;
         o->model = pt_model_config_mlp(n_widths, widths);
@@ -311,6 +336,12 @@ int cmd_plan(int argc, char **argv)
         pt_profile_blocks(pt_model_get_config(m), o.batch, o.reps, prof) != PT_OK) {
         fprintf(stderr, "pipetrain plan: profiling failed: %s\n", pt_last_error());
         status = 1;
+        goto done;
+    }
+    if (o.ranks || o.tensor > 1 || o.replicas > 1 || o.zero) {
+        status = cmd_plan_layouts(&o.model, prof, P, o.tensor, o.replicas, o.zero, o.ranks,
+                                  o.ms_given ? o.ms_given : 8, o.batch, o.memory_limit,
+                                  o.link_bandwidth, o.link_latency);
         goto done;
     }
     printf("model: %d blocks, micro-batch of %d sample%s, %d stages (profiled on one thread)\n\n",

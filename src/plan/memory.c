@@ -105,6 +105,8 @@ int pt_plan_worker_memory(const pt_memory_plan *mp, int worker, pt_memory_use *o
     pt_plan_worker_records(s, worker, mp->checkpoint_activations, records);
     int buffers = pt_plan_worker_buffers(s, worker, records);
     bool async = pt_sched_is_async(s);
+    bool copies = s->replicas == 1 && mp->replicas > 1; /* s is one replica's */
+    int D = copies ? mp->replicas : s->replicas;
     size_t window = 0; /* zero 2: the one bucket's receive buffers */
     for (int c = 0; c < K; c++) {
         if (!pt_sched_holds(s, worker, c, NULL))
@@ -115,11 +117,11 @@ int pt_plan_worker_memory(const pt_memory_plan *mp, int worker, pt_memory_use *o
         out->params += params + (bf16 ? params / 2 : 0);
         out->grads += params;
         size_t shard = params; /* bytes whose moments and sums this worker keeps */
-        bool sharded = mp->zero && !async && s->replicas > 1;
+        bool sharded = mp->zero && !async && D > 1;
+        int pos = copies ? mp->replica : 0; /* this worker's place among the chunk's replicas */
+        for (int k = 0; !copies && k < D; k++)
+            pos += s->chunk_worker[c * D + k] < worker;
         if (sharded) {
-            int pos = 0, D = s->replicas;
-            for (int k = 0; k < D; k++)
-                pos += s->chunk_worker[c * D + k] < worker;
             size_t floats = params / sizeof(float);
             shard = (floats * (size_t)(pos + 1) / (size_t)D - floats * (size_t)pos / (size_t)D) *
                     sizeof(float);
@@ -134,17 +136,17 @@ int pt_plan_worker_memory(const pt_memory_plan *mp, int worker, pt_memory_use *o
             int versions = peak_versions(s, worker, c);
             out->stash += (size_t)(versions + (versions > 0)) * params;
         }
-        bool root = s->chunk_worker[c * s->replicas] == worker;
+        bool root = pos == 0;
         size_t bucket = (mp->bucket_floats ? mp->bucket_floats : (size_t)1 << 20) * sizeof(float);
         size_t one = bucket < shard ? bucket : shard;
         if (sharded && mp->zero == 2) /* one window for every chunk */
             window = one > window ? one : window;
         else if (sharded)
-            out->comm += (size_t)(s->replicas - 1) * shard;
-        else if (!async && s->replicas > 1 && root)
-            out->comm += (size_t)(s->replicas - 1) * params;
+            out->comm += (size_t)(D - 1) * shard;
+        else if (!async && D > 1 && root)
+            out->comm += (size_t)(D - 1) * params;
     }
-    out->comm += (size_t)(s->replicas - 1) * window;
+    out->comm += (size_t)(D - 1) * window;
     for (int b = 1; b < K; b++)
         if (buffered[b]) {
             size_t bytes = (size_t)B *

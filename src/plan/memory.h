@@ -22,6 +22,10 @@ typedef struct {
     int moments;                 /* optimizer moments per parameter: 2 AdamW, 1 SGD, 0 none */
     int zero;                    /* sharded optimizer state across the replicas: 0, 1, 2 */
     size_t bucket_floats;        /* floats per bucket of the replicas' sums; 0: 4 MiB's */
+    /* s is one replica's schedule (s->replicas 1) of a run with `replicas`
+     * copies of it (0 or 1: s is the run's own); the prediction is then for
+     * replica `replica` of each worker (`pipetrain plan` before a run) */
+    int replicas, replica;
 } pt_memory_plan;
 
 /* Activation records chunk c needs at once on worker w (records[chunks]),
