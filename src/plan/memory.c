@@ -17,8 +17,8 @@
  *                of each other replica's chunk gradient.
  * With sharded optimizer state (zero, replicas D > 1) a worker keeps the
  * moments of its shard of each chunk (1/D of it) and receives the other
- * replicas' copies of that shard only (zero 1), or of one bucket of it at
- * a time (zero 2); parameters and gradients stay whole.
+ * replicas' copies of that shard one bucket at a time; parameters and
+ * gradients stay whole.
  * The executor's pool is sized by the same walk (pt_plan_worker_records),
  * so what the prediction says is what the pool allocates up front. */
 #include "plan/memory.h"
@@ -107,7 +107,7 @@ int pt_plan_worker_memory(const pt_memory_plan *mp, int worker, pt_memory_use *o
     bool async = pt_sched_is_async(s);
     bool copies = s->replicas == 1 && mp->replicas > 1; /* s is one replica's */
     int D = copies ? mp->replicas : s->replicas;
-    size_t window = 0; /* zero 2: the one bucket's receive buffers */
+    size_t window = 0; /* zero 1 and 2: the one bucket's receive buffers */
     for (int c = 0; c < K; c++) {
         if (!pt_sched_holds(s, worker, c, NULL))
             continue;
@@ -139,10 +139,8 @@ int pt_plan_worker_memory(const pt_memory_plan *mp, int worker, pt_memory_use *o
         bool root = pos == 0;
         size_t bucket = (mp->bucket_floats ? mp->bucket_floats : (size_t)1 << 20) * sizeof(float);
         size_t one = bucket < shard ? bucket : shard;
-        if (sharded && mp->zero == 2) /* one window for every chunk */
+        if (sharded) /* one window for every chunk */
             window = one > window ? one : window;
-        else if (sharded)
-            out->comm += (size_t)(D - 1) * shard;
         else if (!async && D > 1 && root)
             out->comm += (size_t)(D - 1) * params;
     }

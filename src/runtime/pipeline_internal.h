@@ -166,7 +166,7 @@ typedef struct {
     bool used;    /* synchronous, replicas > 1 */
     bool running; /* this step's reduction has begun and not been finished */
     bool scatter; /* sharded state: each bucket's sum stays with its shard's owner */
-    bool window;  /* zero 2: one owned bucket's receives posted at a time, into one
+    bool window;  /* sharded: one owned bucket's receives posted at a time, into one
                      bucket's scratch per other member */
     bool window_busy;
     pt_pipeline *p;

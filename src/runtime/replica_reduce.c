@@ -37,9 +37,9 @@
  * sum; nothing comes back, and the owner's fold is element for element the
  * root's, so the owned sums are bit-identical to zero 0's.
  * Memory: the root holds (replicas - 1) scratch copies of its own chunks'
- * gradient spans, allocated once; members need nothing extra. Zero 1: each
- * owner (replicas - 1) copies of its shard; zero 2: (replicas - 1) copies of
- * one bucket, the owner's receives posted for one bucket at a time.
+ * gradient spans, allocated once; members need nothing extra. Sharded
+ * (zero 1, 2): each owner (replicas - 1) copies of one bucket, its receives
+ * posted for one bucket at a time.
  * Tags: chunk c's buckets go up under base + 2c and come back under
  * base + 2c + 1, where base = 2 x chunks x micro-batches is the first tag
  * above the executor's (pipeline.c checks that they stay below the control
@@ -124,7 +124,7 @@ int pt_reduce_init(pt_replica_reduce *r, pt_worker *w)
     r->n_chunks = K;
     r->tag_base = 2 * K * p->M;
     r->scatter = p->zero > 0;
-    r->window = p->zero == 2;
+    r->window = p->zero > 0; /* each owner's receives: one bucket at a time */
     r->chunks = calloc((size_t)K, sizeof *r->chunks);
     r->groups = calloc((size_t)K * (size_t)D, sizeof(int));
     if (!r->chunks || !r->groups)
@@ -136,7 +136,7 @@ int pt_reduce_init(pt_replica_reduce *r, pt_worker *w)
         if (!ch->own)
             continue;
         size_t need = size_chunk(r, w, c, bucket);
-        /* zero 2: one window serves every owned bucket in turn */
+        /* one window serves every owned bucket in turn */
         scratch = r->window ? (need > scratch ? need : scratch) : scratch + need;
     }
     r->buckets = calloc((size_t)r->n_buckets + 1, sizeof *r->buckets);
@@ -299,7 +299,7 @@ static int advance_owner(pt_replica_reduce *r, int c, pt_reduce_bucket *bk, bool
 {
     pt_reduce_chunk *ch = &r->chunks[c];
     int rc, done;
-    if (!bk->posted) { /* zero 2: the window is free once the buckets before are folded */
+    if (!bk->posted) { /* the window is free once the buckets before are folded */
         if (r->window_busy)
             return PT_OK;
         if ((rc = post_receives(r, c, bk)) != PT_OK)
@@ -380,7 +380,7 @@ static int advance_all(pt_replica_reduce *r, bool block)
                 return rc;
             /* a chunk's buckets share their tags, so the sums must leave the
              * root, and their receives be posted, in bucket order (scattered
-             * sums do not come back; zero 2's window posts in order itself) */
+             * sums do not come back; the window posts in order itself) */
             if (bk->state == BUCKET_UP && !r->scatter)
                 break;
         }
