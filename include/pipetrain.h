@@ -911,11 +911,12 @@ void pt_trace_destroy(pt_trace *t);
 int pt_trace_add_step(pt_trace *t, const pt_pipeline *p, long step);
 /* Writes every step added so far; PT_EINVAL when there is none. */
 int pt_trace_write(const pt_trace *t, const char *path);
-/* Per worker: measured bubble of the last step next to the simulator's
- * prediction for the measured per-chunk F/B/W times. */
+/* Per rank (with one tensor slice a rank is a worker): measured bubble of
+ * the last step next to the simulator's prediction for the measured
+ * per-chunk F/B/W times (a tensor group's sums count in its passes). */
 int pt_pipeline_bubble_report(const pt_pipeline *p, char *buf, size_t n);
-/* Measured bubble fractions of the last step, per worker (measured may be
- * NULL, predicted may be NULL); arrays of pt_pipeline_workers() entries. */
+/* Measured bubble fractions of the last step, per rank (measured may be
+ * NULL, predicted may be NULL); arrays of pt_pipeline_ranks() entries. */
 int pt_pipeline_bubbles(const pt_pipeline *p, double *measured, double *predicted);
 /* The link between workers: bytes per second (0: none, transfers are
  * copies in memory) and seconds of latency per transfer. */
@@ -927,7 +928,7 @@ typedef struct {
  * pair's bandwidth and latency; {0, 0} on threads. Every rank calls it, before
  * the first step. */
 int pt_pipeline_probe_link(pt_pipeline *p, pt_link_rate *out);
-/* Per worker (arrays of pt_pipeline_workers() entries, each may be NULL):
+/* Per rank (arrays of pt_pipeline_ranks() entries, each may be NULL):
  * when it ended its last compute action of the last step, measured from the
  * step's start, and when the simulator has it end for the measured F, B, W
  * times of every chunk, each boundary's bytes and the link (NULL: none).

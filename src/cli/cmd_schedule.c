@@ -22,6 +22,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_limits.h"
+#include "model/model.h"
 #include "pipetrain.h"
 #include "plan/partition.h"
 #include "tensor/error.h"
@@ -39,6 +40,7 @@ typedef struct {
     pt_model_config model;
     int batch, moments;
     int balance[PT_PARTITION_MAX_CHUNKS], n_balance;
+    int tensor; /* --tensor: --program's passes cut into the slices' pieces */
 } options;
 
 static void usage(FILE *f)
@@ -88,6 +90,11 @@ static void usage(FILE *f)
             "  --program           print the program lowered from the schedule instead: every\n"
             "                      worker's sends, receives, collectives and step, as text,\n"
             "                      then its simulated timeline and makespan (not with --json)\n"
+            "  --tensor T          --program for T tensor-parallel slices of every stage of\n"
+            "                      the gpt below: each pass in its pieces with the tensor\n"
+            "                      group's sums between them (AF, AB), each sum taking\n"
+            "                      --cost-collective plus, with --link-bandwidth, a block\n"
+            "                      input's bytes (batch x seq x embd x 4) / R (default 1)\n"
             "  --tied A-B[,C-D]    chunks sharing a parameter, for --program (GPT: 0-LAST);\n"
             "                      at most 16 pairs\n"
             "  --memory            also predict what each worker holds (bytes by kind) for a\n"
@@ -232,6 +239,8 @@ static int parse_args(int argc, char **argv, options *o)
         else if (!strcmp(flag, "--transfer-bytes"))
             rc = num_double("schedule", flag, value, NUM_RANGE(0, 1e15), &o->costs.transfer_bytes),
             o->bytes_given = true;
+        else if (!strcmp(flag, "--tensor"))
+            rc = num_int("schedule", flag, value, NUM_RANGE(1, 1024), &o->tensor);
         else if (!strcmp(flag, "--send"))
             rc = num_double("schedule", flag, value, COST_RANGE, &o->costs.send);
         else if (!strcmp(flag, "--memory-limit"))
@@ -266,8 +275,11 @@ static int parse_args(int argc, char **argv, options *o)
     o->generated_flags |= o->virtual_given || o->replicas_given;
     if (o->memory && o->json)
         return refuse("--memory prints a table; it does not go with --json");
-    if (o->model_given && !o->memory)
-        return refuse("the model flags describe what --memory predicts; add --memory or drop them");
+    if (o->tensor > 1 && !o->program)
+        return refuse("--tensor cuts the program's passes; add --program or drop it");
+    if (o->model_given && !o->memory && o->tensor <= 1)
+        return refuse("the model flags describe what --memory predicts or --tensor cuts; add "
+                      "--memory or --tensor, or drop them");
     if (o->from && o->generated_flags)
         return refuse("--from takes the schedule from the file; drop --schedule, --stages, "
                       "--microbatches, --virtual and --replicas");
@@ -286,14 +298,17 @@ static int parse_args(int argc, char **argv, options *o)
     if (o->spec_given && o->gpt_given)
         return refuse("--layers, --heads, --embd, --seq and --vocab shape a gpt; the spec "
                       "(--model-spec) gives every layer's shape");
-    if (o->link_given && !o->bytes_given && (!o->memory || o->spec_given))
+    bool gpt = (o->memory || o->tensor > 1) && !o->spec_given;
+    if (o->link_given && !o->bytes_given && !gpt)
         return refuse("--link-bandwidth needs the bytes of a transfer: --transfer-bytes N, or "
-                      "--memory with the gpt's shape");
-    if (o->memory) {
+                      "--memory or --tensor with the gpt's shape");
+    if (o->memory || o->tensor > 1) {
         int rc = model_limits_shape("schedule", &o->model, o->batch);
+        double bytes = (double)o->batch * o->model.seq_len * o->model.n_embd * sizeof(float);
         if (rc == 0 && o->link_given && !o->bytes_given)
-            o->costs.transfer_bytes =
-                (double)o->batch * o->model.seq_len * o->model.n_embd * (double)sizeof(float);
+            o->costs.transfer_bytes = bytes;
+        if (rc == 0 && o->link_given && o->tensor > 1)
+            o->costs.tensor_sum_bytes = bytes;
         return rc;
     }
     return 0;
@@ -475,6 +490,28 @@ static void model_words(const pt_model_config *m, const pt_model *desc, char *bu
         snprintf(buf, n, "gpt %d layers x %d", m->n_layer, m->n_embd);
 }
 
+/* The model's layers per chunk (--balance, or as even as they allow, the
+ * extra ones to the last chunks) into layers[K], and the blocks per chunk
+ * they make into balance[K]. */
+static int chunk_blocks(const pt_schedule *s, const options *o, const pt_model *desc, int *layers,
+                        int *balance)
+{
+    int K = pt_schedule_chunks(s), n = pt_model_n_layers(desc);
+    bool spec = o->model.kind == PT_MODEL_SPEC;
+    if (o->n_balance && o->n_balance != K)
+        return pt_fail(PT_EINVAL, "--balance has %d entries, but the schedule has %d chunks",
+                       o->n_balance, K);
+    if (o->n_balance)
+        memcpy(layers, o->balance, sizeof(int) * (size_t)K);
+    else if (K > n)
+        return pt_fail(PT_EINVAL,
+                       "the schedule's %d chunks need at least %d %s; the model has %d%s", K, K,
+                       spec ? "layers" : "blocks", n, spec ? "" : " (--layers + 2)");
+    for (int c = 0; !o->n_balance && c < K; c++)
+        layers[c] = n / K + (c >= K - n % K);
+    return pt_model_balance_blocks(desc, layers, K, balance);
+}
+
 /* --memory: each worker's predicted bytes by kind. --balance counts the
  * model's layers (a gpt's blocks); the blocks per chunk follow. */
 static int print_memory(const pt_schedule *s, const options *o)
@@ -484,28 +521,8 @@ static int print_memory(const pt_schedule *s, const options *o)
     int *balance = calloc((size_t)K, sizeof(int)), *layers = calloc((size_t)K, sizeof(int));
     pt_memory_use *u = calloc((size_t)W, sizeof *u);
     int rc = balance && layers && u ? pt_model_describe(&o->model, &desc) : PT_ENOMEM;
-    int n = rc == PT_OK ? pt_model_n_layers(desc) : 0, spec = o->model.kind == PT_MODEL_SPEC;
-    if (rc == PT_OK && o->n_balance) {
-        if (o->n_balance != K)
-            rc = pt_fail(PT_EINVAL, "--balance has %d entries, but the schedule has %d chunks",
-                         o->n_balance, K);
-        else
-            memcpy(layers, o->balance, sizeof(int) * (size_t)K);
-    } else if (rc == PT_OK) {
-        if (K > n) {
-            fprintf(stderr,
-                    "pipetrain schedule: --memory: the schedule's %d chunks need at least %d "
-                    "%s; the model has %d%s\n",
-                    K, K, spec ? "layers" : "blocks", n, spec ? "" : " (--layers + 2)");
-            pt_model_destroy(desc);
-            free(balance), free(layers), free(u);
-            return 2;
-        }
-        for (int c = 0; c < K; c++)
-            layers[c] = n / K + (c >= K - n % K); /* the extra layers go to the last chunks */
-    }
     if (rc == PT_OK)
-        rc = pt_model_balance_blocks(desc, layers, K, balance);
+        rc = chunk_blocks(s, o, desc, layers, balance);
     if (rc == PT_OK)
         rc = pt_schedule_predict_memory(s, desc, balance, o->batch, o->checkpoint, o->moments, u);
     if (rc == PT_OK) {
@@ -530,6 +547,31 @@ static int print_memory(const pt_schedule *s, const options *o)
     return rc == PT_OK ? 0 : 2;
 }
 
+/* --tensor: the pieces of each chunk's forward and backward (pieces[K]
+ * and pieces[K + c]) for slice 0 of T of the gpt, cut as --balance says. */
+static int tensor_pieces(const pt_schedule *s, const options *o, int **out)
+{
+    int K = pt_schedule_chunks(s);
+    int *pieces = calloc(4 * (size_t)K, sizeof(int)), *layers = pieces + 2 * K;
+    pt_model *desc = NULL;
+    int rc = pieces ? pt_model_create_slice(&o->model, NULL, 1, o->tensor, 0, &desc) : PT_ENOMEM;
+    if (rc == PT_OK)
+        rc = chunk_blocks(s, o, desc, layers, pieces); /* blocks per chunk, for now */
+    for (int c = 0, first = 0; rc == PT_OK && c < K; c++) {
+        int last = first + pieces[c] - 1;
+        for (int back = 0; back < 2; back++)
+            layers[back * K + c] = pt_model_tensor_pieces(desc, first, last, back);
+        first = last + 1;
+    }
+    if (rc == PT_OK)
+        memcpy(pieces, layers, 2 * sizeof(int) * (size_t)K);
+    pt_model_destroy(desc);
+    if (rc != PT_OK)
+        free(pieces), pieces = NULL;
+    *out = pieces;
+    return rc;
+}
+
 /* --program: the schedule lowered, validated and printed as text, then
  * played against the costs and drawn, collectives included. */
 static int print_program(const pt_schedule *s, const options *o)
@@ -540,7 +582,12 @@ static int print_program(const pt_schedule *s, const options *o)
     pt_program *p = NULL;
     pt_schedule_sim *sim = NULL;
     char *text = NULL, *picture = NULL;
-    int rc = pt_program_lower(s, &lo, &p);
+    int *pieces = NULL;
+    int rc = o->tensor > 1 ? tensor_pieces(s, o, &pieces) : PT_OK;
+    lo.tensor_pieces = pieces;
+    lo.split_sent_backward = o->tensor > 1; /* as the pipeline lowers */
+    if (rc == PT_OK)
+        rc = pt_program_lower(s, &lo, &p);
     if (rc == PT_OK)
         rc = pt_program_validate(p);
     if (rc == PT_OK)
@@ -557,6 +604,7 @@ static int print_program(const pt_schedule *s, const options *o)
         fprintf(stderr, "pipetrain schedule: --program: %s\n", pt_last_error());
     free(text);
     free(picture);
+    free(pieces);
     pt_schedule_sim_destroy(sim);
     pt_program_destroy(p);
     return status;

@@ -493,9 +493,9 @@ static int run_step(pt_worker *w, const pt_prog_action *a)
 /* TENSOR_SUM: the tensor group sums what the piece before left (the fold
  * in slice order, the same bits on threads and MPI), then the next piece
  * of the forward or backward runs; after the last, what follows the whole
- * pass. */
-static int run_tensor_sum(pt_worker *w, const pt_prog_action *a, const pt_microbatch *batch,
-                          bool forward_only)
+ * pass. `ev->ts` is where the sum ends and the piece begins. */
+static int sum_then_piece(pt_worker *w, const pt_prog_action *a, const pt_microbatch *batch,
+                          bool forward_only, pt_trace_event *ev)
 {
     pt_pipeline *p = w->p;
     pt_slot *sl = slot_of(w, a->chunk, a->mb);
@@ -513,6 +513,7 @@ static int run_tensor_sum(pt_worker *w, const pt_prog_action *a, const pt_microb
         pt_model_tensor_sum_buffer(w->stage, first, last, a->backward, a->peer, sl->acts, &count);
     double t0 = pt_pipeline_now();
     int rc = pt_transport_allreduce_sum_f32(w->tensor_t, w->tensor_group, p->T, buf, count);
+    ev->ts = pt_pipeline_now() - p->step_t0;
     w->tensor_sum_time += pt_pipeline_now() - t0;
     w->tensor_sum_bytes += count * sizeof(float);
     if (rc != PT_OK)
@@ -533,6 +534,24 @@ static int run_tensor_sum(pt_worker *w, const pt_prog_action *a, const pt_microb
         sl->din = NULL;
         backward_input_done(w, &c, din);
     }
+    return rc;
+}
+
+/* A TENSOR_SUM and the piece after it are one event of the trace, and
+ * their time joins the pass's (F or B) without counting a pass. */
+static int run_tensor_sum(pt_worker *w, const pt_prog_action *a, const pt_microbatch *batch,
+                          bool forward_only)
+{
+    pt_trace_event *ev = &w->events[w->n_events++];
+    *ev = (pt_trace_event){.kind = a->backward ? PT_ACT_B : PT_ACT_F,
+                           .chunk = a->chunk,
+                           .mb = a->mb,
+                           .piece = a->peer + 1,
+                           .tb = -1};
+    ev->t0 = ev->ts = pt_pipeline_now() - w->p->step_t0;
+    int rc = sum_then_piece(w, a, batch, forward_only, ev);
+    ev->t1 = pt_pipeline_now() - w->p->step_t0;
+    w->chunk_time[a->chunk * 3 + (a->backward ? 1 : 0)] += ev->t1 - ev->t0;
     return rc;
 }
 
@@ -567,9 +586,8 @@ static int run_compute(pt_worker *w, const pt_prog_action *pa, const pt_microbat
     if (rc != PT_OK)
         return rc;
     pt_trace_event *ev = &w->events[w->n_events++];
-    ev->kind = a.kind, ev->chunk = a.chunk, ev->mb = a.mb;
+    *ev = (pt_trace_event){.kind = a.kind, .chunk = a.chunk, .mb = a.mb, .tb = -1};
     ev->t0 = pt_pipeline_now() - p->step_t0;
-    ev->tb = -1;
     switch (a.kind) {
     case PT_ACT_F: rc = run_forward(w, &a, batch, forward_only); break;
     case PT_ACT_B:

@@ -6,7 +6,7 @@
  * times that; the
  * line through the last two gives the bandwidth, what is left at the
  * transfer's size the latency, and the slowest pair stands for the link.
- * After a step pt_pipeline_step_times() sets, per worker, when it finished
+ * After a step pt_pipeline_step_times() sets, per rank, when it finished
  * its last compute action against when the simulator (sched/simulate.c)
  * has it finish for the measured F, B, W times of every chunk, each
  * boundary's bytes, and that link. Every rank of an MPI pipeline calls both
@@ -156,7 +156,7 @@ static int chunk_costs(pt_pipeline *p, double *cost)
     if (!v)
         return pt_fail(PT_ENOMEM, "cannot allocate chunk costs");
     for (int c = 0; c < K; c++) {
-        const pt_worker *w = &p->workers[pt_sched_worker_of(p->s, c, 0)];
+        const pt_worker *w = &p->workers[pt_sched_worker_of(p->s, c, 0) * p->T]; /* slice 0 */
         for (int k = 0; w->local && k < 3; k++)
             v[k * K + c] = bits_of(w->chunk_count[c * 3 + k]
                                        ? w->chunk_time[c * 3 + k] / w->chunk_count[c * 3 + k]
@@ -172,7 +172,7 @@ static int chunk_costs(pt_pipeline *p, double *cost)
 int pt_pipeline_step_times(pt_pipeline *p, const pt_link_rate *link, double *measured,
                            double *predicted)
 {
-    int K = p->n_chunks, P = p->P;
+    int K = p->n_chunks, P = p->n_ranks;
     double *cost = calloc((size_t)K * 4, sizeof(double));
     uint64_t *v = calloc((size_t)P, sizeof *v);
     if (!cost || !v) {
@@ -203,7 +203,9 @@ int pt_pipeline_step_times(pt_pipeline *p, const pt_link_rate *link, double *mea
     if (rc == PT_OK && predicted)
         rc = pt_schedule_simulate(p->s, &sc, &sim);
     for (int r = 0; rc == PT_OK && predicted && r < P; r++)
-        predicted[r] = sim->n_actions[r] > 0 ? sim->end[r][sim->n_actions[r] - 1] : 0.0;
+        predicted[r] = sim->n_actions[r / p->T] > 0
+                           ? sim->end[r / p->T][sim->n_actions[r / p->T] - 1]
+                           : 0.0; /* a worker's slices share its prediction */
     pt_schedule_sim_destroy(sim);
     free(cost);
     free(v);
@@ -223,11 +225,14 @@ int pt_pipeline_step_time_report(const pt_pipeline *p, const pt_link_rate *link,
     else
         at += (size_t)snprintf(buf, n, "link: none (transfers in memory)\n");
     if (at < n)
-        at += (size_t)snprintf(buf + at, n - at, "%-8s %12s %12s %8s\n", "worker", "step ms",
-                               "predicted", "ratio");
-    for (int r = 0; r < p->P && at < n; r++)
-        at += (size_t)snprintf(buf + at, n - at, "%-8d %12.1f %12.1f %8.2f\n", r, 1e3 * measured[r],
-                               1e3 * predicted[r],
+        at += (size_t)snprintf(buf + at, n - at, "%-10s %12s %12s %8s\n", pt_rank_heading(p),
+                               "step ms", "predicted", "ratio");
+    char label[32];
+    for (int r = 0; r < p->n_ranks && at < n; r++) {
+        pt_rank_label(p, r, label, sizeof label);
+        at += (size_t)snprintf(buf + at, n - at, "%-10s %12.1f %12.1f %8.2f\n", label,
+                               1e3 * measured[r], 1e3 * predicted[r],
                                predicted[r] > 0 ? measured[r] / predicted[r] : 0.0);
+    }
     return PT_OK;
 }

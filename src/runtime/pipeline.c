@@ -916,6 +916,16 @@ int pt_pipeline_run(pt_pipeline *p, int (*fn)(pt_pipeline *p, int worker, void *
 const float *pt_pipeline_losses(const pt_pipeline *p) { return lead(p)->losses; }
 int pt_pipeline_workers(const pt_pipeline *p) { return p->P; }
 int pt_pipeline_ranks(const pt_pipeline *p) { return p->n_ranks; }
+
+const char *pt_rank_heading(const pt_pipeline *p) { return p->T > 1 ? "rank w/t" : "worker"; }
+
+void pt_rank_label(const pt_pipeline *p, int rank, char *buf, size_t n)
+{
+    if (p->T > 1)
+        snprintf(buf, n, "%d %d/%d", rank, rank / p->T, rank % p->T);
+    else
+        snprintf(buf, n, "%d", rank);
+}
 int pt_pipeline_chunks(const pt_pipeline *p) { return p->n_chunks; }
 int pt_pipeline_stages(const pt_pipeline *p) { return p->P / p->D; }
 int pt_pipeline_replicas(const pt_pipeline *p) { return p->D; }

@@ -123,13 +123,23 @@ int pt_stash_forward(pt_weight_stash *w, int version);
 int pt_stash_enter(pt_weight_stash *w, int version, bool *swapped);
 void pt_stash_leave(pt_weight_stash *w, int version, bool swapped, bool done);
 
+/* ---- pipeline.c: the reports' rows ---- */
+
+/* The heading of the reports' first column and rank r's label in it: the
+ * worker, or with tensor slices the rank with its worker and slice. */
+const char *pt_rank_heading(const pt_pipeline *p);
+void pt_rank_label(const pt_pipeline *p, int rank, char *buf, size_t n);
+
 /* ---- trace.c ---- */
 
 typedef struct {
     pt_action_kind kind;
     int chunk, mb;
+    int piece;     /* 0: a compute action; k > 0: the tensor group's sum
+                      before piece k of the pass, with that piece */
     double t0, t1; /* seconds since the step began */
     double tb;     /* BW: where B ends and W begins */
+    double ts;     /* piece > 0: where the sum ends and the piece begins */
 } pt_trace_event;
 
 /* ---- replica_reduce.c ---- */

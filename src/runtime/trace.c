@@ -3,14 +3,17 @@
  * Every worker records each action's start and end (and, for a fused BW,
  * where its B ends) in seconds since the step began, on one clock. From them:
  *   - a Chrome/Perfetto trace-event JSON file of one or more steps on one
- *     time axis (pt_trace): a track of the steps, one track (tid) per worker
- *     with its actions, with replicas one more below it with each chunk's
+ *     time axis (pt_trace): a track of the steps, one track (tid) per rank
+ *     (a worker, or with tensor slices each slice of one) with its actions
+ *     and its tensor group's sums ("AF0.3/1": the sum before piece 1 of F0.3,
+ *     the piece after it as F0.3), with replicas one more below it with each chunk's
  *     gradient sum over the replicas ("reduce<c>", replica_reduce.c's start
  *     and end), and per worker two counters: the activation store's bytes
  *     and micro-batches in flight (activation_store.c), and the bytes its
  *     transport endpoint has sent and not yet handed over (transport.h);
- *   - the measured bubble per worker: idle time over the step's span (first
- *     action start to last action end over all workers);
+ *   - the measured bubble per rank: idle time over the step's span (first
+ *     action start to last action end over all ranks); a tensor sum counts
+ *     as busy, as the simulator counts it in the pass;
  *   - the prediction for the same step: the schedule simulator (src/sched/)
  *     played with each chunk's measured mean F, B and W times.
  * Called by the trainer and the bench after a step; reads the pipeline only
@@ -26,8 +29,9 @@
 #include "tensor/output_file.h"
 
 struct pt_trace {
-    int P;            /* workers, fixed by the first step */
-    bool *reduces;    /* [P]: worker r's reduce track has slices */
+    int P;            /* ranks, fixed by the first step */
+    int T;            /* tensor slices of a worker: rank r is slice r % T of r / T */
+    bool *reduces;    /* [P]: rank r's reduce track has slices */
     double origin;    /* the first step's start: time 0 of the trace */
     int n_steps;      /* steps added */
     pt_textbuf event; /* every event so far, each after ",\n" */
@@ -75,7 +79,8 @@ static void add_reduces(pt_trace *t, const pt_pipeline *p, int r, double at, lon
                           ",\n{\"name\": \"reduce%d\", \"cat\": \"reduce\", \"ph\": \"X\", "
                           "\"pid\": 0, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, "
                           "\"args\": {\"chunk\": %d, \"replicas\": %d, \"step\": %ld}}",
-                          c, p->P + r, at + ch->t0 * 1e6, (ch->t1 - ch->t0) * 1e6, c, ch->n, step);
+                          c, p->n_ranks + r, at + ch->t0 * 1e6, (ch->t1 - ch->t0) * 1e6, c, ch->n,
+                          step);
     }
 }
 
@@ -101,30 +106,53 @@ static void add_counters(pt_trace *t, const pt_pipeline *p, int r)
     }
 }
 
+static void add_slice(pt_trace *t, const char *name, const char *cat, const pt_trace_event *e,
+                      int r, double at, double t0, double t1, long step)
+{
+    pt_textbuf_printf(&t->event,
+                      ",\n{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": 0, "
+                      "\"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"chunk\": %d, "
+                      "\"mb\": %d, \"piece\": %d, \"step\": %ld}}",
+                      name, cat, r, at + t0 * 1e6, (t1 - t0) * 1e6, e->chunk, e->mb, e->piece,
+                      step);
+}
+
+/* A compute action as one slice; a tensor sum as the sum's slice
+ * (AF or AB, as the program's text names it) and the piece after it. */
+static void add_event(pt_trace *t, const pt_trace_event *e, int r, double at, long step)
+{
+    char name[48];
+    snprintf(name, sizeof name, "%s%d.%d", kind_name(e->kind), e->chunk, e->mb);
+    if (e->piece == 0) {
+        add_slice(t, name, kind_name(e->kind), e, r, at, e->t0, e->t1, step);
+        return;
+    }
+    char sum[64];
+    snprintf(sum, sizeof sum, "A%s/%d", name, e->piece - 1);
+    add_slice(t, sum, "tensor sum", e, r, at, e->t0, e->ts, step);
+    add_slice(t, name, kind_name(e->kind), e, r, at, e->ts, e->t1, step);
+}
+
 int pt_trace_add_step(pt_trace *t, const pt_pipeline *p, long step)
 {
+    int n = p->n_ranks;
     if (t->n_steps == 0) {
-        t->P = p->P;
+        t->P = n, t->T = p->T;
         t->origin = p->step_t0;
-        if (!(t->reduces = calloc((size_t)p->P, sizeof *t->reduces)))
+        if (!(t->reduces = calloc((size_t)n, sizeof *t->reduces)))
             return pt_fail(PT_ENOMEM, "cannot allocate the trace");
-    } else if (t->P != p->P) {
-        return pt_fail(PT_EINVAL, "a trace of %d workers cannot take a step of %d", t->P, p->P);
+    } else if (t->P != n) {
+        return pt_fail(PT_EINVAL, "a trace of %d ranks cannot take a step of %d", t->P, n);
     }
     double at = (p->step_t0 - t->origin) * 1e6; /* the step's start on the trace's axis */
     double first = 1e300, last = -1e300;
-    for (int r = 0; r < p->P; r++) {
+    for (int r = 0; r < n; r++) {
         const pt_worker *w = &p->workers[r];
         for (int i = 0; i < w->n_events; i++) {
             const pt_trace_event *e = &w->events[i];
             first = e->t0 < first ? e->t0 : first;
             last = e->t1 > last ? e->t1 : last;
-            pt_textbuf_printf(&t->event,
-                              ",\n{\"name\": \"%s%d.%d\", \"cat\": \"%s\", \"ph\": \"X\", "
-                              "\"pid\": 0, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, "
-                              "\"args\": {\"chunk\": %d, \"mb\": %d, \"step\": %ld}}",
-                              kind_name(e->kind), e->chunk, e->mb, kind_name(e->kind), r,
-                              at + e->t0 * 1e6, (e->t1 - e->t0) * 1e6, e->chunk, e->mb, step);
+            add_event(t, e, r, at, step);
         }
         add_reduces(t, p, r, at, step);
         add_counters(t, p, r);
@@ -134,7 +162,7 @@ int pt_trace_add_step(pt_trace *t, const pt_pipeline *p, long step)
                           ",\n{\"name\": \"step %ld%s\", \"cat\": \"step\", \"ph\": \"X\", "
                           "\"pid\": 0, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, "
                           "\"args\": {\"step\": %ld}}",
-                          step, p->last_skipped ? " (skipped)" : "", 2 * p->P, at + first * 1e6,
+                          step, p->last_skipped ? " (skipped)" : "", 2 * n, at + first * 1e6,
                           (last - first) * 1e6, step);
     t->n_steps++;
     return t->event.failed ? pt_fail(PT_ENOMEM, "cannot allocate the trace") : PT_OK;
@@ -161,11 +189,14 @@ int pt_trace_write(const pt_trace *t, const char *path)
                         "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 0, "
                         "\"args\": {\"name\": \"pipetrain\"}}");
     name_track(&b, 2 * t->P, "steps", -1);
-    char name[32];
+    char name[48];
     for (int r = 0; r < t->P; r++) {
-        snprintf(name, sizeof name, "worker %d", r);
+        if (t->T > 1)
+            snprintf(name, sizeof name, "worker %d slice %d", r / t->T, r % t->T);
+        else
+            snprintf(name, sizeof name, "worker %d", r);
         name_track(&b, r, name, 2 * r);
-        snprintf(name, sizeof name, "worker %d reduce", r);
+        snprintf(name, sizeof name, "rank %d reduce", r);
         if (t->reduces[r])
             name_track(&b, t->P + r, name, 2 * r + 1);
     }
@@ -201,8 +232,9 @@ int pt_pipeline_write_trace(const pt_pipeline *p, const char *path)
 
 int pt_pipeline_bubbles(const pt_pipeline *p, double *measured, double *predicted)
 {
+    int n = p->n_ranks;
     double t0 = 1e300, t1 = -1e300;
-    for (int r = 0; r < p->P; r++) {
+    for (int r = 0; r < n; r++) {
         const pt_worker *w = &p->workers[r];
         if (w->n_events == 0)
             continue;
@@ -211,7 +243,7 @@ int pt_pipeline_bubbles(const pt_pipeline *p, double *measured, double *predicte
     }
     if (t1 <= t0)
         return pt_fail(PT_EINVAL, "no step has been recorded yet");
-    for (int r = 0; measured && r < p->P; r++) {
+    for (int r = 0; measured && r < n; r++) {
         const pt_worker *w = &p->workers[r];
         double busy = 0;
         for (int i = 0; i < w->n_events; i++)
@@ -224,8 +256,8 @@ int pt_pipeline_bubbles(const pt_pipeline *p, double *measured, double *predicte
     double *cost = calloc((size_t)K * 3, sizeof(double));
     if (!cost)
         return pt_fail(PT_ENOMEM, "cannot allocate chunk costs");
-    for (int c = 0; c < K; c++) {
-        const pt_worker *w = &p->workers[pt_sched_worker_of(p->s, c, 0)];
+    for (int c = 0; c < K; c++) { /* slice 0 of the worker of the chunk's first replica */
+        const pt_worker *w = &p->workers[pt_sched_worker_of(p->s, c, 0) * p->T];
         for (int k = 0; w->chunk_count && k < 3; k++) /* MPI: other ranks' workers are empty */
             cost[k * K + c] = w->chunk_count[c * 3 + k]
                                   ? w->chunk_time[c * 3 + k] / w->chunk_count[c * 3 + k]
@@ -237,8 +269,8 @@ int pt_pipeline_bubbles(const pt_pipeline *p, double *measured, double *predicte
     pt_schedule_sim *sim;
     int rc = pt_schedule_simulate(p->s, &sc, &sim);
     if (rc == PT_OK) {
-        for (int r = 0; r < p->P; r++)
-            predicted[r] = sim->makespan > 0 ? sim->idle[r] / sim->makespan : 0.0;
+        for (int r = 0; r < n; r++) /* the slices of a worker share its prediction */
+            predicted[r] = sim->makespan > 0 ? sim->idle[r / p->T] / sim->makespan : 0.0;
         pt_schedule_sim_destroy(sim);
     }
     free(cost);
@@ -247,22 +279,26 @@ int pt_pipeline_bubbles(const pt_pipeline *p, double *measured, double *predicte
 
 int pt_pipeline_bubble_report(const pt_pipeline *p, char *buf, size_t n)
 {
-    double *meas = calloc((size_t)p->P * 2, sizeof(double));
+    int n_ranks = p->n_ranks;
+    double *meas = calloc((size_t)n_ranks * 2, sizeof(double));
     if (!meas)
         return pt_fail(PT_ENOMEM, "cannot allocate the bubble report");
-    double *pred = meas + p->P;
+    double *pred = meas + n_ranks;
     int rc = pt_pipeline_bubbles(p, meas, pred);
     size_t at = 0;
     if (rc == PT_OK && n > 0) {
         buf[0] = '\0';
-        at += (size_t)snprintf(buf, n, "%-8s %10s %10s\n", "worker", "bubble", "predicted");
-        for (int r = 0; r < p->P && at < n; r++) {
+        char label[32];
+        at += (size_t)snprintf(buf, n, "%-10s %10s %10s\n", pt_rank_heading(p), "bubble",
+                               "predicted");
+        for (int r = 0; r < n_ranks && at < n; r++) {
+            pt_rank_label(p, r, label, sizeof label);
             if (!p->workers[r].local) { /* another process's worker: not seen here */
-                at += (size_t)snprintf(buf + at, n - at, "%-8d %10s %10s\n", r, "-", "-");
+                at += (size_t)snprintf(buf + at, n - at, "%-10s %10s %10s\n", label, "-", "-");
                 continue;
             }
-            at += (size_t)snprintf(buf + at, n - at, "%-8d %9.1f%% %9.1f%%\n", r, 100.0 * meas[r],
-                                   100.0 * pred[r]);
+            at += (size_t)snprintf(buf + at, n - at, "%-10s %9.1f%% %9.1f%%\n", label,
+                                   100.0 * meas[r], 100.0 * pred[r]);
         }
     }
     free(meas);

@@ -117,7 +117,8 @@ int pt_schedule_draw_ascii(const pt_schedule *s, const pt_schedule_sim *sim, cha
 }
 
 /* A program's compute actions as a schedule's, its collectives (REDUCE,
- * TIED, NORM) by their tokens; sends, receives and steps take no time. */
+ * TIED, NORM, GATHER) by their tokens, tensor sums as AF or AB; sends,
+ * receives and steps take no time. */
 static bool program_label(const void *src, int w, int i, char *buf, size_t n)
 {
     const pt_program *p = src;
@@ -125,6 +126,10 @@ static bool program_label(const void *src, int w, int i, char *buf, size_t n)
     if (pt_prog_is_compute(a->kind)) {
         pt_action c = pt_prog_compute(a);
         compute_label(&c, p->shape->n_chunks > pt_sched_stages(p->shape), buf, n);
+        return true;
+    }
+    if (a->kind == PT_PROG_TENSOR_SUM) { /* short: a pass has one after each piece */
+        snprintf(buf, n, "A%s", a->backward ? "B" : "F");
         return true;
     }
     if (!pt_prog_is_collective(a->kind))

@@ -538,7 +538,7 @@ static void teardown(trainer *t)
  * rank takes part under MPI. */
 static void report_step_times(trainer *t, pt_train_result *result)
 {
-    int P = pt_pipeline_workers(t->pipe);
+    int P = pt_pipeline_ranks(t->pipe);
     result->link = t->link;
     if (P < 2 || !(t->step_times = malloc(sizeof(double) * 2 * (size_t)P)))
         return;
@@ -554,7 +554,7 @@ static void report_step_times(trainer *t, pt_train_result *result)
 static void log_step_times(trainer *t, pt_metrics_row *row)
 {
     static char keys[PT_METRICS_MAX_EXTRA][40];
-    int P = pt_pipeline_workers(t->pipe);
+    int P = pt_pipeline_ranks(t->pipe);
     if (!t->step_times || row->n_extra + 2 + 2 * P > PT_METRICS_MAX_EXTRA)
         return;
     row->extra[row->n_extra].key = "link_bytes_per_s";
@@ -580,7 +580,7 @@ static void report_last_step(trainer *t, pt_train_result *result)
     if (!strcmp(pt_pipeline_transport_name(t->pipe), "mpi"))
         return;
     pt_pipeline_bubble_report(t->pipe, result->bubbles, sizeof result->bubbles);
-    if ((t->bubbles = malloc(sizeof(double) * pt_pipeline_workers(t->pipe))) &&
+    if ((t->bubbles = malloc(sizeof(double) * pt_pipeline_ranks(t->pipe))) &&
         pt_pipeline_bubbles(t->pipe, t->bubbles, NULL) != PT_OK) {
         free(t->bubbles);
         t->bubbles = NULL;
@@ -650,7 +650,7 @@ static int report_skipped(trainer *t, float lr, float loss, double norm, int sta
  * takes part (the figures are summed across ranks). */
 static int report_memory(trainer *t, pt_train_result *result, pt_metrics_row *row)
 {
-    int P = pt_pipeline_ranks(t->pipe), T = P / pt_pipeline_workers(t->pipe);
+    int P = pt_pipeline_ranks(t->pipe);
     pt_memory_use *m = calloc((size_t)P * 2, sizeof *m);
     size_t *rss = calloc((size_t)P, sizeof *rss);
     int rc = m && rss ? pt_pipeline_memory(t->pipe, m, m + P, rss)
@@ -663,7 +663,7 @@ static int report_memory(trainer *t, pt_train_result *result, pt_metrics_row *ro
     for (int r = 0; rc == PT_OK && r < P && row->n_extra + n <= PT_METRICS_MAX_EXTRA; r++) {
         const char *what[4] = {"bytes", "predicted_bytes", "peak_rss_bytes", "bubble"};
         double value[4] = {(double)pt_memory_total(&m[r]), (double)pt_memory_total(&m[P + r]),
-                           (double)rss[r], t->bubbles ? t->bubbles[r / T] : 0.0};
+                           (double)rss[r], t->bubbles ? t->bubbles[r] : 0.0};
         for (int k = 0; k < n; k++) {
             snprintf(keys[row->n_extra], sizeof keys[0], "worker%d_%s", r, what[k]);
             row->extra[row->n_extra].key = keys[row->n_extra];
