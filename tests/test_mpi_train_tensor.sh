@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # test_mpi_train_tensor: `pipetrain train --tensor T` from the command line,
 # on threads and under `mpirun -np P*T*D`:
-#   - (P, T, D) = (1, 2, 1), (2, 2, 1), (1, 4, 1), (2, 4, 1) and (1, 2, 2) on
-#     threads, and (2, 2, 1) and (1, 4, 1) under MPI: the loss of every one
-#     of 20 steps within 1e-5 relative of the P = T = D = 1 run;
+#   - (P, T, D, zero) = (1, 2, 1, 0), (2, 2, 1, 0), (1, 4, 1, 0), (2, 4, 1, 0),
+#     (1, 2, 2, 0), (2, 2, 2, 1), (1, 4, 2, 2) and (2, 4, 2, 1) on threads, and
+#     (2, 2, 1, 0), (1, 4, 1, 0), (2, 2, 2, 1), (1, 4, 2, 2) and (2, 4, 2, 1),
+#     16 ranks, under MPI (every value of
+#     each axis; tests/test_tensor_pipeline.c runs every layout on threads):
+#     the loss of every one of 20 steps within 1e-5 relative of the
+#     P = T = D = 1 run;
 #   - the same layout on threads and under MPI, and two runs of one layout:
 #     the same losses, digit for digit;
 #   - the rank mapping is printed at start (rank = (stage D + replica) T + t);
@@ -50,6 +54,9 @@ run p2t4 -- --stages 2 --tensor 4
 run t2d2 -- --tensor 2 --replicas 2
 grep -q "rank 3: stage 0, tensor slice 1, replica 1" "$dir/t2d2.err" ||
     { echo "FAIL: the mapping of replicas"; cat "$dir/t2d2.err"; exit 1; }
+run p2t2d2z1 -- --stages 2 --tensor 2 --replicas 2 --zero 1
+run t4d2z2 -- --tensor 4 --replicas 2 --zero 2
+run p2t4d2z1 -- --stages 2 --tensor 4 --replicas 2 --zero 1
 refuse() { # what the message says, flags...
     local says=$1
     shift
@@ -67,6 +74,15 @@ if command -v mpirun >/dev/null; then
     run mpi_t4 "${mpi[@]}" 4 -- --tensor 4
     [ "$(losses "$dir/t4.jsonl")" = "$(losses "$dir/mpi_t4.jsonl")" ] ||
         { echo "FAIL: (1, 4, 1): threads and MPI differ"; exit 1; }
+    run mpi_p2t2d2z1 "${mpi[@]}" 8 -- --stages 2 --tensor 2 --replicas 2 --zero 1 --threads 1
+    [ "$(losses "$dir/p2t2d2z1.jsonl")" = "$(losses "$dir/mpi_p2t2d2z1.jsonl")" ] ||
+        { echo "FAIL: (2, 2, 2, zero 1): threads and MPI differ"; exit 1; }
+    run mpi_t4d2z2 "${mpi[@]}" 8 -- --tensor 4 --replicas 2 --zero 2 --threads 1
+    [ "$(losses "$dir/t4d2z2.jsonl")" = "$(losses "$dir/mpi_t4d2z2.jsonl")" ] ||
+        { echo "FAIL: (1, 4, 2, zero 2): threads and MPI differ"; exit 1; }
+    run mpi_p2t4d2z1 "${mpi[@]}" 16 -- --stages 2 --tensor 4 --replicas 2 --zero 1 --threads 1
+    [ "$(losses "$dir/p2t4d2z1.jsonl")" = "$(losses "$dir/mpi_p2t4d2z1.jsonl")" ] ||
+        { echo "FAIL: (2, 4, 2, zero 1): threads and MPI differ"; exit 1; }
     refuse "need 4 MPI ranks, but mpirun started 2" "${mpi[@]}" 2 "$PIPETRAIN" train \
         "${common[@]}" --stages 2 --tensor 2
 else

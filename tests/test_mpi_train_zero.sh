@@ -49,5 +49,4 @@ refuse() { # expected words, then the flags
 refuse "replicas" --stages 2 --zero 1
 refuse "zero" --stages 1 --replicas 2 --zero 3
 refuse "asynchronous" --stages 2 --replicas 2 --zero 1 --schedule pipedream --microbatches 4
-refuse "tensor 2" --stages 1 --replicas 2 --zero 1 --tensor 2
-echo "refused: --zero without replicas, --zero 3, --zero under pipedream, --zero with --tensor"
+echo "refused: --zero without replicas, --zero 3, --zero under pipedream"

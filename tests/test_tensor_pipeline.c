@@ -1,11 +1,13 @@
 /* test_tensor_pipeline: GPT trained with tensor-parallel stages on threads
  * (--tensor T: ranks = stages x T x replicas) follows the one-worker run:
- * - at (P, T, D) = (1, 2, 1), (2, 2, 1), (1, 4, 1), (2, 4, 1), (1, 2, 2),
- *   the mean loss of every one of 20 AdamW steps (clipped: the global norm
- *   must count every slice's part once) is within 1e-5 relative of the
- *   P = T = D = 1 run's (splitting a product's inner dimension changes the
- *   order of additions, so not bit for bit);
- * - two runs of one layout agree bit for bit;
+ * - at P in {1, 2}, T in {2, 4}, D in {1, 2}, and with replicas zero in
+ *   {0, 1, 2}, the mean loss of every one of 20 AdamW steps (clipped: the
+ *   global norm must count every slice's part once, and each shard's once)
+ *   is within 1e-5 relative of the P = T = D = 1 run's (splitting a
+ *   product's inner dimension changes the order of additions, so not bit
+ *   for bit);
+ * - zero 1 and 2 give zero 0's losses bit for bit at each layout, and two
+ *   runs of one layout agree bit for bit;
  * - the lowered program carries the tensor group's sums (AF, AB) between
  *   the pieces of every compute action;
  * - bad layouts are refused with a message: T not dividing the heads, an
@@ -46,16 +48,16 @@ static void make_batch(const pt_model_config *c, int s, int *tokens)
         tokens[i] = (int)pt_rng_below(&r, (uint64_t)c->vocab);
 }
 
-static int train(int P, int T, int D, float *losses)
+static int train(int P, int T, int D, int zero, float *losses)
 {
     pt_model_config c = gpt();
     pt_optim_config o = optim();
     pt_pipeline_config pc = pt_pipeline_config_default();
-    pc.stages = P, pc.tensor = T, pc.replicas = D, pc.microbatches = M;
+    pc.stages = P, pc.tensor = T, pc.replicas = D, pc.zero = zero, pc.microbatches = M;
     pc.transport = PT_PIPELINE_THREADS;
     pt_pipeline *p;
-    REQUIRE(pt_pipeline_create(&c, &o, &pc, &p) == PT_OK, "(%d, %d, %d): %s", P, T, D,
-            pt_last_error());
+    REQUIRE(pt_pipeline_create(&c, &o, &pc, &p) == PT_OK, "(%d, %d, %d, zero %d): %s", P, T, D,
+            zero, pt_last_error());
     int *tokens = malloc(sizeof(int) * (size_t)(M * c.seq_len + 1));
     REQUIRE(tokens, "allocation");
     for (int s = 0; s < STEPS; s++) {
@@ -69,15 +71,22 @@ static int train(int P, int T, int D, float *losses)
     return 0;
 }
 
+/* Layout (P, T, D) at zero 0, 1 and 2 (with replicas): within 1e-5 of
+ * the one worker's losses, and sharding bit for bit zero 0's. */
 static void compare(int P, int T, int D, const float *ref)
 {
-    float l[STEPS];
-    if (train(P, T, D, l))
-        return;
-    for (int s = 0; s < STEPS; s++)
-        CHECK(fabsf(l[s] - ref[s]) <= 1e-5f * fabsf(ref[s]),
-              "(P %d, T %d, D %d) step %d: loss %.9g, one worker %.9g (%.2g relative)", P, T, D, s,
-              l[s], ref[s], fabs(l[s] - ref[s]) / fabs(ref[s]));
+    float l[3][STEPS];
+    for (int z = 0; z < (D > 1 ? 3 : 1); z++) {
+        if (train(P, T, D, z, l[z]))
+            return;
+        for (int s = 0; s < STEPS; s++)
+            CHECK(fabsf(l[z][s] - ref[s]) <= 1e-5f * fabsf(ref[s]),
+                  "(P %d, T %d, D %d, zero %d) step %d: loss %.9g, one worker %.9g (%.2g "
+                  "relative)",
+                  P, T, D, z, s, l[z][s], ref[s], fabs(l[z][s] - ref[s]) / fabs(ref[s]));
+        CHECK(!memcmp(l[z], l[0], sizeof l[0]), "(P %d, T %d, D %d): zero %d differs from zero 0",
+              P, T, D, z);
+    }
 }
 
 static void refused(pt_model_config c, int T, int checkpoint, const char *says)
@@ -122,15 +131,14 @@ int main(void)
 {
     float ref[STEPS], a[STEPS], b[STEPS];
     check_program();
-    if (train(1, 1, 1, ref))
+    if (train(1, 1, 1, 0, ref))
         return 1;
-    compare(1, 2, 1, ref);
-    compare(2, 2, 1, ref);
-    compare(1, 4, 1, ref);
-    compare(2, 4, 1, ref);
-    compare(1, 2, 2, ref);
-    if (!train(2, 2, 1, a) && !train(2, 2, 1, b))
-        CHECK(!memcmp(a, b, sizeof a), "two runs at (2, 2, 1) differ");
+    for (int P = 1; P <= 2; P++)
+        for (int T = 2; T <= 4; T += 2)
+            for (int D = 1; D <= 2; D++)
+                compare(P, T, D, ref);
+    if (!train(2, 2, 2, 1, a) && !train(2, 2, 2, 1, b))
+        CHECK(!memcmp(a, b, sizeof a), "two runs at (2, 2, 2, zero 1) differ");
     pt_model_config c = gpt();
     refused(c, 3, 0, "heads");
     refused(c, 2, 1, "checkpointing");

@@ -17,9 +17,12 @@
  *   tied        a tied pair's copies (wte, lm_head) summed between their
  *               owners (TIED), after the replicas' sums;
  *   norm        each chunk's share of the squared norm (double), in parts
- *               per replica shard (zero.c's cut, sharded or not), sent
- *               exactly to every worker, folded in shard and chunk order
- *               (NORM): the same norm with the state sharded or not;
+ *               per replica shard (zero.c's cut, sharded or not), with
+ *               tensor slices each part summed over the slices first (the
+ *               split tensors' parts on every slice, the whole ones on
+ *               slice 0), sent exactly to every worker, folded in shard and
+ *               chunk order (NORM): the same norm with the state sharded or
+ *               not;
  *   losses      each micro-batch's loss, sent exactly to every worker;
  *   probs       the last chunk's output to one worker of every process.
  *
@@ -282,50 +285,31 @@ int pt_coll_sum_replicas(pt_worker *w, int c)
     return rc;
 }
 
-/* A tensor slice's share of chunk c's squared norm: its parts of the split
- * tensors, and the whole ones (the same on every slice) on slice 0 only. */
-static double slice_grad_sq(const pt_worker *w, int c)
-{
-    const pt_model *m = w->stage;
-    double sq = 0.0;
-    for (int i = 0; i < m->n_params; i++) {
-        const pt_param *q = &m->params[i];
-        if (q->block < w->p->chunk_first[c] || q->block > w->p->chunk_last[c] || q->tied_to ||
-            !q->grad)
-            continue;
-        const pt_block *b = &m->blocks[q->block];
-        const pt_param_decl *d = &b->decl[i - pt_model_block_first_param(m, q->block)];
-        if (d->split_parts > 1 || w->tensor_rank == 0)
-            sq += pt_sum_squares(q->grad, q->numel);
-    }
-    return sq;
-}
-
-/* Tensor slices: every chunk's share summed over the worker's slices,
- * exactly (each slice's bits in its own place), folded in slice order. */
+/* Tensor slices: every part summed over the worker's slices, exactly
+ * (each slice's bits in its own place), folded in slice order, so every
+ * slice holds the whole model's part. */
 static int sum_over_slices(pt_worker *w)
 {
     pt_pipeline *p = w->p;
-    int K = p->n_chunks, T = p->T;
-    float *buf = calloc((size_t)K * T * 4, sizeof(float));
+    int KD = p->n_chunks * p->s->replicas, T = p->T;
+    float *buf = calloc((size_t)KD * T * 4, sizeof(float));
     if (!buf)
-        return pt_fail(PT_ENOMEM, "cannot allocate the slices' shares");
-    for (int c = 0; c < K; c++) {
-        w->shares[c] = slice_grad_sq(w, c);
+        return pt_fail(PT_ENOMEM, "cannot allocate the slices' parts");
+    for (int i = 0; i < KD; i++) {
         uint64_t bits;
-        memcpy(&bits, &w->shares[c], sizeof bits);
-        put_bits(buf + ((size_t)w->tensor_rank * K + c) * 4, bits, 4);
+        memcpy(&bits, &w->parts[i], sizeof bits);
+        put_bits(buf + ((size_t)w->tensor_rank * KD + i) * 4, bits, 4);
     }
     int rc =
-        pt_transport_allreduce_sum_f32(w->tensor_t, w->tensor_group, T, buf, (size_t)K * T * 4);
-    for (int c = 0; rc == PT_OK && c < K; c++) {
+        pt_transport_allreduce_sum_f32(w->tensor_t, w->tensor_group, T, buf, (size_t)KD * T * 4);
+    for (int i = 0; rc == PT_OK && i < KD; i++) {
         double sq = 0.0, x;
         for (int t = 0; t < T; t++) {
-            uint64_t bits = get_bits(buf + ((size_t)t * K + c) * 4, 4);
+            uint64_t bits = get_bits(buf + ((size_t)t * KD + i) * 4, 4);
             memcpy(&x, &bits, sizeof x);
             sq += x;
         }
-        w->shares[c] = sq;
+        w->parts[i] = sq;
     }
     free(buf);
     return rc;
@@ -335,14 +319,7 @@ int pt_coll_norm(pt_worker *w)
 {
     pt_pipeline *p = w->p;
     int D = p->s->replicas, rc;
-    if (p->T > 1) { /* slices (never sharded): replica 0 speaks for the stage */
-        if ((rc = sum_over_slices(w)) != PT_OK)
-            return rc;
-        for (int c = 0; c < p->n_chunks; c++)
-            for (int k = 0; k < D; k++)
-                w->parts[c * D + k] = k == 0 ? w->shares[c] : 0.0;
-    }
-    for (int c = 0; p->T == 1 && c < p->n_chunks; c++) {
+    for (int c = 0; c < p->n_chunks; c++) {
         int me = pt_zero_position(p, w->rank, c);
         size_t off = 0, floats = 0, lo, hi;
         if (me >= 0)
@@ -353,10 +330,12 @@ int pt_coll_norm(pt_worker *w)
             pt_zero_shard(p, c, k, &lo, &hi);
             w->parts[c * D + k] =
                 mine ? pt_optimizer_grad_sq_range(w->stage, p->chunk_first[c], p->chunk_last[c],
-                                                  off + lo, off + hi)
+                                                  off + lo, off + hi, w->tensor_rank)
                      : 0.0;
         }
     }
+    if (p->T > 1 && (rc = sum_over_slices(w)) != PT_OK)
+        return rc;
     /* every loss is known by now: one exchange carries both */
     rc = pt_coll_share(w, true, true);
     if (rc != PT_OK)

@@ -135,12 +135,21 @@ static size_t overlap(const pt_model *m, const pt_param *p, size_t lo, size_t hi
     return b > a ? b - a : 0;
 }
 
-double pt_optimizer_grad_sq_range(const pt_model *m, int first, int last, size_t lo, size_t hi)
+/* Is parameter i cut across tensor slices (each holds a part)? */
+static bool split(const pt_model *m, int i)
+{
+    int b = m->params[i].block;
+    return m->blocks[b].decl[i - pt_model_block_first_param(m, b)].split_parts > 1;
+}
+
+double pt_optimizer_grad_sq_range(const pt_model *m, int first, int last, size_t lo, size_t hi,
+                                  int slice)
 {
     double sq = 0.0;
     for (int i = 0; i < m->n_params; i++) {
         const pt_param *p = &m->params[i];
-        if (p->block < first || p->block > last || p->tied_to || !p->grad)
+        if (p->block < first || p->block > last || p->tied_to || !p->grad ||
+            (slice > 0 && !split(m, i)))
             continue;
         size_t at, n = overlap(m, p, lo, hi, &at);
         sq += pt_sum_squares(p->grad + at, n);
@@ -150,7 +159,7 @@ double pt_optimizer_grad_sq_range(const pt_model *m, int first, int last, size_t
 
 double pt_optimizer_grad_sq(const pt_model *m, int first, int last)
 {
-    return pt_optimizer_grad_sq_range(m, first, last, 0, SIZE_MAX);
+    return pt_optimizer_grad_sq_range(m, first, last, 0, SIZE_MAX, 0);
 }
 
 float pt_optimizer_clip_factor(const pt_optim_config *cfg, double norm)

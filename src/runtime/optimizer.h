@@ -32,8 +32,11 @@ int pt_optimizer_n_ranges(const pt_optimizer *o);
 void pt_optimizer_range(const pt_optimizer *o, int r, size_t *lo, size_t *hi);
 
 /* pt_optimizer_grad_sq over the arena's floats [lo, hi) only, walked in the
- * same order: a shard's share. */
-double pt_optimizer_grad_sq_range(const pt_model *m, int first, int last, size_t lo, size_t hi);
+ * same order: a shard's share. On tensor slice `slice` above 0 only the
+ * tensors split across the slices count (slice 0 counts the whole ones
+ * every slice holds): the slices' shares add up to the whole model's. */
+double pt_optimizer_grad_sq_range(const pt_model *m, int first, int last, size_t lo, size_t hi,
+                                  int slice);
 /* pt_optimizer_step for the parameters inside the arena's floats [lo, hi)
  * that the optimizer owns moments of; the per-element update is the same. */
 void pt_optimizer_step_range(pt_optimizer *o, pt_model *m, int first, int last, size_t lo,

@@ -664,11 +664,6 @@ int pt_pipeline_create(const pt_model_config *model, const pt_optim_config *opti
     int D = cfg->replicas ? cfg->replicas : 1, T = cfg->tensor ? cfg->tensor : 1;
     if ((rc = check_tensor(model, cfg, T)) != PT_OK)
         return rc;
-    if (T > 1 && cfg->zero)
-        return pt_fail(PT_EINVAL,
-                       "zero %d with tensor %d: sharding a tensor slice's optimizer state "
-                       "across replicas is not built yet; use one of --zero and --tensor",
-                       cfg->zero, T);
     if (mpi_t && (long)cfg->stages * T * D != pt_transport_size(mpi_t))
         return pt_fail(PT_EINVAL,
                        "%d stages x %d tensor slices x %d replicas need %ld MPI ranks, but "
