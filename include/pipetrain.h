@@ -990,7 +990,9 @@ int pt_pipeline_is_main(const pt_pipeline *p);
 
 /* Worker w's stage and its optimizer (NULL when w does not run in this
  * process, or the pipeline has no optimizer). Its parameters of blocks it
- * does not hold have data NULL. */
+ * does not hold have data NULL. Here and below a worker is a rank
+ * (pt_pipeline_ranks(): with tensor slices, slice t of worker w is rank
+ * w T + t, and its stage holds that slice), as pt_pipeline_run passes it. */
 pt_model *pt_pipeline_stage(pt_pipeline *p, int worker);
 pt_optimizer *pt_pipeline_stage_optimizer(pt_pipeline *p, int worker);
 /* Sharded optimizer state (zero): called on every worker in a
@@ -1002,9 +1004,24 @@ void pt_pipeline_release_moments(pt_pipeline *p, int worker);
 /* Sharded: worker w keeps its shards of `full`, an optimizer of its whole
  * stage (a checkpoint read into it). */
 void pt_pipeline_take_moments(pt_pipeline *p, int worker, pt_optimizer *full);
-/* The pipeline stage worker w is a replica of (0 .. stages-1), and which
- * replica (*replica, may be NULL); -1 for a worker that holds no chunk. */
-int pt_pipeline_worker_stage(const pt_pipeline *p, int worker, int *replica);
+/* The pipeline stage rank r is a replica of (0 .. stages-1), and which
+ * replica (*replica, may be NULL); -1 for a rank that holds no chunk. */
+int pt_pipeline_worker_stage(const pt_pipeline *p, int rank, int *replica);
+/* Tensor slices, for checkpoints: a model of rank r's worker's blocks at
+ * T = 1 shapes and, with whole_opt and an optimizer, one of its moments,
+ * as freshly made (NULLs where r does not run here); the caller destroys
+ * them. */
+int pt_pipeline_whole_stage(pt_pipeline *p, int rank, pt_model **whole, pt_optimizer **whole_opt);
+/* Tensor slices, for checkpoints: called in a pt_pipeline_run job by every
+ * slice of a worker, gathers the worker's whole stage (a model of its
+ * blocks at T = 1 shapes) and, with an optimizer, its whole moments
+ * (gathered ones under zero) from the slices: *whole and *whole_opt on
+ * slice 0 (the caller destroys them), NULL on the others. */
+int pt_pipeline_gather_slices(pt_pipeline *p, int rank, pt_model **whole, pt_optimizer **whole_opt);
+/* The inverse, for a load: rank r's slice of `whole` into its stage and
+ * of `whole_opt` (may be NULL) into its moments (under zero, its shards). */
+int pt_pipeline_take_slice(pt_pipeline *p, int rank, const pt_model *whole,
+                           pt_optimizer *whole_opt);
 /* Copies parameter `name` (which -1) or its optimizer moment `which` (0:
  * exp_avg or momentum, 1: exp_avg_sq) from the first worker of this process
  * that holds it; PT_EINVAL when none does. */

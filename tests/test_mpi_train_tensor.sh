@@ -11,8 +11,11 @@
 #   - the same layout on threads and under MPI, and two runs of one layout:
 #     the same losses, digit for digit;
 #   - the rank mapping is printed at start (rank = (stage D + replica) T + t);
+#   - a set saved at (2, 2, 1) (threads, and under MPI byte for byte the
+#     same) resumes at (1, 1, 2, zero 1) as the one-worker set does, within
+#     1e-5;
 #   - refused with a message: T not dividing the heads, P x T x D not the
-#     number of MPI ranks, --save with tensor slices.
+#     number of MPI ranks.
 # ctest: slow
 set -euo pipefail
 corpus=/usr/share/games/fortunes
@@ -64,8 +67,19 @@ refuse() { # what the message says, flags...
     grep -q "$says" "$dir/r.out" || { echo "FAIL: '$says' not in:"; cat "$dir/r.out"; exit 1; }
 }
 refuse "does not divide the 4 attention heads" "$PIPETRAIN" train "${common[@]}" --tensor 3
-refuse "checkpoints of tensor-parallel" "$PIPETRAIN" train "${common[@]}" --tensor 2 \
-    --save "$dir/set"
+# a set saved with tensor slices holds the whole model: a run resumed from
+# it at another layout continues as one resumed from the one-worker set
+"$PIPETRAIN" train "${common[@]}" --steps 10 --stages 2 --tensor 2 --save "$dir/set_t" \
+    > /dev/null 2>&1 || { echo "FAIL: --save with --tensor 2"; exit 1; }
+"$PIPETRAIN" train "${common[@]}" --steps 10 --save "$dir/set_1" > /dev/null 2>&1 ||
+    { echo "FAIL: --save"; exit 1; }
+for set in set_t set_1; do
+    "$PIPETRAIN" train "${common[@]}" --resume "$dir/$set" --replicas 2 --zero 1 \
+        --metrics "$dir/r_$set.jsonl" > /dev/null 2>&1 || { echo "FAIL: resume $set"; exit 1; }
+done
+close "$(losses "$dir/r_set_1.jsonl")" "$(losses "$dir/r_set_t.jsonl")" ||
+    { echo "FAIL: resumed from the sliced set: $(losses "$dir/r_set_t.jsonl")"; exit 1; }
+echo "a set saved at (2, 2, 1) resumes at (1, 1, 2, zero 1) as the one-worker set does"
 if command -v mpirun >/dev/null; then
     mpi=(mpirun --oversubscribe -np)
     run mpi_p2t2 "${mpi[@]}" 4 -- --stages 2 --tensor 2
@@ -83,6 +97,14 @@ if command -v mpirun >/dev/null; then
     run mpi_p2t4d2z1 "${mpi[@]}" 16 -- --stages 2 --tensor 4 --replicas 2 --zero 1 --threads 1
     [ "$(losses "$dir/p2t4d2z1.jsonl")" = "$(losses "$dir/mpi_p2t4d2z1.jsonl")" ] ||
         { echo "FAIL: (2, 4, 2, zero 1): threads and MPI differ"; exit 1; }
+    "${mpi[@]}" 4 "$PIPETRAIN" train "${common[@]}" --steps 10 --stages 2 --tensor 2 --threads 1 \
+        --save "$dir/set_mpi" > /dev/null 2>&1 || { echo "FAIL: --save under mpirun"; exit 1; }
+    for f in "$dir"/set_t/*.safetensors; do # the tensors, after the header (its run id differs)
+        skip=$((8 + $(od -An -t u8 -N8 "$f")))
+        cmp -s -i "$skip" "$f" "$dir/set_mpi/$(basename "$f")" ||
+            { echo "FAIL: $(basename "$f") saved under mpirun differs from threads'"; exit 1; }
+    done
+    echo "a set saved under mpirun at (2, 2, 1): the threads' set byte for byte"
     refuse "need 4 MPI ranks, but mpirun started 2" "${mpi[@]}" 2 "$PIPETRAIN" train \
         "${common[@]}" --stages 2 --tensor 2
 else

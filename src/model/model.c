@@ -719,6 +719,12 @@ static int block_sums(const pt_block *b, int backward)
     return b->ops->tensor_sums ? b->ops->tensor_sums(b, backward) : 0;
 }
 
+const pt_param_decl *pt_model_param_decl(const pt_model *m, int i)
+{
+    int b = m->params[i].block;
+    return &m->blocks[b].decl[i - pt_model_block_first_param(m, b)];
+}
+
 int pt_model_tensor_pieces(const pt_model *m, int first, int last, int backward)
 {
     int n = 1;

@@ -66,5 +66,7 @@ float *pt_model_tensor_sum_buffer(const pt_model *m, int first, int last, int ba
 
 /* The parameters of block `block`: params[first .. first + count). */
 int pt_model_block_first_param(const pt_model *m, int block);
+/* Parameter i's declaration: its name, shape and (a tensor slice's) split. */
+const pt_param_decl *pt_model_param_decl(const pt_model *m, int i);
 
 #endif

@@ -136,11 +136,7 @@ static size_t overlap(const pt_model *m, const pt_param *p, size_t lo, size_t hi
 }
 
 /* Is parameter i cut across tensor slices (each holds a part)? */
-static bool split(const pt_model *m, int i)
-{
-    int b = m->params[i].block;
-    return m->blocks[b].decl[i - pt_model_block_first_param(m, b)].split_parts > 1;
-}
+static bool split(const pt_model *m, int i) { return pt_model_param_decl(m, i)->split_parts > 1; }
 
 double pt_optimizer_grad_sq_range(const pt_model *m, int first, int last, size_t lo, size_t hi,
                                   int slice)

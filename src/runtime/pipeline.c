@@ -499,15 +499,25 @@ static int order_for_costs(pt_pipeline *p, const pt_pipeline_config *cfg)
 }
 
 /* Worker r's stage: the blocks of its chunks, their moments, the stashes. */
-static int make_stage(pt_pipeline *p, pt_worker *w)
+unsigned char *pt_worker_hold(const pt_worker *w)
 {
-    int n_blocks = pt_model_n_blocks(p->desc);
-    unsigned char *hold = calloc((size_t)n_blocks, 1);
-    if (!hold)
-        return pt_fail(PT_ENOMEM, "cannot allocate worker %d's block list", w->rank);
+    const pt_pipeline *p = w->p;
+    unsigned char *hold = calloc((size_t)pt_model_n_blocks(p->desc), 1);
+    if (!hold) {
+        pt_fail(PT_ENOMEM, "cannot allocate worker %d's block list", w->rank);
+        return NULL;
+    }
     for (int c = 0; c < p->n_chunks; c++)
         if (pt_sched_holds(p->s, w->rank, c, NULL))
             memset(hold + p->chunk_first[c], 1, (size_t)(p->chunk_last[c] - p->chunk_first[c] + 1));
+    return hold;
+}
+
+static int make_stage(pt_pipeline *p, pt_worker *w)
+{
+    unsigned char *hold = pt_worker_hold(w);
+    if (!hold)
+        return PT_ENOMEM;
     int rc = pt_model_create_slice(pt_model_get_config(p->desc), hold, 0, p->T, w->tensor_rank,
                                    &w->stage);
     free(hold);
@@ -955,10 +965,14 @@ size_t pt_pipeline_peak_activation_bytes(const pt_pipeline *p, int worker)
     return worker >= 0 && worker < p->n_ranks ? p->workers[worker].store.peak_bytes : 0;
 }
 
+pt_worker *pt_local_worker(const pt_pipeline *p, int rank)
+{
+    return rank >= 0 && rank < p->n_ranks && p->workers[rank].local ? &p->workers[rank] : NULL;
+}
+
 static const pt_worker *local_worker(const pt_pipeline *p, int worker)
 {
-    return worker >= 0 && worker < p->n_ranks && p->workers[worker].local ? &p->workers[worker]
-                                                                          : NULL;
+    return pt_local_worker(p, worker);
 }
 
 pt_model *pt_pipeline_stage(pt_pipeline *p, int worker)
@@ -975,28 +989,29 @@ pt_optimizer *pt_pipeline_stage_optimizer(pt_pipeline *p, int worker)
 
 int pt_pipeline_gather_moments(pt_pipeline *p, int worker)
 {
-    pt_worker *w =
-        worker >= 0 && worker < p->P && p->workers[worker].local ? &p->workers[worker] : NULL;
+    pt_worker *w = pt_local_worker(p, worker);
     return w ? pt_zero_gather_moments(w) : PT_OK;
 }
 
 void pt_pipeline_release_moments(pt_pipeline *p, int worker)
 {
-    if (worker >= 0 && worker < p->P && p->workers[worker].local)
-        pt_zero_release_moments(&p->workers[worker]);
+    pt_worker *w = pt_local_worker(p, worker);
+    if (w)
+        pt_zero_release_moments(w);
 }
 
 void pt_pipeline_take_moments(pt_pipeline *p, int worker, pt_optimizer *full)
 {
-    if (worker >= 0 && worker < p->P && p->workers[worker].local && p->workers[worker].opt)
-        pt_zero_take_moments(&p->workers[worker], full);
+    pt_worker *w = pt_local_worker(p, worker);
+    if (w && w->opt)
+        pt_zero_take_moments(w, full);
 }
 
-int pt_pipeline_worker_stage(const pt_pipeline *p, int worker, int *replica)
+int pt_pipeline_worker_stage(const pt_pipeline *p, int rank, int *replica)
 {
-    if (worker < 0 || worker >= p->P)
+    if (rank < 0 || rank >= p->n_ranks)
         return -1;
-    int D = p->s->replicas;
+    int D = p->s->replicas, worker = rank / p->T;
     for (int c = 0; c < p->n_chunks; c++)
         for (int k = 0; k < D; k++)
             if (p->s->chunk_worker[c * D + k] == worker) {

@@ -361,6 +361,12 @@ int pt_coll_share_probs(pt_worker *w, float *probs, size_t floats);
 int pt_coll_sum_counts(pt_pipeline *p, uint64_t *v, size_t n);
 /* MPI: records the error, aborts the world (every rank stops), returns rc. */
 int pt_ranks_abort(pt_pipeline *p, int rc);
+/* Rank r's worker when it runs in this process, else NULL. */
+pt_worker *pt_local_worker(const pt_pipeline *p, int rank);
+/* The blocks w's stage holds (calloc'ed, one flag per block of the model);
+ * NULL (an error set) when it cannot be allocated. */
+unsigned char *pt_worker_hold(const pt_worker *w);
+
 /* pipeline.c: the chunk that holds block b (-1: none). */
 int pt_pipeline_chunk_of_block(const pt_pipeline *p, int b);
 /* Parameter span of chunk c in worker w's stage arena: offset and length in

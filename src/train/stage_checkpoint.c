@@ -30,9 +30,34 @@ typedef struct {
     const pt_checkpoint_load_options *o;
 } load_job;
 
+static int read_into(const load_job *j, pt_model *m, pt_optimizer *o, pt_train_state *st)
+{
+    return j->o ? pt_checkpoint_load_with(j->path, m, o, st, j->o)
+                : pt_checkpoint_load(j->path, m, o, st);
+}
+
+/* Tensor slices: the worker's whole stage read, each slice's part kept. */
+static int load_slice(pt_pipeline *p, int worker, const load_job *j)
+{
+    pt_model *whole;
+    pt_optimizer *whole_opt;
+    pt_train_state *st = j->states ? &j->states[worker] : NULL;
+    int rc = pt_pipeline_whole_stage(p, worker, &whole, j->states ? &whole_opt : NULL);
+    if (rc == PT_OK && whole)
+        rc = read_into(j, whole, j->states ? whole_opt : NULL, st);
+    if (rc == PT_OK && whole)
+        rc = pt_pipeline_take_slice(p, worker, whole, j->states ? whole_opt : NULL);
+    if (j->states)
+        pt_optimizer_destroy(whole_opt);
+    pt_model_destroy(whole);
+    return rc;
+}
+
 static int load_stage(pt_pipeline *p, int worker, void *user)
 {
     load_job *j = user;
+    if (pt_pipeline_ranks(p) > pt_pipeline_workers(p))
+        return load_slice(p, worker, j);
     pt_optimizer *opt = j->states ? pt_pipeline_stage_optimizer(p, worker) : NULL;
     pt_train_state *st = j->states ? &j->states[worker] : NULL;
     pt_model *stage = pt_pipeline_stage(p, worker);
@@ -42,8 +67,7 @@ static int load_stage(pt_pipeline *p, int worker, void *user)
     if (opt && pt_pipeline_zero(p))
         rc = pt_optimizer_create(stage, pt_optimizer_config(opt), &whole);
     if (rc == PT_OK)
-        rc = j->o ? pt_checkpoint_load_with(j->path, stage, whole ? whole : opt, st, j->o)
-                  : pt_checkpoint_load(j->path, stage, whole ? whole : opt, st);
+        rc = read_into(j, stage, whole ? whole : opt, st);
     if (rc == PT_OK && whole)
         pt_pipeline_take_moments(p, worker, whole);
     pt_optimizer_destroy(whole);
@@ -54,7 +78,7 @@ int pt_stage_checkpoint_load(pt_pipeline *p, const char *path, pt_train_state *s
                              const pt_checkpoint_load_options *o)
 {
     load_job j = {.path = path, .o = o};
-    int P = pt_pipeline_workers(p);
+    int P = pt_pipeline_ranks(p);
     if (state && !(j.states = calloc((size_t)P, sizeof *j.states)))
         return pt_fail(PT_ENOMEM, "cannot allocate the run states");
     for (int w = 0; state && w < P; w++)
@@ -80,10 +104,8 @@ typedef struct {
 
 /* A checkpoint is never written from values that are not finite: the run
  * would resume into them. */
-static int check_finite(pt_pipeline *p, int worker)
+static int check_finite(pt_model *m, pt_optimizer *opt, int worker)
 {
-    pt_model *m = pt_pipeline_stage(p, worker);
-    pt_optimizer *opt = pt_pipeline_stage_optimizer(p, worker);
     for (int i = 0; i < pt_model_n_params(m); i++) {
         const pt_param *q = pt_model_param(m, i);
         for (int which = -1; q->data && which < 2; which++) {
@@ -120,12 +142,21 @@ static int write_shard(pt_pipeline *p, int worker, void *user)
     int replica, stage = pt_pipeline_worker_stage(p, worker, &replica);
     if (stage < 0 || replica != 0)
         return PT_OK; /* replica 0 speaks for the stage */
-    int rc = check_finite(p, worker);
-    if (rc != PT_OK)
-        return rc;
-    return pt_checkpoint_write_shard(
-        j->plan->staging, stage, pt_pipeline_stages(p), pt_pipeline_stage(p, worker),
-        j->file ? NULL : pt_pipeline_stage_optimizer(p, worker), j->state, j->plan->run_id);
+    pt_model *m = pt_pipeline_stage(p, worker), *whole = NULL;
+    pt_optimizer *opt = j->file ? NULL : pt_pipeline_stage_optimizer(p, worker), *whole_opt = NULL;
+    int rc = PT_OK;
+    if (pt_pipeline_ranks(p) > pt_pipeline_workers(p)) { /* slice 0 writes the whole stage */
+        rc = pt_pipeline_gather_slices(p, worker, &whole, opt ? &whole_opt : NULL);
+        m = whole, opt = whole_opt;
+    }
+    if (rc == PT_OK && m)
+        rc = check_finite(m, opt, worker);
+    if (rc == PT_OK && m)
+        rc = pt_checkpoint_write_shard(j->plan->staging, stage, pt_pipeline_stages(p), m, opt,
+                                       j->state, j->plan->run_id);
+    pt_optimizer_destroy(whole_opt);
+    pt_model_destroy(whole);
+    return rc;
 }
 
 int pt_stage_checkpoint_save(pt_pipeline *p, const char *path, const pt_train_state *state,
@@ -149,11 +180,17 @@ int pt_stage_checkpoint_save(pt_pipeline *p, const char *path, const pt_train_st
         rc = pt_pipeline_agree(p, pt_pipeline_run(p, write_shard, &j), NULL, 0);
     if (rc == PT_OK && main && tokenizer && !j.file)
         rc = pt_checkpoint_write_tokenizer(plan->staging, tokenizer);
+    /* the set's index lists whole tensors: with tensor slices, the whole
+     * model's description rather than the pipeline's (slice 0's shapes) */
+    pt_model *whole = NULL;
+    if (rc == PT_OK && main && pt_pipeline_ranks(p) > pt_pipeline_workers(p))
+        rc = pt_model_describe(pt_pipeline_model_config(p), &whole);
     if (rc == PT_OK && main)
         rc = pt_checkpoint_publish(
-            plan->staging, path, pt_pipeline_stages(p), pt_pipeline_description(p),
+            plan->staging, path, pt_pipeline_stages(p), whole ? whole : pt_pipeline_description(p),
             j.file ? NULL : pt_pipeline_stage_optimizer(p, pt_pipeline_rank(p)), state,
             plan->run_id);
+    pt_model_destroy(whole);
     if (pt_pipeline_zero(p))
         pt_pipeline_run(p, release_moments, NULL);
     rc = pt_pipeline_agree(p, rc, NULL, 0);

@@ -461,12 +461,6 @@ static int setup(trainer *t, const pt_train_config *c)
     pt_pipeline_config pc = c->pipeline;
     pc.microbatches = c->microbatches;
     pc.micro_batch_size = t->mbs;
-    if (pc.tensor > 1 && (c->save || c->resume || c->init_from))
-        return pt_fail(PT_EINVAL,
-                       "--tensor %d: checkpoints of tensor-parallel stages are not "
-                       "written or read yet; train without --save, --resume and "
-                       "--init-from",
-                       pc.tensor);
     if ((rc = pt_pipeline_create(&mc, &c->optim, &pc, &t->pipe)) != PT_OK)
         return rc;
     if (pc.tensor > 1 && pt_pipeline_is_main(t->pipe))
