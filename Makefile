@@ -56,6 +56,9 @@ bench: deps all
 	@echo "== bench_mpi (2 ranks) and bench_transport over MPI"
 	@$(MPIRUN) -np 2 $(BUILD)/bench/bench_mpi
 	@$(MPIRUN) -np 2 $(BUILD)/bench/bench_transport
+	@echo "== bench_tensor (2 tensor slices on threads, then on 2 MPI ranks)"
+	@$(BUILD)/bench/bench_tensor 2
+	@$(MPIRUN) -np 2 $(BUILD)/bench/bench_tensor 2
 	@echo "== bench_memory (one process, threads, MPI ranks)"
 	@bash bench/bench_memory.sh $(BUILD)/pipetrain
 	@echo "== bench_tokenizer (pipetrain tokenize against PyPI's tokenizers, one thread)"

@@ -638,6 +638,8 @@ int pt_executor_run(pt_worker *w, const pt_program *prog, const pt_microbatch *b
     const pt_prog_action *acts = prog->actions[w->rank];
     bool forward_only = prog->forward_only;
     w->n_events = 0;
+    w->tensor_sum_time = 0;
+    w->tensor_sum_bytes = 0;
     w->skip = false;
     pt_store_restart_samples(&w->store);
     pt_transport_watch(w->t, &w->flight);
