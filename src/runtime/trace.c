@@ -196,7 +196,7 @@ int pt_trace_write(const pt_trace *t, const char *path)
         else
             snprintf(name, sizeof name, "worker %d", r);
         name_track(&b, r, name, 2 * r);
-        snprintf(name, sizeof name, "rank %d reduce", r);
+        strcat(name, " reduce");
         if (t->reduces[r])
             name_track(&b, t->P + r, name, 2 * r + 1);
     }
