@@ -11,6 +11,8 @@
 #   - the same layout on threads and under MPI, and two runs of one layout:
 #     the same losses, digit for digit;
 #   - the rank mapping is printed at start (rank = (stage D + replica) T + t);
+#   - a spec of column_linear / row_linear pairs at (2, 2, 1): the same
+#     losses on threads and under MPI;
 #   - a set saved at (2, 2, 1) (threads, and under MPI byte for byte the
 #     same) resumes at (1, 1, 2, zero 1) as the one-worker set does, within
 #     1e-5;
@@ -105,6 +107,17 @@ if command -v mpirun >/dev/null; then
             { echo "FAIL: $(basename "$f") saved under mpirun differs from threads'"; exit 1; }
     done
     echo "a set saved under mpirun at (2, 2, 1): the threads' set byte for byte"
+    # a spec of Megatron's column / row pairs, threads and MPI bit for bit
+    spec='input 32; column_linear 32 64; gelu; row_linear 64 32; column_linear 32 16; relu; row_linear 16 8; mse'
+    sflags=(--model-spec "$spec" --data-format synthetic-regression --batch 8 --microbatches 4
+            --steps 20 --lr 3e-3 --seed 2 --stages 2 --tensor 2)
+    "$PIPETRAIN" train "${sflags[@]}" --metrics "$dir/spec_t.jsonl" > /dev/null 2>&1 ||
+        { echo "FAIL: spec on threads"; exit 1; }
+    "${mpi[@]}" 4 "$PIPETRAIN" train "${sflags[@]}" --threads 1 --metrics "$dir/spec_m.jsonl" \
+        > "$dir/spec_m.out" 2>&1 || { echo "FAIL: spec under mpirun"; cat "$dir/spec_m.out"; exit 1; }
+    [ -n "$(losses "$dir/spec_t.jsonl")" ] && [ "$(losses "$dir/spec_t.jsonl")" = "$(losses "$dir/spec_m.jsonl")" ] ||
+        { echo "FAIL: spec at (2, 2, 1): threads and MPI differ"; exit 1; }
+    echo "spec of column_linear / row_linear at (2, 2, 1): threads and MPI the same losses"
     refuse "need 4 MPI ranks, but mpirun started 2" "${mpi[@]}" 2 "$PIPETRAIN" train \
         "${common[@]}" --stages 2 --tensor 2
 else

@@ -399,9 +399,10 @@ int cmd_train(int argc, char **argv)
                     "synchronous schedule; losses bit-identical to 0 (default 0; docs/layouts.md)",
                     LIMIT_ZERO),
         FLAG_RANGED("tensor", FLAG_INT, &cfg.pipeline.tensor, "T",
-                    "tensor-parallel slices of every stage (gpt; Megatron's split of heads, MLP "
-                    "and vocabulary), under mpirun -np P*T*D; rank = (stage x D + replica) x T "
-                    "+ slice (default 1; docs/layouts.md)",
+                    "tensor-parallel slices of every stage (gpt: Megatron's split of heads, MLP "
+                    "and vocabulary; a spec: its column_linear and row_linear), under mpirun "
+                    "-np P*T*D; rank = (stage x D + replica) x T + slice (default 1; "
+                    "docs/layouts.md)",
                     LIMIT_REPLICAS),
         FLAG("schedule", FLAG_STRING, &cfg.pipeline.schedule, "NAME",
              "gpipe, 1f1b, interleaved, loopedbfs, zbh1, zbh2, zbv, zb2p or pipedream (default "

@@ -247,8 +247,8 @@ static int create(const pt_model_config *cfg, const unsigned char *hold, int hol
         if (!blk->ops->tensor_sums && blk->n_params > 0)
             rc = pt_fail(PT_EINVAL,
                          "--tensor %d: layer %d (%s, parameter %s) cannot be split over a "
-                         "tensor group; only GPT-2's embedding, transformer blocks and LM head "
-                         "declare their split",
+                         "tensor group; GPT-2's embedding, transformer blocks and LM head, and "
+                         "a spec's column_linear and row_linear declare their split",
                          T, b + 1, blk->ops->kind, blk->decl[0].name);
     }
     if (rc == PT_OK && !(m->held = calloc((size_t)(m->n_blocks ? m->n_blocks : 1), 1)))

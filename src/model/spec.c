@@ -24,10 +24,12 @@
  * a balance still counts it once). */
 #include "model/spec.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/linear.h"
 #include "tensor/error.h"
 
 int pt_flow_width(const pt_flow *f) { return f->rank ? f->dim[f->rank - 1] : 0; }
@@ -445,9 +447,30 @@ static void init_linear(pt_block *b, const pt_block_shape *s, const char *prefix
         pt_linear_init(b, s, prefix);
 }
 
+/* Megatron's parallel linears: a Linear, cut when the model is a slice */
+static void init_column_linear(pt_block *b, const pt_block_shape *s, const char *prefix)
+{
+    init_linear(b, s, prefix);
+    if (s->tensor > 1)
+        pt_linear_split(b, 0);
+}
+
+static void init_row_linear(pt_block *b, const pt_block_shape *s, const char *prefix)
+{
+    init_linear(b, s, prefix);
+    if (s->tensor > 1)
+        pt_linear_split(b, 1);
+}
+
 static const pt_layer_entry table[] = {
     {"linear", "in out bias=1", PT_ROLE_BODY, chain_linear, init_linear,
      "(.., in) -> (.., out): x W + b on each row; bias=0 drops b", 0},
+    {"column_linear", "in out bias=1", PT_ROLE_BODY, chain_linear, init_column_linear,
+     "linear; with --tensor T each slice holds out/T columns (Megatron's ColumnParallelLinear)", 0},
+    {"row_linear", "in out bias=1", PT_ROLE_BODY, chain_linear, init_row_linear,
+     "linear; with --tensor T each slice holds in/T rows, reading a column_linear's columns, "
+     "and the slices' products are summed (RowParallelLinear)",
+     0},
     {"relu", "", PT_ROLE_BODY, chain_same, init_activation, "(..) -> (..)", PT_ACT_RELU},
     {"gelu", "", PT_ROLE_BODY, chain_same, init_activation, "(..) -> (..): exact, with erf",
      PT_ACT_GELU},
@@ -626,12 +649,47 @@ static int check_role(const pt_layer_list *l, int i)
     return PT_OK;
 }
 
+/* Tensor slices (m->tensor > 1): a column_linear opens a region of cut
+ * columns (*split), which only activations may cross, and a row_linear
+ * closes it. */
+static int check_split(const pt_model *m, const pt_layer_item *it, int *split)
+{
+    int T = m->tensor;
+    bool column = it->entry && it->entry->init == init_column_linear,
+         row = it->entry && it->entry->init == init_row_linear,
+         elementwise =
+             it->entry && (it->entry->init == init_activation || it->entry->init == pt_tanh_init);
+    char why[160];
+    if (T < 2)
+        return PT_OK;
+    if (m->k->act != PT_F32)
+        return refuse(it, "tensor-parallel slices run in fp32 only");
+    if (column && *split)
+        return refuse(it, "a column_linear reads whole rows, but the columns of the "
+                          "column_linear before it are still cut: put a row_linear between");
+    if (column && it->arg[1] % T) {
+        snprintf(why, sizeof why, "--tensor %d does not divide its %d outputs", T, it->arg[1]);
+        return refuse(it, why);
+    }
+    if (row && !*split)
+        return refuse(it, "a row_linear reads the columns a column_linear cut; none is open "
+                          "before it");
+    if (*split && !column && !row && !elementwise)
+        return refuse(it, "it runs on whole rows, but a column_linear's columns are cut here: "
+                          "close them with a row_linear first");
+    *split = column ? 1 : row ? 0 : *split;
+    return PT_OK;
+}
+
 static int add_block(pt_model *m, const pt_layer_item *it, pt_flow *flow, int n_layer,
-                     int *transformers)
+                     int *transformers, int *split)
 {
     char why[256];
     pt_flow out = {0};
     pt_block *b = &m->blocks[m->n_blocks];
+    int rc = check_split(m, it, split);
+    if (rc != PT_OK)
+        return rc;
     if (it->user) {
         if (m->k->act != PT_F32)
             return refuse(it, "user-defined layers run under fp32 only");
@@ -643,10 +701,15 @@ static int add_block(pt_model *m, const pt_layer_item *it, pt_flow *flow, int n_
         pt_block_shape s = it->base;
         s.n_layer = n_layer;
         s.index = *transformers;
+        s.tensor = m->tensor, s.tensor_rank = m->tensor_rank;
         if (it->entry->init == init_activation)
             s.act = (pt_activation)it->entry->variant;
         if (it->entry->chain(it->arg, flow, &s, &out, why, sizeof why))
             return refuse(it, why);
+        bool cut =
+            *split && it->entry->init != init_column_linear; /* runs on the slice's columns */
+        if (cut)
+            s.in /= m->tensor;
         it->entry->init(b, &s, it->prefix);
         *transformers += it->entry->init == init_gpt2_block;
     }
@@ -698,13 +761,19 @@ int pt_layers_build(pt_model *m, const pt_layer_list *l)
     for (int i = 0; i < l->n; i++)
         n_layer += l->item[i].entry && l->item[i].entry->init == init_gpt2_block;
     pt_flow flow = l->input;
+    int split = 0;
     for (int i = 0; i < l->n; i++) {
         int rc = check_role(l, i);
         if (rc == PT_OK)
-            rc = add_block(m, &l->item[i], &flow, n_layer, &transformers);
+            rc = add_block(m, &l->item[i], &flow, n_layer, &transformers, &split);
         if (rc != PT_OK)
             return rc;
     }
+    if (split)
+        return pt_fail(PT_EINVAL,
+                       "--tensor %d: the spec ends with a column_linear's columns "
+                       "cut; close them with a row_linear",
+                       m->tensor);
     record_io(m);
     return record_layers(m, l);
 }

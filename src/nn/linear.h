@@ -18,4 +18,9 @@ void pt_linear_backward_input(const pt_block *b, int w, void *dinp, const void *
 void pt_linear_backward_weight(pt_block *b, int w, const void *dout, const void *inp, int N, int in,
                                int out_w);
 
+/* A Linear block made slice shape.tensor_rank of shape.tensor: its columns
+ * (row 0: ColumnParallelLinear) or its rows (row 1: RowParallelLinear),
+ * with the tensor group's sums between its pieces (linear_split.c). */
+void pt_linear_split(pt_block *b, int row);
+
 #endif

@@ -232,10 +232,10 @@ static int check_tensor(const pt_model_config *model, const pt_pipeline_config *
         return pt_fail(PT_EINVAL, "--tensor must be at least 1 (got %d)", T);
     if (T == 1)
         return PT_OK;
-    if (model->kind != PT_MODEL_GPT)
+    if (model->kind == PT_MODEL_MLP)
         return pt_fail(PT_EINVAL,
-                       "--tensor %d: only the gpt model declares how its layers split (an "
-                       "mlp's or a spec's linear layers do not yet)",
+                       "--tensor %d: an mlp's linear layers do not declare how they split; "
+                       "write it as a spec with column_linear and row_linear (docs/layouts.md)",
                        T);
     if (cfg->checkpoint_activations)
         return pt_fail(PT_EINVAL,
