@@ -13,8 +13,11 @@
  * - a spec of column_linear / row_linear pairs (activations on the cut
  *   columns, biases and none) at P in {1, 2}, T in {2, 4}, D = 2, zero 1:
  *   within 1e-5 relative of its one-worker run, two runs bit for bit;
+ * - with activation checkpointing (each backward re-runs its forward's
+ *   pieces and sums first) the losses of the same layout bit for bit, and
+ *   at (1, 4, 1) within 1e-5 of the one worker's;
  * - bad layouts are refused with a message: T not dividing the heads, an
- *   mlp, activation checkpointing, a layernorm on cut columns.
+ *   mlp, a layernorm on cut columns.
  * tests/test_mpi_tensor.c runs the same layouts under MPI. */
 #include <math.h>
 #include <stdlib.h>
@@ -61,11 +64,14 @@ static void make_batch(const pt_model_config *c, int s, int *tokens, float *x, f
         tokens[i] = (int)pt_rng_below(&r, (uint64_t)c->vocab);
 }
 
+static int checkpointing; /* --checkpoint-activations for the runs that follow */
+
 static int train_model(pt_model_config c, int P, int T, int D, int zero, float *losses)
 {
     pt_optim_config o = optim();
     pt_pipeline_config pc = pt_pipeline_config_default();
     pc.stages = P, pc.tensor = T, pc.replicas = D, pc.zero = zero, pc.microbatches = M;
+    pc.checkpoint_activations = checkpointing;
     pc.transport = PT_PIPELINE_THREADS;
     pt_pipeline *p;
     REQUIRE(pt_pipeline_create(&c, &o, &pc, &p) == PT_OK, "(%d, %d, %d, zero %d): %s", P, T, D,
@@ -162,7 +168,20 @@ int main(void)
         CHECK(!memcmp(a, b, sizeof a), "two runs at (2, 2, 2, zero 1) differ");
     pt_model_config c = gpt();
     refused(c, 3, 0, "heads");
-    refused(c, 2, 1, "checkpointing");
+    /* checkpointing: the recompute's sums lead each backward; the same bits */
+    float k[STEPS];
+    checkpointing = 1;
+    if (!train(2, 2, 2, 1, k) && !train(2, 2, 2, 1, a))
+        CHECK(!memcmp(k, a, sizeof k), "checkpointing: two runs at (2, 2, 2, zero 1) differ");
+    checkpointing = 0;
+    if (!train(2, 2, 2, 1, b))
+        CHECK(!memcmp(k, b, sizeof k), "(2, 2, 2, zero 1): checkpointing changes the losses");
+    checkpointing = 1;
+    if (!train(1, 4, 1, 0, k) && !train(1, 1, 1, 0, a))
+        for (int st = 0; st < STEPS; st++)
+            CHECK(fabsf(k[st] - a[st]) <= 1e-5f * fabsf(a[st]),
+                  "checkpointing (1, 4, 1) step %d: loss %.9g, one worker %.9g", st, k[st], a[st]);
+    checkpointing = 0;
     int widths[3] = {8, 16, 4};
     refused(pt_model_config_mlp(3, widths), 2, 0, "column_linear and row_linear");
     pt_model_config spec;

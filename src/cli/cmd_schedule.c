@@ -563,6 +563,8 @@ static int tensor_pieces(const pt_schedule *s, const options *o, int **out)
             layers[back * K + c] = pt_model_tensor_pieces(desc, first, last, back);
         first = last + 1;
     }
+    for (int c = 0; rc == PT_OK && o->checkpoint && c < K; c++) /* the recompute's sums first */
+        layers[K + c] += layers[c] - 1;
     if (rc == PT_OK)
         memcpy(pieces, layers, 2 * sizeof(int) * (size_t)K);
     pt_model_destroy(desc);

@@ -325,6 +325,29 @@ static void release_micro_batch(pt_worker *w, int chunk, pt_slot *sl)
 
 static void backward_input_done(pt_worker *w, const pt_action *a, void *din);
 
+/* Activation checkpointing with tensor slices: a backward re-runs the
+ * chunk's forward piece by piece, the sums between its pieces the first of
+ * the backward's (pipeline.c lowers them so); 0 without checkpointing. */
+static int recompute_sums(const pt_worker *w, int chunk)
+{
+    const pt_pipeline *p = w->p;
+    return p->checkpoint
+               ? pt_model_tensor_pieces(w->stage, p->chunk_first[chunk], p->chunk_last[chunk], 0) -
+                     1
+               : 0;
+}
+
+/* The first piece of a backward over its record (recomputed or kept). */
+static int backward_first_piece(pt_worker *w, const pt_action *a, const pt_microbatch *mb)
+{
+    pt_pipeline *p = w->p;
+    pt_slot *sl = slot_of(w, a->chunk, a->mb);
+    int first = p->chunk_first[a->chunk], last = p->chunk_last[a->chunk];
+    bool is_last = pt_sched_is_last_chunk(p->s, a->chunk);
+    return pt_model_backward_input_piece(w->stage, first, last, 0, mb, sl->in, sl->acts,
+                                         is_last ? NULL : sl->gin, sl->din, p->loss_scale);
+}
+
 static int run_backward(pt_worker *w, const pt_action *a, const pt_microbatch *batch,
                         pt_trace_event *ev)
 {
@@ -338,10 +361,15 @@ static int run_backward(pt_worker *w, const pt_action *a, const pt_microbatch *b
     pt_weight_stash *st = a->version >= 0 ? &w->stash[a->chunk] : NULL;
     if (st && (rc = pt_stash_enter(st, sl->version, &swapped)) != PT_OK)
         return rc;
+    bool pieces =
+        pt_model_tensor_pieces(w->stage, first, last, 1) > 1 || recompute_sums(w, a->chunk) > 0;
     if (p->checkpoint) {
         if ((rc = pt_store_take_acts(&w->store, a->chunk, &sl->acts)) != PT_OK)
             return rc;
-        if ((rc = pt_model_forward(w->stage, first, last, &mb, sl->in, sl->acts, NULL)) != PT_OK)
+        rc = recompute_sums(w, a->chunk) > 0 /* its sums follow: TENSOR_SUM runs the rest */
+                 ? pt_model_forward_piece(w->stage, first, last, 0, &mb, sl->in, sl->acts, NULL)
+                 : pt_model_forward(w->stage, first, last, &mb, sl->in, sl->acts, NULL);
+        if (rc != PT_OK)
             return rc;
     }
     if (!sl->acts) {
@@ -352,10 +380,9 @@ static int run_backward(pt_worker *w, const pt_action *a, const pt_microbatch *b
     void *din = NULL;
     if (a->chunk > 0 && (rc = pt_store_take_buffer(&w->store, a->chunk, &din)) != PT_OK)
         return rc;
-    if (pt_model_tensor_pieces(w->stage, first, last, 1) > 1) {
+    if (pieces) {
         sl->din = din; /* the last piece writes it */
-        return pt_model_backward_input_piece(w->stage, first, last, 0, &mb, sl->in, sl->acts,
-                                             is_last ? NULL : sl->gin, din, p->loss_scale);
+        return recompute_sums(w, a->chunk) > 0 ? PT_OK : backward_first_piece(w, a, &mb);
     }
     rc = pt_model_backward_input(w->stage, first, last, &mb, sl->in, sl->acts,
                                  is_last ? NULL : sl->gin, din, p->loss_scale);
@@ -508,9 +535,13 @@ static int sum_then_piece(pt_worker *w, const pt_prog_action *a, const pt_microb
         return pt_fail(PT_EDEADLOCK, "worker %d: %s before its compute action", w->rank,
                        pt_prog_action_str(a, name, sizeof name));
     }
+    /* under checkpointing a backward's first sums are its recompute's */
+    int redo = a->backward ? recompute_sums(w, a->chunk) : 0;
+    bool again = a->peer < redo;
+    int pass = a->backward && !again, at = again ? a->peer : a->peer - redo;
+    piece = at + 1;
     size_t count;
-    float *buf =
-        pt_model_tensor_sum_buffer(w->stage, first, last, a->backward, a->peer, sl->acts, &count);
+    float *buf = pt_model_tensor_sum_buffer(w->stage, first, last, pass, at, sl->acts, &count);
     double t0 = pt_pipeline_now();
     int rc = pt_transport_allreduce_sum_f32(w->tensor_t, w->tensor_group, p->T, buf, count);
     ev->ts = pt_pipeline_now() - p->step_t0;
@@ -518,7 +549,11 @@ static int sum_then_piece(pt_worker *w, const pt_prog_action *a, const pt_microb
     w->tensor_sum_bytes += count * sizeof(float);
     if (rc != PT_OK)
         return rc;
-    bool done = piece + 1 == pt_model_tensor_pieces(w->stage, first, last, a->backward);
+    bool done = piece + 1 == pt_model_tensor_pieces(w->stage, first, last, pass);
+    if (again) { /* the recompute's next piece; after its last, the backward's first */
+        rc = pt_model_forward_piece(w->stage, first, last, piece, &mb, sl->in, sl->acts, NULL);
+        return rc == PT_OK && done ? backward_first_piece(w, &c, &mb) : rc;
+    }
     if (!a->backward) {
         float loss = 0.0f;
         rc = pt_model_forward_piece(w->stage, first, last, piece, &mb, sl->in, sl->acts,

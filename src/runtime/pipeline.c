@@ -237,11 +237,6 @@ static int check_tensor(const pt_model_config *model, const pt_pipeline_config *
                        "--tensor %d: an mlp's linear layers do not declare how they split; "
                        "write it as a spec with column_linear and row_linear (docs/layouts.md)",
                        T);
-    if (cfg->checkpoint_activations)
-        return pt_fail(PT_EINVAL,
-                       "--tensor %d: activation checkpointing would re-run a "
-                       "forward without the tensor group's sums; leave it off",
-                       T);
     if (cfg->schedule && (!strcmp(cfg->schedule, "pipedream") || !strcmp(cfg->schedule, "1f1b-rr")))
         return pt_fail(PT_EINVAL,
                        "--tensor %d: schedule %s is asynchronous; tensor slices "
@@ -397,6 +392,8 @@ static int make_programs(pt_pipeline *p)
         for (int back = 0; back < 2; back++)
             pieces[back * K + c] =
                 pt_model_tensor_pieces(p->desc, p->chunk_first[c], p->chunk_last[c], back);
+    for (int c = 0; p->checkpoint && c < K; c++) /* a backward re-runs the forward's pieces first */
+        pieces[K + c] += pieces[c] - 1;
     pt_lower_options o = pt_lower_options_default();
     o.tied = tied, o.n_tied = n_tied, o.split_sent_backward = 1;
     o.tensor_pieces = p->T > 1 ? pieces : NULL;
