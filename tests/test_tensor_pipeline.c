@@ -16,6 +16,8 @@
  * - with activation checkpointing (each backward re-runs its forward's
  *   pieces and sums first) the losses of the same layout bit for bit, and
  *   at (1, 4, 1) within 1e-5 of the one worker's;
+ * - in bf16, gpt and the spec at (2, T, 2, zero 1), T in {2, 4}: every
+ *   step's loss within 2e-4 relative of the one bf16 worker's;
  * - bad layouts are refused with a message: T not dividing the heads, an
  *   mlp, a layernorm on cut columns.
  * tests/test_mpi_tensor.c runs the same layouts under MPI. */
@@ -30,7 +32,10 @@
 #include "tensor/rng.h"
 
 #define STEPS 20
-#define M     4
+/* bf16 slices against one bf16 worker over 20 steps: each rounds its own
+ * partial sums' order differently (bf16 keeps 8 bits) */
+#define BF16_TOLERANCE 2e-4
+#define M              4
 
 static pt_model_config gpt(void)
 {
@@ -168,6 +173,33 @@ int main(void)
         CHECK(!memcmp(a, b, sizeof a), "two runs at (2, 2, 2, zero 1) differ");
     pt_model_config c = gpt();
     refused(c, 3, 0, "heads");
+    /* bf16: products of bf16 operands summed in floats, the slices' partial
+     * sums added in floats and rounded once: near the one worker's bf16 run */
+    pt_model_config cb = gpt(), sbf;
+    cb.precision = PT_PRECISION_BF16;
+    REQUIRE(pt_model_config_spec(SPEC, &sbf) == PT_OK, "%s", pt_last_error());
+    sbf.precision = PT_PRECISION_BF16;
+    for (int which = 0; which < 2; which++) {
+        pt_model_config m = which ? sbf : cb;
+        float one[STEPS], sliced[STEPS];
+        double worst = 0;
+        if (train_model(m, 1, 1, 1, 0, one))
+            continue;
+        for (int T = 2; T <= 4; T += 2) {
+            if (train_model(m, 2, T, 2, 1, sliced))
+                continue;
+            for (int st = 0; st < STEPS; st++) {
+                double d = fabs(sliced[st] - one[st]) / fabs(one[st]);
+                worst = d > worst ? d : worst;
+                CHECK(d <= BF16_TOLERANCE,
+                      "bf16 %s (2, %d, 2, zero 1) step %d: loss %.9g, one "
+                      "worker %.9g",
+                      which ? "spec" : "gpt", T, st, sliced[st], one[st]);
+            }
+        }
+        printf("bf16 %s: worst relative difference to one worker %.2g\n", which ? "spec" : "gpt",
+               worst);
+    }
     /* checkpointing: the recompute's sums lead each backward; the same bits */
     float k[STEPS];
     checkpointing = 1;

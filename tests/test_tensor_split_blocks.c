@@ -13,8 +13,8 @@
  *   tensors (LayerNorms, the row-parallel biases, wpe) get the same
  *   gradient on every slice;
  * - layouts that do not divide are refused with a message: heads,
- *   the MLP's width, the vocabulary, bf16, and a model with a layer that
- *   cannot be split (the mlp). */
+ *   the MLP's width, the vocabulary, and a model with a layer that cannot
+ *   be split (the mlp). (bf16 slices: tests/test_tensor_pipeline.c.) */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,9 +183,6 @@ int main(void)
     c = small_gpt();
     c.vocab = 66;
     refused(&c, 4, "vocabulary");
-    c = small_gpt();
-    c.precision = PT_PRECISION_BF16;
-    refused(&c, 2, "fp32");
     int widths[3] = {8, 16, 4};
     pt_model_config mlp = pt_model_config_mlp(3, widths);
     refused(&mlp, 2, "cannot be split");

@@ -51,9 +51,6 @@ static int check_tensor(const pt_model_config *c, int T)
     int inner = c->n_inner ? c->n_inner : 4 * c->n_embd;
     if (T <= 1)
         return PT_OK;
-    if (c->precision != PT_PRECISION_FP32)
-        return pt_fail(PT_EINVAL, "--tensor %d: tensor-parallel slices run in fp32 only (not %s)",
-                       T, pt_precision_name(c->precision));
     if (c->n_head % T)
         return pt_fail(PT_EINVAL,
                        "--tensor %d does not divide the %d attention heads: each slice holds "

@@ -757,6 +757,9 @@ int pt_model_forward_piece(pt_model *m, int first, int last, int piece, const pt
         rc = check_labels(m, first, last, mb);
     if (rc != PT_OK)
         return rc;
+    refresh_low(m);
+    if (piece == 0 && acts->in0)
+        pt_bf16_from_floats(acts->in0, mb->inputs, (size_t)mb->batch * m->blocks[0].in_floats);
     double loss_sum = 0.0;
     int loss_rows = 0, at = 0; /* sum points before the block */
     for (int i = first; i <= last; i++) {
@@ -782,6 +785,7 @@ int pt_model_backward_input_piece(pt_model *m, int first, int last, int piece,
     int rc = check_call(m, first, last, mb, in, acts);
     if (rc != PT_OK)
         return rc;
+    refresh_low(m);
     if (piece == 0 && last != m->n_blocks - 1) {
         if (!dout)
             return pt_fail(PT_EINVAL, "block %d needs the gradient of its output", last);

@@ -662,8 +662,6 @@ static int check_split(const pt_model *m, const pt_layer_item *it, int *split)
     char why[160];
     if (T < 2)
         return PT_OK;
-    if (m->k->act != PT_F32)
-        return refuse(it, "tensor-parallel slices run in fp32 only");
     if (column && *split)
         return refuse(it, "a column_linear reads whole rows, but the columns of the "
                           "column_linear before it are still cut: put a row_linear between");

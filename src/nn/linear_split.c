@@ -14,10 +14,10 @@
  * Layers between a column and a row split (activations) run on the slice's
  * columns. The parameters keep the Linear's names: a slice's tensors are
  * the whole model's by name and offset. Each slice's gradients are its own:
- * backward_weight needs no sum. fp32 only (the sums add floats). */
+ * backward_weight needs no sum. The sums add floats: under bf16 the partial
+ * products are written as floats (the saved area) and stored as
+ * activations, rounded once, after the sum. */
 #include "nn/linear.h"
-
-#include <string.h>
 
 enum { W, BIAS };
 
@@ -29,12 +29,6 @@ static int rows(const pt_block *b, const pt_microbatch *mb)
 /* The slice's widths: what it reads and what it writes. */
 static int in_width(const pt_block *b) { return b->in_floats / (b->shape.T ? b->shape.T : 1); }
 static int out_width(const pt_block *b) { return b->out_floats / (b->shape.T ? b->shape.T : 1); }
-
-static size_t no_saved(const pt_block *b, int B)
-{
-    (void)b, (void)B;
-    return 0;
-}
 
 /* ---- column ---- */
 
@@ -57,10 +51,12 @@ static void column_backward_piece(pt_block *b, int piece, const pt_microbatch *m
 {
     (void)in, (void)out, (void)loss_scale;
     int N = rows(b, mb);
+    int in_w = in_width(b), out_w = out_width(b);
     if (piece == 0)
-        pt_linear_backward_input(b, W, saved, dout, N, in_width(b), out_width(b));
+        b->k->matmul(0, 1, N, in_w, out_w, 1.0f, pt_block_act(b, dout, out_w),
+                     pt_block_weight(b, W, out_w), 0.0f, pt_mat_of(saved, in_w, PT_F32), NULL);
     else if (din)
-        memcpy(din, saved, (size_t)N * in_width(b) * sizeof(float));
+        b->k->store_floats(din, saved, (size_t)N * in_w);
 }
 
 static void column_backward_input(pt_block *b, const pt_microbatch *mb, const void *in, void *out,
@@ -86,20 +82,37 @@ static float *column_sum_buffer(const pt_block *b, int backward, int piece, int 
 
 /* ---- row ---- */
 
+/* the partial product the group sums, in floats: the output itself under
+ * fp32, the saved area under bf16 */
+static size_t row_saved(const pt_block *b, int B)
+{
+    return b->k->act == PT_F32 ? 0 : (size_t)B * (size_t)b->out_floats * sizeof(float);
+}
+
+static float *row_sums_at(const pt_block *b, void *out, void *saved)
+{
+    return b->k->act == PT_F32 ? out : saved;
+}
+
 static void row_forward_piece(pt_block *b, int piece, const pt_microbatch *mb, const void *in,
                               void *out, void *saved, double *loss_sum, int *loss_rows)
 {
-    (void)saved, (void)loss_sum, (void)loss_rows;
+    (void)loss_sum, (void)loss_rows;
     int N = rows(b, mb), in_w = in_width(b), out_w = out_width(b);
+    float *sum = row_sums_at(b, out, saved);
     if (piece == 0) { /* the partial product, without the bias */
         b->k->matmul(0, 0, N, out_w, in_w, 1.0f, pt_block_act(b, in, in_w),
-                     pt_block_weight(b, W, out_w), 0.0f, pt_block_act(b, out, out_w), NULL);
+                     pt_block_weight(b, W, out_w), 0.0f, pt_mat_of(sum, out_w, PT_F32), NULL);
         return;
     }
-    for (int i = 0; b->p[BIAS] && i < N; i++) {
-        float *row = (float *)out + (size_t)i * out_w;
-        b->k->add_floats(row, row, b->p[BIAS], (size_t)out_w);
+    if (!b->p[BIAS]) {
+        if ((void *)sum != out)
+            b->k->store_floats(out, sum, (size_t)N * out_w);
+        return;
     }
+    for (int i = 0; i < N; i++) /* stored as activations, rounded once */
+        b->k->add_floats(pt_elems_at(out, (size_t)i * out_w, b->k->act), sum + (size_t)i * out_w,
+                         b->p[BIAS], (size_t)out_w);
 }
 
 static void row_forward(pt_block *b, const pt_microbatch *mb, const void *in, void *out,
@@ -126,9 +139,9 @@ static int row_sums(const pt_block *b, int backward)
 static float *row_sum_buffer(const pt_block *b, int backward, int piece, int B, void *out,
                              void *saved, size_t *count)
 {
-    (void)backward, (void)piece, (void)saved;
+    (void)backward, (void)piece;
     *count = (size_t)B * (size_t)b->out_floats;
-    return out;
+    return row_sums_at(b, out, saved);
 }
 
 /* ---- both ---- */
@@ -162,7 +175,7 @@ static const pt_block_ops column_ops = {
 
 static const pt_block_ops row_ops = {
     .kind = "row_linear",
-    .saved_bytes = no_saved,
+    .saved_bytes = row_saved,
     .forward = row_forward,
     .backward_input = row_backward_input,
     .backward_weight = split_backward_weight,

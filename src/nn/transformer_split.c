@@ -21,6 +21,8 @@
  *             1 ln_2, + dout, c_proj, attention, c_attn -> dln1 partial [f]
  *             2 ln_1 + dx2 -> din
  * backward_weight needs no sum: each slice's gradients are its own. */
+#include <stdbool.h>
+
 #include "nn/attention.h"
 #include "nn/block.h"
 #include "nn/linear.h"
@@ -40,7 +42,12 @@ static split_widths widths(const pt_block *b)
 
 typedef struct {
     size_t ln1, mean1, rstd1, qkv, stats, y, x2, ln2, mean2, rstd2, h, g;
-    size_t dqkv, dy, dx2, dln1, dln2, dh, scratch, total;
+    size_t dqkv, dy, dx2, dln1, dln2, dh, scratch;
+    /* the partial sums the group adds, in float: under bf16 four buffers of
+     * their own (rounded once, after the sum), under fp32 x2, the output,
+     * dln2 and dln1 themselves (out_sum 0: the block's output) */
+    size_t x2_sum, out_sum, dln2_sum, dln1_sum, total;
+    bool floats; /* activations are floats: the sums are in place */
 } split_layout;
 
 static split_layout layout(const pt_block *b, int B)
@@ -68,6 +75,11 @@ static split_layout layout(const pt_block *b, int B)
     l.dln2 = pt_saved_take(&at, n * w.C, t);
     l.dh = pt_saved_take(&at, n * w.Il, t);
     l.scratch = pt_saved_take(&at, pt_attention_scratch_floats((int)T, w.Cl, w.Hl, t), PT_F32);
+    l.floats = t == PT_F32;
+    l.x2_sum = l.floats ? l.x2 : pt_saved_take(&at, n * w.C, PT_F32);
+    l.out_sum = l.floats ? 0 : pt_saved_take(&at, n * w.C, PT_F32);
+    l.dln2_sum = l.floats ? l.dln2 : pt_saved_take(&at, n * w.C, PT_F32);
+    l.dln1_sum = l.floats ? l.dln1 : pt_saved_take(&at, n * w.C, PT_F32);
     l.total = at;
     return l;
 }
@@ -77,19 +89,35 @@ static size_t split_saved(const pt_block *b, int B) { return layout(b, B).total;
 #define S(name) pt_saved_at(s, l.name)
 #define F(name) pt_saved_floats(s, l.name)
 
-/* A row-parallel product: out (N,C) = inp (N,in) W, no bias (it follows the sum). */
-static void row_parallel(const pt_block *b, int w, void *out, const void *inp, int N, int in, int C)
+/* A row-parallel product: sum (N,C) = inp (N,in) W in floats, no bias (it
+ * follows the group's sum). */
+static void row_parallel(const pt_block *b, int w, float *sum, const void *inp, int N, int in,
+                         int C)
 {
     b->k->matmul(0, 0, N, C, in, 1.0f, pt_block_act(b, inp, in), pt_block_weight(b, w, C), 0.0f,
-                 pt_block_act(b, out, C), NULL);
+                 pt_mat_of(sum, C, PT_F32), NULL);
 }
 
-/* x (N,C) += bias (C) on every row */
-static void add_bias(const pt_block *b, void *x, const float *bias, int N, int C)
+/* x (N,C) = sum + bias (C) on every row, stored as activations */
+static void add_bias(const pt_block *b, void *x, const float *sum, const float *bias, int N, int C)
 {
     for (int i = 0; i < N; i++)
-        b->k->add_floats(pt_elems_at(x, (size_t)i * C, b->k->act),
-                         (const float *)pt_elems_at(x, (size_t)i * C, b->k->act), bias, C);
+        b->k->add_floats(pt_elems_at(x, (size_t)i * C, b->k->act), sum + (size_t)i * C, bias, C);
+}
+
+/* A column-parallel product's input gradient: sum (N,in) = dout W^T in floats */
+static void column_input_grad(const pt_block *b, int w, float *sum, const void *dout, int N, int in,
+                              int out_w)
+{
+    b->k->matmul(0, 1, N, in, out_w, 1.0f, pt_block_act(b, dout, out_w),
+                 pt_block_weight(b, w, out_w), 0.0f, pt_mat_of(sum, in, PT_F32), NULL);
+}
+
+/* After the group's sum: the floats stored as activations (in place under fp32) */
+static void store_sum(const pt_block *b, void *x, const float *sum, size_t n)
+{
+    if (x != (const void *)sum)
+        b->k->store_floats(x, sum, n);
 }
 
 // in (B,T,C) -> out (B,T,C), piece by piece
@@ -109,18 +137,18 @@ static void split_forward_piece(pt_block *b, int piece, const pt_microbatch *mb,
         pt_linear_forward(b, ATTN_W, S(qkv), S(ln1), N, w.C, 3 * w.Cl);
         pt_attention_forward(k, S(y), F(stats), F(scratch), S(qkv), B, T, w.Cl, w.Hl,
                              pt_attention_scale(&b->shape, b->layer));
-        row_parallel(b, APROJ_W, S(x2), S(y), N, w.Cl, w.C);
+        row_parallel(b, APROJ_W, F(x2_sum), S(y), N, w.Cl, w.C);
         break;
     case 1:
-        add_bias(b, S(x2), p[APROJ_B], N, w.C);
+        add_bias(b, S(x2), F(x2_sum), p[APROJ_B], N, w.C);
         k->residual_layernorm_forward(S(x2), S(ln2), F(mean2), F(rstd2), S(x2), in, p[LN2_W],
                                       p[LN2_B], N, w.C, eps);
         pt_linear_forward(b, FC_W, S(h), S(ln2), N, w.C, w.Il);
         pt_activation_pick(k, b->shape.act).forward(S(g), S(h), (size_t)N * w.Il);
-        row_parallel(b, FPROJ_W, out, S(g), N, w.Il, w.C);
+        row_parallel(b, FPROJ_W, l.floats ? out : F(out_sum), S(g), N, w.Il, w.C);
         break;
     case 2:
-        add_bias(b, out, p[FPROJ_B], N, w.C);
+        add_bias(b, out, l.floats ? out : F(out_sum), p[FPROJ_B], N, w.C);
         k->add(out, out, S(x2), (size_t)N * w.C);
         break;
     }
@@ -140,17 +168,19 @@ static void split_backward_piece(pt_block *b, int piece, const pt_microbatch *mb
     case 0:
         pt_linear_backward_input(b, FPROJ_W, S(dh), dout, N, w.Il, w.C);
         pt_activation_pick(k, b->shape.act).backward(S(dh), S(h), S(dh), (size_t)N * w.Il);
-        pt_linear_backward_input(b, FC_W, S(dln2), S(dh), N, w.C, w.Il);
+        column_input_grad(b, FC_W, F(dln2_sum), S(dh), N, w.C, w.Il);
         break;
     case 1:
+        store_sum(b, S(dln2), F(dln2_sum), (size_t)N * w.C);
         k->layernorm_backward_input(S(dx2), dout, S(dln2), S(x2), p[LN2_W], F(mean2), F(rstd2), N,
                                     w.C);
         pt_linear_backward_input(b, APROJ_W, S(dy), S(dx2), N, w.Cl, w.C);
         pt_attention_backward(k, S(dqkv), F(stats), F(scratch), S(dy), S(qkv), B, T, w.Cl, w.Hl,
                               pt_attention_scale(&b->shape, b->layer));
-        pt_linear_backward_input(b, ATTN_W, S(dln1), S(dqkv), N, w.C, 3 * w.Cl);
+        column_input_grad(b, ATTN_W, F(dln1_sum), S(dqkv), N, w.C, 3 * w.Cl);
         break;
     case 2:
+        store_sum(b, S(dln1), F(dln1_sum), (size_t)N * w.C);
         if (din)
             k->layernorm_backward_input(din, S(dx2), S(dln1), in, p[LN1_W], F(mean1), F(rstd1), N,
                                         w.C);
@@ -181,8 +211,8 @@ static float *split_sum_buffer(const pt_block *b, int backward, int piece, int B
     split_layout l = layout(b, B);
     *count = (size_t)B * b->shape.T * b->shape.C;
     if (backward)
-        return piece == 0 ? F(dln2) : F(dln1);
-    return piece == 0 ? F(x2) : (float *)out;
+        return piece == 0 ? F(dln2_sum) : F(dln1_sum);
+    return piece == 0 ? F(x2_sum) : l.floats ? (float *)out : F(out_sum);
 }
 
 #undef S

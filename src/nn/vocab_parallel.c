@@ -35,23 +35,37 @@ static int own_rows(const pt_block *b) { return b->shape.V / b->shape.tensor; }
 
 enum { WTE, WPE };
 
+/* The partial embeddings the group sums, in floats: the output itself
+ * under fp32, a buffer of the saved area under bf16. */
+static size_t embedding_saved(const pt_block *b, int B)
+{
+    return b->k->act == PT_F32 ? 0 : (size_t)B * b->shape.T * b->shape.C * sizeof(float);
+}
+
+static float *embedding_sums_at(const pt_block *b, void *out, void *saved)
+{
+    return b->k->act == PT_F32 ? out : saved;
+}
+
 // tokens (B,T) -> out (B,T,C): piece 0 the slice's rows, piece 1 + wpe after the sum
 static void embedding_piece(pt_block *b, int piece, const pt_microbatch *mb, const void *in,
                             void *out, void *saved, double *loss_sum, int *loss_rows)
 {
-    (void)in, (void)saved, (void)loss_sum, (void)loss_rows;
+    (void)in, (void)loss_sum, (void)loss_rows;
     int T = b->shape.T, C = b->shape.C, lo = first_row(b), n = own_rows(b);
-    float *o = out; /* tensor parallelism runs under fp32 */
+    float *sum = embedding_sums_at(b, out, saved);
     for (int i = 0; i < mb->batch; i++)
         for (int t = 0; t < T; t++) {
-            float *row = o + ((size_t)i * T + t) * C;
+            size_t at = ((size_t)i * T + t) * C;
+            float *row = sum + at;
             int tok = mb->tokens[i * T + t] - lo;
             if (piece == 0 && tok >= 0 && tok < n)
                 memcpy(row, b->p[WTE] + (size_t)tok * C, sizeof(float) * (size_t)C);
             else if (piece == 0)
                 memset(row, 0, sizeof(float) * (size_t)C);
-            else
-                b->k->add_floats(row, row, b->p[WPE] + (size_t)t * C, C);
+            else /* stored as activations, rounded once */
+                b->k->add_floats(pt_elems_at(out, at, b->k->act), row, b->p[WPE] + (size_t)t * C,
+                                 C);
         }
 }
 
@@ -70,7 +84,7 @@ static void embedding_backward_weight(pt_block *b, const pt_microbatch *mb, cons
     int T = b->shape.T, C = b->shape.C, lo = first_row(b), n = own_rows(b);
     for (int i = 0; i < mb->batch; i++)
         for (int t = 0; t < T; t++) {
-            const float *d = (const float *)dout + ((size_t)i * T + t) * C;
+            const void *d = pt_elems_at(dout, ((size_t)i * T + t) * C, b->k->act);
             int tok = mb->tokens[i * T + t] - lo;
             if (tok >= 0 && tok < n)
                 b->k->accumulate(b->g[WTE] + (size_t)tok * C, d, C);
@@ -87,9 +101,9 @@ static int embedding_sums(const pt_block *b, int backward)
 static float *embedding_sum_buffer(const pt_block *b, int backward, int piece, int B, void *out,
                                    void *saved, size_t *count)
 {
-    (void)backward, (void)piece, (void)saved;
+    (void)backward, (void)piece;
     *count = (size_t)B * b->shape.T * b->shape.C;
-    return out;
+    return embedding_sums_at(b, out, saved);
 }
 
 /* the whole block's: every slice writes and scatters (T,C) */
@@ -102,7 +116,7 @@ static pt_block_cost embedding_cost(const pt_block *b)
 static const pt_block_ops embedding_ops = {
     .kind = "embedding",
     .reads_tokens = 1,
-    .saved_bytes = pt_block_saves_nothing,
+    .saved_bytes = embedding_saved,
     .forward = embedding_forward,
     .backward_input = pt_block_no_input_grad,
     .backward_weight = embedding_backward_weight,
@@ -123,19 +137,23 @@ void pt_embedding_split(pt_block *b)
 enum { LNF_W, LNF_B, HEAD };
 
 typedef struct {
-    size_t ln, mean, rstd, dln, stats, sumexp, total;
+    size_t ln, mean, rstd, dln, stats, sumexp;
+    size_t dln_act; /* dln stored as activations after the sum (dln itself under fp32) */
+    size_t total;
 } head_layout;
 
 static head_layout head_layout_of(const pt_block *b, int B)
 {
     size_t n = (size_t)B * b->shape.T, C = b->shape.C, at = 0;
     head_layout l;
-    l.ln = pt_saved_take(&at, n * C, PT_F32);
+    pt_elem_type t = b->k->act;
+    l.ln = pt_saved_take(&at, n * C, t);
     l.mean = pt_saved_take(&at, n, PT_F32);
     l.rstd = pt_saved_take(&at, n, PT_F32);
     l.dln = pt_saved_take(&at, n * C, PT_F32);
     l.stats = pt_saved_take(&at, n * (size_t)(b->shape.tensor + 1), PT_F32);
     l.sumexp = pt_saved_take(&at, n, PT_F32);
+    l.dln_act = t == PT_F32 ? l.dln : pt_saved_take(&at, n * C, t);
     l.total = at;
     return l;
 }
@@ -143,6 +161,7 @@ static head_layout head_layout_of(const pt_block *b, int B)
 static size_t head_saved(const pt_block *b, int B) { return head_layout_of(b, B).total; }
 
 #define F(name) pt_saved_floats(s, l.name)
+#define S(name) pt_saved_at(s, l.name)
 
 /* the row's largest logit over the whole vocabulary, from the group's maxima */
 static float row_max(const float *stats, int T)
@@ -164,10 +183,10 @@ static void head_piece(pt_block *b, int piece, const pt_microbatch *mb, const vo
     float *z = out, *stats = F(stats), *sumexp = F(sumexp);
     const int *targets = mb->targets;
     if (piece == 0) {
-        k->layernorm_forward(F(ln), F(mean), F(rstd), in, b->p[LNF_W], b->p[LNF_B], N, C,
+        k->layernorm_forward(S(ln), F(mean), F(rstd), in, b->p[LNF_W], b->p[LNF_B], N, C,
                              b->shape.ln_eps);
-        k->matmul(0, 1, N, n, C, 1.0f, pt_mat_of(F(ln), C, PT_F32), pt_block_weight(b, HEAD, C),
-                  0.0f, pt_mat_of(z, n, PT_F32), NULL);
+        k->matmul(0, 1, N, n, C, 1.0f, pt_block_act(b, S(ln), C), pt_block_weight(b, HEAD, C), 0.0f,
+                  pt_mat_of(z, n, PT_F32), NULL);
         memset(stats, 0, sizeof(float) * (size_t)N * (T + 1));
         for (int i = 0; i < N; i++) {
             const float *row = z + (size_t)i * n;
@@ -237,8 +256,12 @@ static void head_backward_piece(pt_block *b, int piece, const pt_microbatch *mb,
         }
         k->matmul(0, 0, N, C, n, 1.0f, pt_mat_of(z, n, PT_F32), pt_block_weight(b, HEAD, C), 0.0f,
                   pt_mat_of(F(dln), C, PT_F32), NULL);
-    } else if (din) {
-        k->layernorm_backward_input(din, NULL, F(dln), in, b->p[LNF_W], F(mean), F(rstd), N, C);
+    } else {
+        if (l.dln_act != l.dln)
+            k->store_floats(S(dln_act), F(dln), (size_t)N * C);
+        if (din)
+            k->layernorm_backward_input(din, NULL, S(dln_act), in, b->p[LNF_W], F(mean), F(rstd), N,
+                                        C);
     }
 }
 
@@ -249,9 +272,9 @@ static void head_backward_weight(pt_block *b, const pt_microbatch *mb, const voi
     const pt_kernels *k = b->k;
     int N = mb->batch * b->shape.T, C = b->shape.C, n = own_rows(b);
     head_layout l = head_layout_of(b, mb->batch);
-    k->matmul(1, 0, n, C, N, 1.0f, pt_mat_of(out, n, PT_F32), pt_mat_of(F(ln), C, PT_F32), 1.0f,
+    k->matmul(1, 0, n, C, N, 1.0f, pt_mat_of(out, n, PT_F32), pt_block_act(b, S(ln), C), 1.0f,
               pt_mat_of(b->g[HEAD], C, PT_F32), NULL);
-    k->layernorm_backward_weight(b->g[LNF_W], b->g[LNF_B], F(dln), in, F(mean), F(rstd), N, C);
+    k->layernorm_backward_weight(b->g[LNF_W], b->g[LNF_B], S(dln_act), in, F(mean), F(rstd), N, C);
 }
 
 static float *head_sum_buffer(const pt_block *b, int backward, int piece, int B, void *out, void *s,
@@ -269,6 +292,7 @@ static float *head_sum_buffer(const pt_block *b, int backward, int piece, int B,
 }
 
 #undef F
+#undef S
 
 static int head_sums(const pt_block *b, int backward)
 {
