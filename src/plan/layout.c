@@ -100,6 +100,7 @@ static int predict_time(const pt_model *slice, const pt_block_profile *prof,
                           : (double)l->micro_batch_size *
                                 (double)pt_model_block_input_floats(slice, first) * sizeof(float);
     }
+    out->tensor_sum_s *= (double)l->microbatches / l->replicas; /* a step's, as step_s */
     pt_schedule_costs sc = pt_schedule_costs_default();
     sc.n_chunk_costs = P, sc.chunk_f = f, sc.chunk_b = b, sc.chunk_w = w;
     sc.bandwidth = l->bandwidth, sc.latency = l->latency, sc.boundary_bytes = bytes;

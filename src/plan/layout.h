@@ -22,7 +22,7 @@ typedef struct {
     size_t peak;          /* its total */
     int worst_stage;      /* its stage */
     double step_s;        /* the pipeline's makespan plus the replicas' sums */
-    double tensor_sum_s;  /* of which one stage's tensor-group sums per micro-batch */
+    double tensor_sum_s;  /* of which the busiest stage's tensor-group sums, a step's */
     double replica_sum_s; /* and the replicas' gradient sum after the last backward */
     int balance[PT_PARTITION_MAX_CHUNKS]; /* blocks per stage */
 } pt_layout_estimate;
