@@ -15,7 +15,7 @@
 #     (2, 2, 1): the same losses on threads and under MPI;
 #   - a set saved at (2, 2, 1) (threads, and under MPI byte for byte the
 #     same) resumes at (1, 1, 2, zero 1) as the one-worker set does, within
-#     1e-5;
+#     1e-5; the weights saved as one file with slices start a one-worker run;
 #   - refused with a message: T not dividing the heads, P x T x D not the
 #     number of MPI ranks.
 # ctest: slow
@@ -82,6 +82,11 @@ done
 close "$(losses "$dir/r_set_1.jsonl")" "$(losses "$dir/r_set_t.jsonl")" ||
     { echo "FAIL: resumed from the sliced set: $(losses "$dir/r_set_t.jsonl")"; exit 1; }
 echo "a set saved at (2, 2, 1) resumes at (1, 1, 2, zero 1) as the one-worker set does"
+# the weights alone, as one file, from slices: a one-worker run starts from them
+"$PIPETRAIN" train "${common[@]}" --steps 3 --stages 2 --tensor 2 --save "$dir/w.safetensors" \
+    > "$dir/w.out" 2>&1 || { echo "FAIL: --save FILE.safetensors with --tensor 2"; cat "$dir/w.out"; exit 1; }
+"$PIPETRAIN" train "${common[@]}" --steps 1 --init-from "$dir/w.safetensors" > "$dir/w1.out" 2>&1 ||
+    { echo "FAIL: --init-from the file saved with slices"; cat "$dir/w1.out"; exit 1; }
 if command -v mpirun >/dev/null; then
     mpi=(mpirun --oversubscribe -np)
     run mpi_p2t2 "${mpi[@]}" 4 -- --stages 2 --tensor 2

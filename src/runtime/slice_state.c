@@ -65,7 +65,8 @@ static int gather_one(pt_worker *w, const pt_param_decl *d, const float *part, s
 int pt_pipeline_gather_slices(pt_pipeline *p, int rank, pt_model **whole, pt_optimizer **whole_opt)
 {
     pt_worker *w = pt_local_worker(p, rank);
-    pt_optimizer *mine = w && p->has_optim ? (w->full_opt ? w->full_opt : w->opt) : NULL;
+    pt_optimizer *mine =
+        whole_opt && w && p->has_optim ? (w->full_opt ? w->full_opt : w->opt) : NULL;
     int rc = pt_pipeline_whole_stage(p, rank, whole, mine ? whole_opt : NULL);
     if (!w || rc != PT_OK)
         return rc;
