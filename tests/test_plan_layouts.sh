@@ -1,7 +1,8 @@
 # test_plan_layouts: `pipetrain plan --tensor T --replicas D --zero Z`
 # predicts the bytes of the fullest rank that `pipetrain train` then
 # allocates for the same layout (its memory report), within 10%, at
-# (P, T, D, zero) = (1, 2, 1, 0) and (1, 1, 4, 1); `plan --ranks 4` lists
+# (P, T, D, zero) = (1, 2, 1, 0) and (1, 1, 4, 1), and for a spec of
+# column_linear and row_linear at T = 2; `plan --ranks 4` lists
 # every layout the model allows sorted by predicted step time, marks those
 # above --memory-limit and names the refused ones; bad layouts are refused
 # with a message (T not dividing the heads, zero without replicas).
@@ -27,6 +28,19 @@ for layout in "1 2 1 0" "1 1 4 1"; do
         { echo "FAIL: ${flags[*]}: train's fullest rank holds $got MiB, plan predicted $want"; exit 1; }
     echo "P $P T $T D $D zero $Z: plan predicts $want MiB for the fullest rank, train allocates $got"
 done
+
+# a spec of Megatron's pair: plan's slice is train's
+spec=(--model-spec 'input 256; column_linear 256 2048; gelu; row_linear 2048 256; mse')
+"$PIPETRAIN" plan "${spec[@]}" --stages 1 --tensor 2 --microbatches 4 --batch 2 > "$dir/plan" ||
+    { echo "FAIL: plan of a spec at T 2"; cat "$dir/plan"; exit 1; }
+"$PIPETRAIN" train "${spec[@]}" --data-format synthetic-regression --tensor 2 --microbatches 4 \
+    --batch 8 --steps 1 > "$dir/train" 2>&1 || { echo "FAIL: train a spec at T 2"; cat "$dir/train"; exit 1; }
+want=$(awk '$1 == 1 && $2 == 2 && NF >= 13 { print $10 }' "$dir/plan")
+got=$(awk '/^rank +s\/r\/t/ { on = 1; next } on && /^[0-9]+ / && $9 > m { m = $9 } END { print m }' \
+    "$dir/train")
+[ -n "$want" ] && [ -n "$got" ] && awk -v g="$got" -v w="$want" 'BEGIN { exit !(g <= 1.1 * w && g >= 0.9 * w && g > 0) }' ||
+    { echo "FAIL: spec at T 2: train's fullest rank holds $got MiB, plan predicted $want"; cat "$dir/plan" "$dir/train"; exit 1; }
+echo "spec at T 2: plan predicts $want MiB for the fullest rank, train allocates $got"
 
 "$PIPETRAIN" plan "${model[@]}" --ranks 4 --zero 1 --microbatches 4 --memory-limit 300000 \
     > "$dir/ranks" || { echo "FAIL: plan --ranks 4"; cat "$dir/ranks"; exit 1; }

@@ -48,8 +48,10 @@ static int check_layout(const pt_model_config *cfg, const pt_layout_plan *l, int
                        "zero %d shards the optimizer state across a stage's replicas, but "
                        "there is 1 replica: give replicas of 2 or more (--replicas)",
                        l->zero);
-    if (l->tensor > 1 && cfg->kind != PT_MODEL_GPT)
-        return pt_fail(PT_EINVAL, "--tensor %d: only the gpt model declares how its layers split",
+    if (l->tensor > 1 && cfg->kind == PT_MODEL_MLP) /* a spec says (its slice refuses) */
+        return pt_fail(PT_EINVAL,
+                       "--tensor %d: an mlp's linear layers do not declare how they split; "
+                       "write it as a spec with column_linear and row_linear",
                        l->tensor);
     if (l->stages > n_blocks || l->stages > PT_PARTITION_MAX_CHUNKS)
         return pt_fail(PT_EINVAL, "%d stages need at least %d blocks, but the model has %d",
