@@ -63,7 +63,7 @@ expect() {
     local want=$1 needle=$2 out rc=0
     shift 2
     out=$("$@" 2>&1) || rc=$?
-    if [ "$rc" -ne "$want" ] || ! echo "$out" | grep -q -- "$needle"; then
+    if [ "$rc" -ne "$want" ] || ! grep -q -- "$needle" <<< "$out"; then
         echo "FAIL: $* -> status $rc (expected $want) and '$needle' in: $out"
         fail=1
     else

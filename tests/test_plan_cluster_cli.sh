@@ -59,5 +59,5 @@ for args in "--cluster $cluster --model gpt2" "--cluster $cluster --model gpt2 -
     msg=$("$PT" plan $args 2>&1); rc=$?
     [[ $rc -eq 2 && $msg == "pipetrain plan: "* ]] || bad "plan $args: exit $rc: $msg"
 done
-"$PT" plan --cluster x --help | grep -q -- '--global-batch' || bad "--help does not list --global-batch"
+grep -q -- '--global-batch' <<< "$("$PT" plan --cluster x --help)" || bad "--help does not list --global-batch"
 exit $fail

@@ -38,20 +38,21 @@ out=$("$PIPETRAIN" train "${run[@]}" --precision bf16 --bf16-kernel avx512bf16 \
       --metrics "$dir/v.jsonl" 2>&1); rc=$?
 set -e
 if [ "$rc" -eq 0 ]; then
-    echo "$out" | grep -q "^precision bf16: products on avx512bf16" ||
+    grep -q "^precision bf16: products on avx512bf16" <<< "$out" ||
         { echo "FAIL: --bf16-kernel avx512bf16 ran on other products: $out"; exit 1; }
     v=$(last "$dir/v.jsonl")
     awk -v v="$v" -v p="$p" 'BEGIN { d = (v - p) / p; if (d < 0) d = -d; exit !(d < 2e-3) }' ||
         { echo "FAIL: avx512bf16 products' loss $v, the portable ones' $p"; exit 1; }
     echo "step 30 loss: portable $p, avx512bf16 $v"
 else
-    [ "$rc" -eq 2 ] && echo "$out" | grep -q "AVX512_BF16" ||
+    [ "$rc" -eq 2 ] && grep -q "AVX512_BF16" <<< "$out" ||
         { echo "FAIL: --bf16-kernel avx512bf16 exited $rc: $out"; exit 1; }
     echo "skipped: --bf16-kernel avx512bf16: $out"
 fi
 
 # the bf16 weights file: BF16 tensors, half the size, loaded by eval
-head -c 4096 "$dir/b.safetensors" | grep -q '"BF16"' && ! head -c 4096 "$dir/b.safetensors" | grep -q '"F32"' ||
+header=$(head -c 4096 "$dir/b.safetensors" | tr -d '\0')
+grep -q '"BF16"' <<< "$header" && ! grep -q '"F32"' <<< "$header" ||
     { echo "FAIL: --save-dtype bf16 wrote no BF16 (or some F32) tensors"; exit 1; }
 fs=$(stat -c %s "$dir/f.safetensors"); bs=$(stat -c %s "$dir/b.safetensors")
 awk -v f="$fs" -v b="$bs" 'BEGIN { exit !(b < 0.55 * f) }' ||
@@ -62,10 +63,10 @@ echo "bf16 weights: $bs bytes (fp32 $fs); eval: $(tail -n 1 "$dir/eval.out")"
 
 set +e
 out=$("$PIPETRAIN" train "${run[@]}" --steps 1 --save "$dir/folder" --save-dtype bf16 2>&1); rc=$?
-[ "$rc" -eq 2 ] && echo "$out" | grep -q "master weights" ||
+[ "$rc" -eq 2 ] && grep -q "master weights" <<< "$out" ||
     { echo "FAIL: --save-dtype bf16 with a folder: $rc $out"; exit 1; }
 out=$("$PIPETRAIN" train "${run[@]}" --precision fp16 2>&1); rc=$?
-[ "$rc" -eq 2 ] && echo "$out" | grep -q "fp16" || { echo "FAIL: --precision fp16: $rc $out"; exit 1; }
+[ "$rc" -eq 2 ] && grep -q "fp16" <<< "$out" || { echo "FAIL: --precision fp16: $rc $out"; exit 1; }
 out=$("$PIPETRAIN" train "${run[@]}" --bf16-kernel fast 2>&1); rc=$?
-[ "$rc" -eq 2 ] && echo "$out" | grep -q "fast" || { echo "FAIL: --bf16-kernel fast: $rc $out"; exit 1; }
+[ "$rc" -eq 2 ] && grep -q "fast" <<< "$out" || { echo "FAIL: --bf16-kernel fast: $rc $out"; exit 1; }
 echo ok

@@ -89,7 +89,7 @@ cp "$dir"/set4/model* "$dir"/set4/config.json "$dir/weights/"
 set +e
 out=$("$PIPETRAIN" train "${run[@]}" --steps 6 --resume "$dir/weights" 2>&1); rc=$?
 set -e
-[ "$rc" -ne 0 ] && echo "$out" | grep -qi "optimizer" ||
+[ "$rc" -ne 0 ] && grep -qi "optimizer" <<< "$out" ||
     { echo "FAIL: a weights-only set resumed without --fresh-optimizer: $rc $out"; exit 1; }
 "$PIPETRAIN" train "${run[@]}" --steps 4 --resume "$dir/weights" --fresh-optimizer >/dev/null ||
     { echo "FAIL: --fresh-optimizer"; exit 1; }
@@ -119,6 +119,6 @@ echo "pipedream 1F1B-RR: $(grep '^done:' "$dir/rr.out")"
 set +e
 out=$("${mpi[@]}" 2 "$PIPETRAIN" train "${common[@]}" --stages 3 2>&1); rc=$?
 set -e
-[ "$rc" -ne 0 ] && echo "$out" | grep -q "3" || { echo "FAIL: 3 stages on 2 ranks: $rc $out"; exit 1; }
+[ "$rc" -ne 0 ] && grep -q "3" <<< "$out" || { echo "FAIL: 3 stages on 2 ranks: $rc $out"; exit 1; }
 echo "refused: $(echo "$out" | grep -m1 pipetrain)"
 echo ok

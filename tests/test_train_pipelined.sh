@@ -57,7 +57,7 @@ fi
 set +e
 out=$("$PIPETRAIN" train "${common[@]}" --stages 2 --balance 1,2 2>&1); rc=$?
 set -e
-[ "$rc" -eq 2 ] && echo "$out" | grep -q "4" || { echo "FAIL: bad balance: $rc $out"; exit 1; }
+[ "$rc" -eq 2 ] && grep -q "4" <<< "$out" || { echo "FAIL: bad balance: $rc $out"; exit 1; }
 echo "refused: $out"
 
 "$PIPETRAIN" train "${common[@]}" --stages 2 --steps 2 --decay-steps 4 \
@@ -73,6 +73,6 @@ b=$("$PIPETRAIN" generate --load "$dir/p1.safetensors" --prompt "Who " --tokens 
 
 # --quiet: the summary at the end and nothing while training
 out=$("$PIPETRAIN" train "${common[@]}" --stages 2 --quiet)
-! echo "$out" | grep -q '^step ' && echo "$out" | grep -q '^done:' ||
+! grep -q '^step ' <<< "$out" && grep -q '^done:' <<< "$out" ||
     { echo "FAIL: --quiet printed progress or no summary: $out"; exit 1; }
 echo "ok"

@@ -10,7 +10,7 @@ fails=0
 expect() { # status pattern args...
     local status=$1 pattern=$2; shift 2
     out=$("$PIPETRAIN" "$@" 2>&1); got=$?
-    if [ "$got" -ne "$status" ] || ! echo "$out" | grep -q -- "$pattern"; then
+    if [ "$got" -ne "$status" ] || ! grep -q -- "$pattern" <<< "$out"; then
         echo "FAIL: pipetrain $* -> status $got, expected $status and '$pattern': $out"; fails=$((fails+1))
     else
         echo "ok: $pattern"

@@ -44,7 +44,7 @@ cmp "$dir/full.safetensors" "$dir/merged.safetensors" ||
 if out=$("$PIPETRAIN" train "${common[@]}" --steps 12 --resume "$dir/half.safetensors" 2>&1); then
     echo "FAIL: resuming from weights alone was accepted"; exit 1
 fi
-echo "$out" | grep -q "weights only" || { echo "FAIL: message does not say why: $out"; exit 1; }
+grep -q "weights only" <<< "$out" || { echo "FAIL: message does not say why: $out"; exit 1; }
 "$PIPETRAIN" train "${common[@]}" --steps 7 --resume "$dir/half.safetensors" --fresh-optimizer \
     >/dev/null
 merge_exits() { # status, text the message must hold, arguments...
@@ -52,7 +52,7 @@ merge_exits() { # status, text the message must hold, arguments...
     shift 2
     out=$("$PIPETRAIN" merge "$@" 2>&1) || rc=$?
     [ "$rc" -eq "$want" ] || { echo "FAIL: merge $* exited $rc, expected $want: $out"; exit 1; }
-    echo "$out" | grep -q -- "$needle" || { echo "FAIL: merge $*: '$needle' not in: $out"; exit 1; }
+    grep -q -- "$needle" <<< "$out" || { echo "FAIL: merge $*: '$needle' not in: $out"; exit 1; }
 }
 merge_exits 2 "expected SET_DIR" "$dir/half_set"
 merge_exits 2 "not a folder" "$dir/nothing" "$dir/x.safetensors"
@@ -67,7 +67,7 @@ if out=$("$PIPETRAIN" train "${common[@]}" --layers 3 --steps 12 \
         --resume "$dir/half_set" 2>&1); then
     echo "FAIL: resuming a 2-layer checkpoint into 3 layers was accepted"; exit 1
 fi
-echo "$out" | grep -q "layers 2" || { echo "FAIL: message does not say the shape: $out"; exit 1; }
+grep -q "layers 2" <<< "$out" || { echo "FAIL: message does not say the shape: $out"; exit 1; }
 # the mlp on the digits resumes exactly too (its sampler's state is a count)
 digits="$PT_SOURCE_DIR/data/digits.csv.gz"
 if [ -s "$digits" ]; then
