@@ -5,7 +5,7 @@
  *   bench_fma256_gflops    float FMA on AVX2's ymm (8 lanes), 0 without;
  *   bench_fma_peak         the widest of the two this CPU has, and on n
  *                          cores at once (bench_fma_peak_cores: n threads,
- *                          the sum of their rates);
+ *                          the sum of their rates, best of 5 tries);
  *   bench_dpbf16_gflops    AVX512_BF16's VDPBF16PS (16 lanes x 2 products x
  *                          2 FLOPs an instruction), 0 without it.
  * Each runs 12 independent chains, so it measures the units' throughput,
@@ -122,13 +122,12 @@ static inline void *bench_fma_peak_thread(void *out)
     return NULL;
 }
 
-/* the widest FMA's rate on n (<= 64) threads at once, summed */
-static inline double bench_fma_peak_cores(int n)
+/* the widest FMA's rate on n (<= 64) threads at once, summed: one try */
+static inline double bench_fma_peak_try(int n)
 {
     pthread_t t[64];
     double r[64] = {0}, sum = 0;
     int started[64] = {0};
-    n = n < 1 ? 1 : n > 64 ? 64 : n;
     for (int i = 1; i < n; i++)
         started[i] = pthread_create(&t[i], NULL, bench_fma_peak_thread, &r[i]) == 0;
     r[0] = bench_fma_peak();
@@ -138,6 +137,19 @@ static inline double bench_fma_peak_cores(int n)
     for (int i = 0; i < n; i++)
         sum += r[i];
     return sum;
+}
+
+/* the best of 5 tries: a machine shared with other work only ever lowers a
+ * try, so the best is the nearest to what the cores can do */
+static inline double bench_fma_peak_cores(int n)
+{
+    double best = 0;
+    n = n < 1 ? 1 : n > 64 ? 64 : n;
+    for (int i = 0; i < 5; i++) {
+        double r = bench_fma_peak_try(n);
+        best = r > best ? r : best;
+    }
+    return best;
 }
 
 #endif

@@ -93,7 +93,7 @@ static int check_split(int T)
     REQUIRE(pt_model_step_microbatch(whole, &mb, 1.0f, wa, &whole_loss) == PT_OK, "%s",
             pt_last_error());
     for (int t = 0; t < T; t++) {
-        REQUIRE(pt_model_create_slice(&c, NULL, 0, T, t, &s[t]) == PT_OK, "slice %d: %s", t,
+        REQUIRE(pt_model_create_slice(&c, NULL, 0, T, t, 0, &s[t]) == PT_OK, "slice %d: %s", t,
                 pt_last_error());
         REQUIRE(pt_activations_create(s[t], 0, last, B, &a[t]) == PT_OK, "%s", pt_last_error());
     }
@@ -166,7 +166,7 @@ static int check_split(int T)
 static void refused(const pt_model_config *c, int T, const char *says)
 {
     pt_model *m = NULL;
-    int rc = pt_model_create_slice(c, NULL, 1, T, 0, &m);
+    int rc = pt_model_create_slice(c, NULL, 1, T, 0, 0, &m);
     CHECK(rc != PT_OK && strstr(pt_last_error(), says), "T %d: not refused with '%s' (%s)", T, says,
           rc == PT_OK ? "built" : pt_last_error());
     pt_model_destroy(m);

@@ -554,7 +554,7 @@ static int tensor_pieces(const pt_schedule *s, const options *o, int **out)
     int K = pt_schedule_chunks(s);
     int *pieces = calloc(4 * (size_t)K, sizeof(int)), *layers = pieces + 2 * K;
     pt_model *desc = NULL;
-    int rc = pieces ? pt_model_create_slice(&o->model, NULL, 1, o->tensor, 0, &desc) : PT_ENOMEM;
+    int rc = pieces ? pt_model_create_slice(&o->model, NULL, 1, o->tensor, 0, 0, &desc) : PT_ENOMEM;
     if (rc == PT_OK)
         rc = chunk_blocks(s, o, desc, layers, pieces); /* blocks per chunk, for now */
     for (int c = 0, first = 0; rc == PT_OK && c < K; c++) {

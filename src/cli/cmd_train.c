@@ -404,6 +404,11 @@ int cmd_train(int argc, char **argv)
                     "-np P*T*D; rank = (stage x D + replica) x T + slice (default 1; "
                     "docs/layouts.md)",
                     LIMIT_REPLICAS),
+        FLAG("sequence-parallel", FLAG_BOOL, &cfg.pipeline.sequence_parallel, NULL,
+             "with --tensor T: each slice holds 1/T of every sample's positions between the "
+             "tensor-parallel regions (Megatron's sequence parallelism: the LayerNorms, "
+             "residuals and stage boundaries); all-reduces become all-gathers and "
+             "reduce-scatters; gpt under fp32, T dividing the sequence (docs/layouts.md)"),
         FLAG("schedule", FLAG_STRING, &cfg.pipeline.schedule, "NAME",
              "gpipe, 1f1b, interleaved, loopedbfs, zbh1, zbh2, zbv, zb2p or pipedream (default "
              "1f1b)"),

@@ -101,7 +101,8 @@ int pt_gpt_build(pt_model *m)
                         .attn_by_layer = c->scale_attn_by_inverse_layer_idx,
                         .head_untied = !c->tie_word_embeddings,
                         .tensor = m->tensor,
-                        .tensor_rank = m->tensor_rank};
+                        .tensor_rank = m->tensor_rank,
+                        .sequence_parallel = m->sequence_parallel};
     pt_layer_list l;
     if ((rc = pt_layer_list_init(&l)) != PT_OK)
         return rc;

@@ -162,7 +162,7 @@ static int lay_out_params(pt_model *m)
 }
 
 static int create(const pt_model_config *cfg, const unsigned char *hold, int hold_all, int T, int t,
-                  pt_model **out);
+                  int sequence, pt_model **out);
 
 /* The blocks index a sample's tensors with int: a gpt whose sample holds
  * more floats than that (seq x MLP width, seq x vocab, heads x seq x seq) is
@@ -191,37 +191,63 @@ static int check_shape(const pt_model_config *c)
 
 int pt_model_create(const pt_model_config *cfg, pt_model **out)
 {
-    return create(cfg, NULL, 1, 1, 0, out);
+    return create(cfg, NULL, 1, 1, 0, 0, out);
 }
 
 int pt_model_create_part(const pt_model_config *cfg, const unsigned char *hold, pt_model **out)
 {
-    return create(cfg, hold, !hold, 1, 0, out);
+    return create(cfg, hold, !hold, 1, 0, 0, out);
 }
 
 int pt_model_describe(const pt_model_config *cfg, pt_model **out)
 {
-    return create(cfg, NULL, 0, 1, 0, out);
+    return create(cfg, NULL, 0, 1, 0, 0, out);
 }
 
 int pt_model_create_slice(const pt_model_config *cfg, const unsigned char *hold, int describe,
-                          int T, int t, pt_model **out)
+                          int T, int t, int sequence, pt_model **out)
 {
     if (T < 1 || t < 0 || t >= T)
         return pt_fail(PT_EINVAL, "tensor slice %d of %d does not exist", t, T);
-    return create(cfg, hold, !hold && !describe, T, t, out);
+    return create(cfg, hold, !hold && !describe, T, t, sequence, out);
+}
+
+/* What sequence parallelism splits, and what it refuses. */
+static int check_sequence(const pt_model_config *cfg, int T)
+{
+    if (T < 2)
+        return pt_fail(PT_EINVAL, "--sequence-parallel splits the sequence over a tensor group: "
+                                  "it needs --tensor 2 or more");
+    if (cfg->kind != PT_MODEL_GPT)
+        return pt_fail(PT_EINVAL,
+                       "--sequence-parallel: only a gpt's blocks split their sequence (a "
+                       "spec's column_linear and row_linear run with --tensor alone)");
+    if (cfg->precision != PT_PRECISION_FP32)
+        return pt_fail(PT_EINVAL, "--sequence-parallel runs under --precision fp32 only");
+    if (cfg->seq_len % T)
+        return pt_fail(PT_EINVAL,
+                       "--sequence-parallel: --tensor %d does not divide the sequence of %d "
+                       "positions",
+                       T, cfg->seq_len);
+    return PT_OK;
 }
 
 static int create(const pt_model_config *cfg, const unsigned char *hold, int hold_all, int T, int t,
-                  pt_model **out)
+                  int sequence, pt_model **out)
 {
     *out = NULL;
+    if (sequence) {
+        int rc = check_sequence(cfg, T);
+        if (rc != PT_OK)
+            return rc;
+    }
     pt_model *m = calloc(1, sizeof *m);
     if (!m)
         return pt_fail(PT_ENOMEM, "cannot allocate a model");
     m->cfg = *cfg;
     m->tensor = T;
     m->tensor_rank = t;
+    m->sequence_parallel = sequence;
     m->k = pt_kernels_for(cfg->precision);
     m->blocks = calloc(PT_MODEL_MAX_BLOCKS, sizeof *m->blocks);
     int rc = m->blocks ? PT_OK : pt_fail(PT_ENOMEM, "cannot allocate blocks");
@@ -272,6 +298,7 @@ void pt_model_destroy(pt_model *m)
     pt_arena_free(&m->data);
     pt_arena_free(&m->grad);
     pt_free(m->low);
+    pt_free(m->work);
     free(m->params);
     free(m->blocks);
     free(m->held);
@@ -584,6 +611,34 @@ size_t pt_activations_output_bytes(const pt_activations *a)
 
 /* ---- running a range ---- */
 
+size_t pt_model_work_bytes(const pt_model *m, int batch)
+{
+    size_t most = 0;
+    for (int i = 0; i < m->n_blocks; i++) {
+        const pt_block *b = &m->blocks[i];
+        size_t n = b->ops->work_bytes ? b->ops->work_bytes(b, batch) : 0;
+        most = n > most ? n : most;
+    }
+    return most;
+}
+
+/* The blocks' workspace for micro-batches of `batch`: grown, never shrunk. */
+static int ensure_work(pt_model *m, int batch)
+{
+    size_t need = pt_model_work_bytes(m, batch);
+    if (need <= m->work_bytes)
+        return PT_OK;
+    float *w = pt_alloc_floats(pt_arena_floats_for(need));
+    if (!w)
+        return pt_fail(PT_ENOMEM, "cannot allocate a stage's workspace of %zu bytes", need);
+    pt_free(m->work);
+    m->work = w;
+    m->work_bytes = need;
+    for (int i = 0; i < m->n_blocks; i++)
+        m->blocks[i].work = w;
+    return PT_OK;
+}
+
 static int check_call(const pt_model *m, int first, int last, const pt_microbatch *mb,
                       const void *in, const pt_activations *acts)
 {
@@ -653,6 +708,8 @@ int pt_model_forward(pt_model *m, int first, int last, const pt_microbatch *mb, 
 {
     int rc = check_call(m, first, last, mb, in, acts);
     if (rc == PT_OK)
+        rc = ensure_work(m, mb->batch);
+    if (rc == PT_OK)
         rc = check_labels(m, first, last, mb);
     if (rc != PT_OK)
         return rc;
@@ -676,6 +733,8 @@ int pt_model_backward_input(pt_model *m, int first, int last, const pt_microbatc
                             float loss_scale)
 {
     int rc = check_call(m, first, last, mb, in, acts);
+    if (rc == PT_OK)
+        rc = ensure_work(m, mb->batch);
     if (rc != PT_OK)
         return rc;
     refresh_low(m);
@@ -702,6 +761,8 @@ int pt_model_backward_weight(pt_model *m, int first, int last, const pt_microbat
                              const void *in, pt_activations *acts)
 {
     int rc = check_call(m, first, last, mb, in, acts);
+    if (rc == PT_OK)
+        rc = ensure_work(m, mb->batch);
     if (rc != PT_OK)
         return rc;
     for (int i = last; i >= first; i--) {
@@ -753,6 +814,8 @@ int pt_model_forward_piece(pt_model *m, int first, int last, int piece, const pt
                            const void *in, pt_activations *acts, float *loss)
 {
     int rc = check_call(m, first, last, mb, in, acts);
+    if (rc == PT_OK)
+        rc = ensure_work(m, mb->batch);
     if (rc == PT_OK && piece == 0)
         rc = check_labels(m, first, last, mb);
     if (rc != PT_OK)
@@ -783,6 +846,8 @@ int pt_model_backward_input_piece(pt_model *m, int first, int last, int piece,
                                   const void *dout, void *din, float loss_scale)
 {
     int rc = check_call(m, first, last, mb, in, acts);
+    if (rc == PT_OK)
+        rc = ensure_work(m, mb->batch);
     if (rc != PT_OK)
         return rc;
     refresh_low(m);

@@ -33,8 +33,13 @@ struct pt_model {
     pt_bf16 *low;
     bool low_stale;
     /* tensor parallelism: this model is slice tensor_rank of `tensor`
-     * (1: the whole model); the split blocks say which tensors are cut */
-    int tensor, tensor_rank;
+     * (1: the whole model); the split blocks say which tensors are cut;
+     * sequence_parallel: with its rows of every sample between them */
+    int tensor, tensor_rank, sequence_parallel;
+    /* the blocks' one workspace (pt_block_ops.work_bytes), grown to the
+     * largest micro-batch seen */
+    void *work;
+    size_t work_bytes;
 };
 
 /* Append blocks to m->blocks (allocated for PT_MODEL_MAX_BLOCKS) through
@@ -45,9 +50,12 @@ int pt_spec_build(pt_model *m);
 
 /* Slice t of T of a model (tensor parallelism, transformer_split.c and
  * vocab_parallel.c): as pt_model_create_part (hold NULL: every block) or,
- * with describe, a description without tensors. T = 1 is the whole model. */
+ * with describe, a description without tensors. T = 1 is the whole model.
+ * sequence: with sequence parallelism (sequence_split.h; T >= 2, gpt). */
 int pt_model_create_slice(const pt_model_config *cfg, const unsigned char *hold, int describe,
-                          int T, int t, pt_model **out);
+                          int T, int t, int sequence, pt_model **out);
+/* The workspace's bytes for micro-batches of `batch` (0: none needed). */
+size_t pt_model_work_bytes(const pt_model *m, int batch);
 /* The pieces blocks first..last run in, forward or backward (1 + the
  * tensor group's sums between them; 1 for blocks that run whole). */
 int pt_model_tensor_pieces(const pt_model *m, int first, int last, int backward);

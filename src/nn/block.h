@@ -62,8 +62,10 @@ typedef struct {
     float rope_theta; /* llama: rotary base (0: 10000) */
     float rms_eps;    /* llama, rmsnorm: RMSNorm's epsilon (0: 1e-6) */
     /* tensor parallelism (tensor_parallel.h): the block is slice tensor_rank
-     * of `tensor` (0 or 1: the whole block) */
-    int tensor, tensor_rank;
+     * of `tensor` (0 or 1: the whole block); sequence_parallel: between its
+     * tensor-parallel regions the slice holds its T / tensor positions of
+     * every sample (sequence_split.h) */
+    int tensor, tensor_rank, sequence_parallel;
 } pt_block_shape;
 
 /* s with its zeros resolved to GPT-2's values. */
@@ -85,6 +87,9 @@ typedef struct {
      * tensor, whose split_groups runs along that dimension (QKV's three) are
      * each cut alike; split_parts 0: the whole tensor */
     int split_dim, split_groups, split_parts, split_part;
+    /* sequence parallelism: each slice's gradient is its positions' part,
+     * summed over the tensor group before the norm (the LayerNorms') */
+    int sequence_partial;
 } pt_param_decl;
 
 #define PT_BLOCK_MAX_PARAMS 16
@@ -124,6 +129,10 @@ typedef struct {
     /* FLOPs per sample; model.c adds the byte counts, which follow from the
      * declarations and saved_bytes */
     pt_block_cost (*cost)(const pt_block *b);
+    /* bytes of scratch one piece of work needs for a micro-batch of B and
+     * nothing after it (NULL: none): the stage's one workspace, b->work,
+     * shared by its blocks, so it is not kept per micro-batch in flight */
+    size_t (*work_bytes)(const pt_block *b, int B);
 } pt_block_ops;
 
 struct pt_block {
@@ -142,6 +151,7 @@ struct pt_block {
     float *p[PT_BLOCK_MAX_PARAMS];    /* parameter data, in declaration order */
     float *g[PT_BLOCK_MAX_PARAMS];    /* their gradients */
     pt_bf16 *pl[PT_BLOCK_MAX_PARAMS]; /* bf16 copies the products read (NULL: none) */
+    void *work;                       /* the stage's workspace (work_bytes), set by model.c */
 };
 
 /* The pieces of work blocks without them share (block.c): a saved area of
@@ -242,6 +252,12 @@ void pt_transformer_init(pt_block *b, const pt_block_shape *s, int layer);
 void pt_transformer_split(pt_block *b);
 void pt_embedding_split(pt_block *b);
 void pt_lm_head_split(pt_block *b);
+/* The same three under sequence parallelism (shape.sequence_parallel;
+ * transformer_sequence.c, vocab_parallel.c): their inputs and outputs are
+ * the slice's positions. */
+void pt_transformer_sequence(pt_block *b);
+void pt_embedding_sequence(pt_block *b);
+void pt_lm_head_sequence(pt_block *b);
 void pt_lm_head_init(pt_block *b, const pt_block_shape *s);
 void pt_classifier_init(pt_block *b, const pt_block_shape *s, const char *prefix);
 /* Elementwise tanh: in (n) -> out (n), n = s->in (spec_tanh.c). */

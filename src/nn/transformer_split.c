@@ -26,6 +26,7 @@
 #include "nn/attention.h"
 #include "nn/block.h"
 #include "nn/linear.h"
+#include "nn/split_products.h"
 
 enum { LN1_W, LN1_B, ATTN_W, ATTN_B, APROJ_W, APROJ_B, LN2_W, LN2_B, FC_W, FC_B, FPROJ_W, FPROJ_B };
 
@@ -89,30 +90,6 @@ static size_t split_saved(const pt_block *b, int B) { return layout(b, B).total;
 #define S(name) pt_saved_at(s, l.name)
 #define F(name) pt_saved_floats(s, l.name)
 
-/* A row-parallel product: sum (N,C) = inp (N,in) W in floats, no bias (it
- * follows the group's sum). */
-static void row_parallel(const pt_block *b, int w, float *sum, const void *inp, int N, int in,
-                         int C)
-{
-    b->k->matmul(0, 0, N, C, in, 1.0f, pt_block_act(b, inp, in), pt_block_weight(b, w, C), 0.0f,
-                 pt_mat_of(sum, C, PT_F32), NULL);
-}
-
-/* x (N,C) = sum + bias (C) on every row, stored as activations */
-static void add_bias(const pt_block *b, void *x, const float *sum, const float *bias, int N, int C)
-{
-    for (int i = 0; i < N; i++)
-        b->k->add_floats(pt_elems_at(x, (size_t)i * C, b->k->act), sum + (size_t)i * C, bias, C);
-}
-
-/* A column-parallel product's input gradient: sum (N,in) = dout W^T in floats */
-static void column_input_grad(const pt_block *b, int w, float *sum, const void *dout, int N, int in,
-                              int out_w)
-{
-    b->k->matmul(0, 1, N, in, out_w, 1.0f, pt_block_act(b, dout, out_w),
-                 pt_block_weight(b, w, out_w), 0.0f, pt_mat_of(sum, in, PT_F32), NULL);
-}
-
 /* After the group's sum: the floats stored as activations (in place under fp32) */
 static void store_sum(const pt_block *b, void *x, const float *sum, size_t n)
 {
@@ -137,18 +114,18 @@ static void split_forward_piece(pt_block *b, int piece, const pt_microbatch *mb,
         pt_linear_forward(b, ATTN_W, S(qkv), S(ln1), N, w.C, 3 * w.Cl);
         pt_attention_forward(k, S(y), F(stats), F(scratch), S(qkv), B, T, w.Cl, w.Hl,
                              pt_attention_scale(&b->shape, b->layer));
-        row_parallel(b, APROJ_W, F(x2_sum), S(y), N, w.Cl, w.C);
+        pt_row_parallel(b, APROJ_W, F(x2_sum), S(y), N, w.Cl, w.C);
         break;
     case 1:
-        add_bias(b, S(x2), F(x2_sum), p[APROJ_B], N, w.C);
+        pt_add_bias_rows(b, S(x2), F(x2_sum), p[APROJ_B], N, w.C);
         k->residual_layernorm_forward(S(x2), S(ln2), F(mean2), F(rstd2), S(x2), in, p[LN2_W],
                                       p[LN2_B], N, w.C, eps);
         pt_linear_forward(b, FC_W, S(h), S(ln2), N, w.C, w.Il);
         pt_activation_pick(k, b->shape.act).forward(S(g), S(h), (size_t)N * w.Il);
-        row_parallel(b, FPROJ_W, l.floats ? out : F(out_sum), S(g), N, w.Il, w.C);
+        pt_row_parallel(b, FPROJ_W, l.floats ? out : F(out_sum), S(g), N, w.Il, w.C);
         break;
     case 2:
-        add_bias(b, out, l.floats ? out : F(out_sum), p[FPROJ_B], N, w.C);
+        pt_add_bias_rows(b, out, l.floats ? out : F(out_sum), p[FPROJ_B], N, w.C);
         k->add(out, out, S(x2), (size_t)N * w.C);
         break;
     }
@@ -168,7 +145,7 @@ static void split_backward_piece(pt_block *b, int piece, const pt_microbatch *mb
     case 0:
         pt_linear_backward_input(b, FPROJ_W, S(dh), dout, N, w.Il, w.C);
         pt_activation_pick(k, b->shape.act).backward(S(dh), S(h), S(dh), (size_t)N * w.Il);
-        column_input_grad(b, FC_W, F(dln2_sum), S(dh), N, w.C, w.Il);
+        pt_column_input_grad(b, FC_W, F(dln2_sum), S(dh), N, w.C, w.Il);
         break;
     case 1:
         store_sum(b, S(dln2), F(dln2_sum), (size_t)N * w.C);
@@ -177,7 +154,7 @@ static void split_backward_piece(pt_block *b, int piece, const pt_microbatch *mb
         pt_linear_backward_input(b, APROJ_W, S(dy), S(dx2), N, w.Cl, w.C);
         pt_attention_backward(k, S(dqkv), F(stats), F(scratch), S(dy), S(qkv), B, T, w.Cl, w.Hl,
                               pt_attention_scale(&b->shape, b->layer));
-        column_input_grad(b, ATTN_W, F(dln1_sum), S(dqkv), N, w.C, 3 * w.Cl);
+        pt_column_input_grad(b, ATTN_W, F(dln1_sum), S(dqkv), N, w.C, 3 * w.Cl);
         break;
     case 2:
         store_sum(b, S(dln1), F(dln1_sum), (size_t)N * w.C);
@@ -275,4 +252,6 @@ void pt_transformer_split(pt_block *b)
     pt_block_split_param(b, FC_W, 1, 1, T, t);
     pt_block_split_param(b, FC_B, 0, 1, T, t);
     pt_block_split_param(b, FPROJ_W, 0, 1, T, t);
+    if (b->shape.sequence_parallel)
+        pt_transformer_sequence(b);
 }

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "nn/block.h"
+#include "nn/sequence_split.h"
 #include "tensor/kernels_math.h"
 
 /* The first vocabulary row of the block's slice, and how many it holds. */
@@ -130,6 +131,8 @@ void pt_embedding_split(pt_block *b)
 {
     b->ops = &embedding_ops;
     pt_block_split_param(b, WTE, 0, 1, b->shape.tensor, b->shape.tensor_rank);
+    if (b->shape.sequence_parallel)
+        pt_embedding_sequence(b);
 }
 
 /* ---- the head ---- */
@@ -172,60 +175,112 @@ static float row_max(const float *stats, int T)
     return mx;
 }
 
+/* The slice's logits z (N, V/T) of ln_f's output ln (N, C), and each
+ * row's figures for the group: the slice's maximum in its own place of a
+ * row of T + 1 floats, the target's logit in the last place from the slice
+ * that holds it (zeros elsewhere). */
+static void logits_and_maxima(const pt_block *b, const pt_microbatch *mb, const void *ln, float *z,
+                              float *stats)
+{
+    int N = mb->batch * b->shape.T, C = b->shape.C, n = own_rows(b), lo = first_row(b);
+    int T = b->shape.tensor, me = b->shape.tensor_rank;
+    const int *targets = mb->targets;
+    b->k->matmul(0, 1, N, n, C, 1.0f, pt_block_act(b, ln, C), pt_block_weight(b, HEAD, C), 0.0f,
+                 pt_mat_of(z, n, PT_F32), NULL);
+    memset(stats, 0, sizeof(float) * (size_t)N * (T + 1));
+    for (int i = 0; i < N; i++) {
+        const float *row = z + (size_t)i * n;
+        float mx = -INFINITY;
+        for (int v = 0; v < n; v++)
+            mx = row[v] > mx ? row[v] : mx;
+        stats[i * (T + 1) + me] = mx;
+        int tv = targets ? targets[i] - lo : -1;
+        if (tv >= 0 && tv < n)
+            stats[i * (T + 1) + T] = row[tv];
+    }
+}
+
+/* z's rows as exp(z - the row's maximum over the group), and their sums */
+static void exp_sums(const pt_block *b, int N, float *z, const float *stats, float *sumexp)
+{
+    int n = own_rows(b), T = b->shape.tensor;
+    for (int i = 0; i < N; i++) {
+        float *row = z + (size_t)i * n, mx = row_max(stats + i * (T + 1), T), sum = 0.0f;
+        for (int v = 0; v < n; v++) {
+            row[v] = fast_expf(row[v] - mx);
+            sum += row[v];
+        }
+        sumexp[i] = sum;
+    }
+}
+
+/* z's rows as probabilities (sumexp the group's sums), and the loss
+ * -log p[target] of every row with a target, the same on every slice */
+static void probs_and_loss(const pt_block *b, const pt_microbatch *mb, float *z,
+                           const float *stats, const float *sumexp, double *loss_sum,
+                           int *loss_rows)
+{
+    int N = mb->batch * b->shape.T, n = own_rows(b), T = b->shape.tensor;
+    double loss = 0.0;
+    int rows = 0;
+    for (int i = 0; i < N; i++) {
+        float *row = z + (size_t)i * n, inv = 1.0f / sumexp[i];
+        for (int v = 0; v < n; v++)
+            row[v] *= inv;
+        if (mb->targets && mb->targets[i] >= 0) {
+            const float *st = stats + i * (T + 1);
+            float p = fast_expf(st[T] - row_max(st, T)) * inv;
+            loss -= log((double)p + 1e-30);
+            rows++;
+        }
+    }
+    if (loss_sum)
+        *loss_sum = loss;
+    if (loss_rows)
+        *loss_rows = rows;
+}
+
 // in (B,T,C) -> out (B,T,V/T) the slice's probabilities; the loss over targets (B,T)
 static void head_piece(pt_block *b, int piece, const pt_microbatch *mb, const void *in, void *out,
                        void *s, double *loss_sum, int *loss_rows)
 {
-    const pt_kernels *k = b->k;
-    int N = mb->batch * b->shape.T, C = b->shape.C, n = own_rows(b), lo = first_row(b);
-    int T = b->shape.tensor, me = b->shape.tensor_rank;
+    int N = mb->batch * b->shape.T, C = b->shape.C;
     head_layout l = head_layout_of(b, mb->batch);
-    float *z = out, *stats = F(stats), *sumexp = F(sumexp);
-    const int *targets = mb->targets;
     if (piece == 0) {
-        k->layernorm_forward(S(ln), F(mean), F(rstd), in, b->p[LNF_W], b->p[LNF_B], N, C,
-                             b->shape.ln_eps);
-        k->matmul(0, 1, N, n, C, 1.0f, pt_block_act(b, S(ln), C), pt_block_weight(b, HEAD, C), 0.0f,
-                  pt_mat_of(z, n, PT_F32), NULL);
-        memset(stats, 0, sizeof(float) * (size_t)N * (T + 1));
-        for (int i = 0; i < N; i++) {
-            const float *row = z + (size_t)i * n;
-            float mx = -INFINITY;
-            for (int v = 0; v < n; v++)
-                mx = row[v] > mx ? row[v] : mx;
-            stats[i * (T + 1) + me] = mx;
-            int tv = targets ? targets[i] - lo : -1;
-            if (tv >= 0 && tv < n)
-                stats[i * (T + 1) + T] = row[tv];
-        }
+        b->k->layernorm_forward(S(ln), F(mean), F(rstd), in, b->p[LNF_W], b->p[LNF_B], N, C,
+                                b->shape.ln_eps);
+        logits_and_maxima(b, mb, S(ln), out, F(stats));
     } else if (piece == 1) {
-        for (int i = 0; i < N; i++) {
-            float *row = z + (size_t)i * n, mx = row_max(stats + i * (T + 1), T), sum = 0.0f;
-            for (int v = 0; v < n; v++) {
-                row[v] = fast_expf(row[v] - mx);
-                sum += row[v];
-            }
-            sumexp[i] = sum;
-        }
+        exp_sums(b, N, out, F(stats), F(sumexp));
     } else {
-        double loss = 0.0;
-        int rows = 0;
-        for (int i = 0; i < N; i++) {
-            float *row = z + (size_t)i * n, inv = 1.0f / sumexp[i];
-            for (int v = 0; v < n; v++)
-                row[v] *= inv;
-            if (targets && targets[i] >= 0) {
-                const float *st = stats + i * (T + 1);
-                float p = fast_expf(st[T] - row_max(st, T)) * inv;
-                loss -= log((double)p + 1e-30);
-                rows++;
-            }
-        }
-        if (loss_sum)
-            *loss_sum = loss;
-        if (loss_rows)
-            *loss_rows = rows;
+        probs_and_loss(b, mb, out, F(stats), F(sumexp), loss_sum, loss_rows);
     }
+}
+
+/* z's probabilities become the logits' gradient (loss_scale over the rows
+ * with a target), and dln (N, C) the partial gradient of ln_f's output */
+static void logits_grad(const pt_block *b, const pt_microbatch *mb, float *z, float loss_scale,
+                        float *dln)
+{
+    int N = mb->batch * b->shape.T, C = b->shape.C, n = own_rows(b), lo = first_row(b);
+    int rows = 0;
+    for (int i = 0; i < N; i++)
+        rows += mb->targets[i] >= 0;
+    float scale = rows ? loss_scale / rows : 0.0f;
+    for (int i = 0; i < N; i++) {
+        float *row = z + (size_t)i * n;
+        int tv = mb->targets[i] - lo;
+        if (mb->targets[i] < 0) {
+            memset(row, 0, sizeof(float) * (size_t)n);
+            continue;
+        }
+        for (int v = 0; v < n; v++)
+            row[v] *= scale;
+        if (tv >= 0 && tv < n)
+            row[tv] -= scale;
+    }
+    b->k->matmul(0, 0, N, C, n, 1.0f, pt_mat_of(z, n, PT_F32), pt_block_weight(b, HEAD, C), 0.0f,
+                 pt_mat_of(dln, C, PT_F32), NULL);
 }
 
 // loss -> din (B,T,C): piece 0 the partial gradient of ln_f's output, piece 1 ln_f
@@ -234,28 +289,10 @@ static void head_backward_piece(pt_block *b, int piece, const pt_microbatch *mb,
 {
     (void)dout;
     const pt_kernels *k = b->k;
-    int N = mb->batch * b->shape.T, C = b->shape.C, n = own_rows(b), lo = first_row(b);
+    int N = mb->batch * b->shape.T, C = b->shape.C;
     head_layout l = head_layout_of(b, mb->batch);
-    float *z = out;
     if (piece == 0) {
-        int rows = 0;
-        for (int i = 0; i < N; i++)
-            rows += mb->targets[i] >= 0;
-        float scale = rows ? loss_scale / rows : 0.0f;
-        for (int i = 0; i < N; i++) {
-            float *row = z + (size_t)i * n;
-            int tv = mb->targets[i] - lo;
-            if (mb->targets[i] < 0) {
-                memset(row, 0, sizeof(float) * (size_t)n);
-                continue;
-            }
-            for (int v = 0; v < n; v++)
-                row[v] *= scale;
-            if (tv >= 0 && tv < n)
-                row[tv] -= scale;
-        }
-        k->matmul(0, 0, N, C, n, 1.0f, pt_mat_of(z, n, PT_F32), pt_block_weight(b, HEAD, C), 0.0f,
-                  pt_mat_of(F(dln), C, PT_F32), NULL);
+        logits_grad(b, mb, out, loss_scale, F(dln));
     } else {
         if (l.dln_act != l.dln)
             k->store_floats(S(dln_act), F(dln), (size_t)N * C);
@@ -340,4 +377,256 @@ void pt_lm_head_split(pt_block *b)
     b->ops = &head_ops;
     b->out_floats = b->shape.T * own_rows(b);
     pt_block_split_param(b, HEAD, 0, 1, b->shape.tensor, b->shape.tensor_rank);
+    if (b->shape.sequence_parallel)
+        pt_lm_head_sequence(b);
+}
+
+/* ---- under sequence parallelism (sequence_split.h) ----
+ * The embedding's input is every token, its output the slice's rows: the
+ * partial embeddings of every position are reduce-scattered, then each
+ * slice adds the position embedding to its rows. Its backward gathers the
+ * gradient of every position, from which the slice's rows of wte and the
+ * whole of wpe take theirs (the same on every slice), in the B.
+ * The head's input is the slice's rows: ln_f runs on them and its output
+ * is gathered (kept per micro-batch: the head's weight gradient reads it),
+ * then as above; its backward reduce-scatters the partial gradient of
+ * ln_f's output and runs ln_f on the slice's rows (ln_f's gradients are
+ * their part, summed over the group before the norm). fp32 only. */
+
+static size_t whole_bytes(const pt_block *b, int B)
+{
+    return (size_t)B * b->shape.T * b->shape.C * sizeof(float);
+}
+
+// tokens (B,L) -> out (B,L/T,C): piece 0 every position's partial rows, piece 1 + wpe
+static void seq_embedding_piece(pt_block *b, int piece, const pt_microbatch *mb, const void *in,
+                                void *out, void *saved, double *loss_sum, int *loss_rows)
+{
+    (void)in, (void)saved, (void)loss_sum, (void)loss_rows;
+    int L = b->shape.T, C = b->shape.C, lo = first_row(b), n = own_rows(b);
+    float *whole = b->work;
+    pt_seq_rows r = pt_seq_rows_of(b, mb->batch, C);
+    for (int i = 0; i < mb->batch; i++)
+        for (int t = 0; t < L; t++) {
+            float *row = whole + ((size_t)i * L + t) * C;
+            int tok = mb->tokens[i * L + t] - lo, j = t - r.t * r.R;
+            if (piece == 0 && tok >= 0 && tok < n)
+                memcpy(row, b->p[WTE] + (size_t)tok * C, sizeof(float) * (size_t)C);
+            else if (piece == 0)
+                memset(row, 0, sizeof(float) * (size_t)C);
+            else if (j >= 0 && j < r.R)
+                b->k->add_floats((float *)out + pt_seq_own_at(r, i) + (size_t)j * C, row,
+                                 b->p[WPE] + (size_t)t * C, C);
+        }
+}
+
+static void seq_embedding_forward(pt_block *b, const pt_microbatch *mb, const void *in, void *out,
+                                  void *saved, double *loss_sum, int *loss_rows)
+{
+    for (int piece = 0; piece < 2; piece++)
+        seq_embedding_piece(b, piece, mb, in, out, saved, loss_sum, loss_rows);
+}
+
+// dout (B,L/T,C): piece 0 the slice's rows [gather], piece 1 dwte's rows and dwpe
+static void seq_embedding_backward_piece(pt_block *b, int piece, const pt_microbatch *mb,
+                                         const void *in, void *out, void *saved, const void *dout,
+                                         void *din, float loss_scale)
+{
+    (void)din, (void)loss_scale;
+    if (piece == 0)
+        pt_seq_fill(b->work, dout, pt_seq_rows_of(b, mb->batch, b->shape.C));
+    else
+        embedding_backward_weight(b, mb, in, out, saved, b->work);
+}
+
+static void seq_embedding_backward(pt_block *b, const pt_microbatch *mb, const void *in, void *out,
+                                   void *saved, const void *dout, void *din, float loss_scale)
+{
+    for (int piece = 0; piece < 2; piece++)
+        seq_embedding_backward_piece(b, piece, mb, in, out, saved, dout, din, loss_scale);
+}
+
+static int seq_embedding_sums(const pt_block *b, int backward)
+{
+    (void)b, (void)backward;
+    return 1;
+}
+
+static float *seq_embedding_sum_buffer(const pt_block *b, int backward, int piece, int B,
+                                       void *out, void *saved, size_t *count)
+{
+    (void)backward, (void)piece, (void)out, (void)saved;
+    *count = whole_bytes(b, B) / sizeof(float);
+    return b->work;
+}
+
+/* the embedding's cost, its weight gradient's moved into the B */
+static pt_block_cost seq_embedding_cost(const pt_block *b)
+{
+    pt_block_cost c = embedding_cost(b);
+    c.backward_input_flops += c.backward_weight_flops;
+    c.backward_weight_flops = 0;
+    return c;
+}
+
+static const pt_block_ops seq_embedding_ops = {
+    .kind = "embedding",
+    .reads_tokens = 1,
+    .saved_bytes = pt_block_saves_nothing,
+    .forward = seq_embedding_forward,
+    .backward_input = seq_embedding_backward,
+    .backward_weight = pt_block_no_weights,
+    .tensor_sums = seq_embedding_sums,
+    .forward_piece = seq_embedding_piece,
+    .backward_input_piece = seq_embedding_backward_piece,
+    .tensor_sum_buffer = seq_embedding_sum_buffer,
+    .cost = seq_embedding_cost,
+    .work_bytes = whole_bytes,
+};
+
+void pt_embedding_sequence(pt_block *b)
+{
+    b->ops = &seq_embedding_ops;
+    b->out_floats = b->shape.T / b->shape.tensor * b->shape.C;
+}
+
+/* the head's: lnw, ln_f's output gathered; dln the partial gradient of it */
+typedef struct {
+    size_t lnw, mean, rstd, dln, stats, sumexp, total;
+} seq_head_layout;
+
+static seq_head_layout seq_head_layout_of(const pt_block *b, int B)
+{
+    size_t n = (size_t)B * b->shape.T, own = n / b->shape.tensor, C = b->shape.C, at = 0;
+    seq_head_layout l;
+    l.lnw = pt_saved_take(&at, n * C, PT_F32);
+    l.mean = pt_saved_take(&at, own, PT_F32);
+    l.rstd = pt_saved_take(&at, own, PT_F32);
+    l.dln = pt_saved_take(&at, n * C, PT_F32);
+    l.stats = pt_saved_take(&at, n * (size_t)(b->shape.tensor + 1), PT_F32);
+    l.sumexp = pt_saved_take(&at, n, PT_F32);
+    l.total = at;
+    return l;
+}
+
+static size_t seq_head_saved(const pt_block *b, int B) { return seq_head_layout_of(b, B).total; }
+
+/* ln_f's output, then its gradient, on the slice's rows */
+static size_t seq_head_work(const pt_block *b, int B)
+{
+    return whole_bytes(b, B) / (size_t)b->shape.tensor;
+}
+
+#define F(name) pt_saved_floats(s, l.name)
+
+// in (B,L/T,C) -> out (B,L,V/T): piece 0 ln_f [gather], then as head_piece
+static void seq_head_piece(pt_block *b, int piece, const pt_microbatch *mb, const void *in,
+                           void *out, void *s, double *loss_sum, int *loss_rows)
+{
+    int N = mb->batch * b->shape.T, C = b->shape.C;
+    pt_seq_rows r = pt_seq_rows_of(b, mb->batch, C);
+    seq_head_layout l = seq_head_layout_of(b, mb->batch);
+    if (piece == 0) {
+        b->k->layernorm_forward(b->work, F(mean), F(rstd), in, b->p[LNF_W], b->p[LNF_B],
+                                mb->batch * r.R, C, b->shape.ln_eps);
+        pt_seq_fill(F(lnw), b->work, r);
+    } else if (piece == 1) {
+        logits_and_maxima(b, mb, F(lnw), out, F(stats));
+    } else if (piece == 2) {
+        exp_sums(b, N, out, F(stats), F(sumexp));
+    } else {
+        probs_and_loss(b, mb, out, F(stats), F(sumexp), loss_sum, loss_rows);
+    }
+}
+
+// loss -> din (B,L/T,C): piece 0 the partial dln [reduce-scatter], piece 1 ln_f's rows
+static void seq_head_backward_piece(pt_block *b, int piece, const pt_microbatch *mb,
+                                    const void *in, void *out, void *s, const void *dout,
+                                    void *din, float loss_scale)
+{
+    (void)dout;
+    const pt_kernels *k = b->k;
+    int C = b->shape.C;
+    pt_seq_rows r = pt_seq_rows_of(b, mb->batch, C);
+    int own = mb->batch * r.R;
+    seq_head_layout l = seq_head_layout_of(b, mb->batch);
+    if (piece == 0) {
+        logits_grad(b, mb, out, loss_scale, F(dln));
+        return;
+    }
+    float *dln = b->work;
+    pt_seq_take(dln, F(dln), r);
+    k->layernorm_backward_weight(b->g[LNF_W], b->g[LNF_B], dln, in, F(mean), F(rstd), own, C);
+    if (din)
+        k->layernorm_backward_input(din, NULL, dln, in, b->p[LNF_W], F(mean), F(rstd), own, C);
+}
+
+static void seq_head_backward_weight(pt_block *b, const pt_microbatch *mb, const void *in,
+                                     const void *out, const void *s, const void *dout)
+{
+    (void)in, (void)dout;
+    int N = mb->batch * b->shape.T, C = b->shape.C, n = own_rows(b);
+    seq_head_layout l = seq_head_layout_of(b, mb->batch);
+    b->k->matmul(1, 0, n, C, N, 1.0f, pt_mat_of(out, n, PT_F32), pt_mat_of(F(lnw), C, PT_F32),
+                 1.0f, pt_mat_of(b->g[HEAD], C, PT_F32), NULL);
+}
+
+static float *seq_head_sum_buffer(const pt_block *b, int backward, int piece, int B, void *out,
+                                  void *s, size_t *count)
+{
+    (void)out;
+    seq_head_layout l = seq_head_layout_of(b, B);
+    size_t N = (size_t)B * b->shape.T, whole = N * b->shape.C;
+    if (backward) {
+        *count = whole;
+        return F(dln);
+    }
+    *count = piece == 0 ? whole : piece == 1 ? N * (size_t)(b->shape.tensor + 1) : N;
+    return piece == 0 ? F(lnw) : piece == 1 ? F(stats) : F(sumexp);
+}
+
+#undef F
+
+static int seq_head_sums(const pt_block *b, int backward)
+{
+    (void)b;
+    return backward ? 1 : 3;
+}
+
+static void seq_head_forward(pt_block *b, const pt_microbatch *mb, const void *in, void *out,
+                             void *s, double *loss_sum, int *loss_rows)
+{
+    for (int piece = 0; piece < 4; piece++)
+        seq_head_piece(b, piece, mb, in, out, s, loss_sum, loss_rows);
+}
+
+static void seq_head_backward_input(pt_block *b, const pt_microbatch *mb, const void *in,
+                                    void *out, void *s, const void *dout, void *din,
+                                    float loss_scale)
+{
+    for (int piece = 0; piece < 2; piece++)
+        seq_head_backward_piece(b, piece, mb, in, out, s, dout, din, loss_scale);
+}
+
+static const pt_block_ops seq_head_ops = {
+    .kind = "lm_head",
+    .out_is_float = 1,
+    .saved_bytes = seq_head_saved,
+    .forward = seq_head_forward,
+    .backward_input = seq_head_backward_input,
+    .backward_weight = seq_head_backward_weight,
+    .tensor_sums = seq_head_sums,
+    .forward_piece = seq_head_piece,
+    .backward_input_piece = seq_head_backward_piece,
+    .tensor_sum_buffer = seq_head_sum_buffer,
+    .cost = head_cost,
+    .work_bytes = seq_head_work,
+};
+
+void pt_lm_head_sequence(pt_block *b)
+{
+    b->ops = &seq_head_ops;
+    b->in_floats = b->shape.T / b->shape.tensor * b->shape.C;
+    b->decl[LNF_W].sequence_partial = 1;
+    b->decl[LNF_B].sequence_partial = 1;
 }

@@ -155,7 +155,7 @@ int pt_layout_predict(const pt_model_config *cfg, const pt_block_profile *prof,
 {
     memset(out, 0, sizeof *out);
     pt_model *slice;
-    int rc = pt_model_create_slice(cfg, NULL, 1, l->tensor, 0, &slice);
+    int rc = pt_model_create_slice(cfg, NULL, 1, l->tensor, 0, 0, &slice);
     if (rc != PT_OK)
         return rc;
     int n = pt_model_n_blocks(slice), micro = l->microbatches / (l->replicas ? l->replicas : 1);

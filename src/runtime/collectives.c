@@ -16,6 +16,10 @@
  *               (1F1B-RR), before every update, inside the list;
  *   tied        a tied pair's copies (wte, lm_head) summed between their
  *               owners (TIED), after the replicas' sums;
+ *   sequence    under sequence parallelism, the gradients each slice holds
+ *               only its positions' part of (the LayerNorms'), summed over
+ *               the worker's slices before the norm (NORM), so every slice
+ *               holds the whole;
  *   norm        each chunk's share of the squared norm (double), in parts
  *               per replica shard (zero.c's cut, sharded or not), with
  *               tensor slices each part summed over the slices first (the
@@ -285,6 +289,37 @@ int pt_coll_sum_replicas(pt_worker *w, int c)
     return rc;
 }
 
+/* Sequence parallelism: the positions' parts of the LayerNorms' gradients
+ * summed over the worker's slices, all in one buffer (every slice holds
+ * the same parameters in the same order). */
+static int sum_sequence_partial(pt_worker *w)
+{
+    pt_model *m = w->stage;
+    size_t n = 0;
+    for (int i = 0; i < m->n_params; i++)
+        if (m->params[i].grad && pt_model_param_decl(m, i)->sequence_partial)
+            n += m->params[i].numel;
+    if (n == 0)
+        return PT_OK;
+    float *buf = malloc(n * sizeof(float)), *at = buf;
+    if (!buf)
+        return pt_fail(PT_ENOMEM, "cannot allocate the LayerNorms' gradient sum");
+    for (int i = 0; i < m->n_params; i++)
+        if (m->params[i].grad && pt_model_param_decl(m, i)->sequence_partial) {
+            memcpy(at, m->params[i].grad, m->params[i].numel * sizeof(float));
+            at += m->params[i].numel;
+        }
+    int rc = pt_transport_allreduce_sum_f32(w->tensor_t, w->tensor_group, w->p->T, buf, n);
+    at = buf;
+    for (int i = 0; rc == PT_OK && i < m->n_params; i++)
+        if (m->params[i].grad && pt_model_param_decl(m, i)->sequence_partial) {
+            memcpy(m->params[i].grad, at, m->params[i].numel * sizeof(float));
+            at += m->params[i].numel;
+        }
+    free(buf);
+    return rc;
+}
+
 /* Tensor slices: every part summed over the worker's slices, exactly
  * (each slice's bits in its own place), folded in slice order, so every
  * slice holds the whole model's part. */
@@ -319,6 +354,8 @@ int pt_coll_norm(pt_worker *w)
 {
     pt_pipeline *p = w->p;
     int D = p->s->replicas, rc;
+    if (p->T > 1 && p->cfg.sequence_parallel && (rc = sum_sequence_partial(w)) != PT_OK)
+        return rc;
     for (int c = 0; c < p->n_chunks; c++) {
         int me = pt_zero_position(p, w->rank, c);
         size_t off = 0, floats = 0, lo, hi;

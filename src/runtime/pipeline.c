@@ -516,7 +516,7 @@ static int make_stage(pt_pipeline *p, pt_worker *w)
     if (!hold)
         return PT_ENOMEM;
     int rc = pt_model_create_slice(pt_model_get_config(p->desc), hold, 0, p->T, w->tensor_rank,
-                                   &w->stage);
+                                   p->cfg.sequence_parallel, &w->stage);
     free(hold);
     if (rc == PT_OK && p->has_optim)
         rc =
@@ -703,7 +703,8 @@ int pt_pipeline_create(const pt_model_config *model, const pt_optim_config *opti
     pthread_cond_init(&p->start_cv, NULL);
     pthread_cond_init(&p->done_cv, NULL);
 
-    rc = pt_model_create_slice(model, NULL, 1, T, 0, &p->desc); /* slice 0's shapes */
+    rc = pt_model_create_slice(model, NULL, 1, T, 0, cfg->sequence_parallel,
+                               &p->desc); /* slice 0's shapes */
     if (rc == PT_OK && optim) { /* the settings, checked on the description (no tensors) */
         pt_optimizer *probe = NULL;
         rc = pt_optimizer_create(p->desc, optim, &probe);

@@ -1,0 +1,47 @@
+/* sequence_split.h: Megatron-LM's sequence parallelism inside a tensor group
+ * of T slices. Outside the tensor-parallel regions (the LayerNorms, the
+ * residual adds, the embedding's sum) slice t holds positions
+ * t L/T .. (t+1) L/T - 1 of every sample of L positions: its rows. The
+ * regions need every position, so the group
+ *   gathers         (all-gather, Megatron's g in forward): each slice writes
+ *                   its rows into a whole buffer holding -0.0 elsewhere, and
+ *                   the group's sum is the whole tensor bit for bit
+ *                   (x + -0.0 = x for every float x);
+ *   reduce-scatters (reduce-scatter, g-bar): the group sums whole partial
+ *                   buffers and each slice keeps its own rows.
+ * Both are the program's TENSOR_SUM actions over the whole buffer, so they
+ * move the bytes of an all-reduce (docs/layouts.md says what that costs). */
+#ifndef PT_NN_SEQUENCE_SPLIT_H
+#define PT_NN_SEQUENCE_SPLIT_H
+
+#include <stddef.h>
+
+#include "nn/block.h"
+
+/* A micro-batch of B samples of L positions of C floats, of which the slice
+ * t holds R = L / T positions each. */
+typedef struct {
+    int B, L, C, R, t;
+} pt_seq_rows;
+
+static inline pt_seq_rows pt_seq_rows_of(const pt_block *b, int B, int C)
+{
+    int L = b->shape.T;
+    return (pt_seq_rows){B, L, C, L / b->shape.tensor, b->shape.tensor_rank};
+}
+
+/* Where sample i's rows of the slice start in the whole (B, L, C) buffer,
+ * and in the slice's own (B, R, C) one, in floats. */
+static inline size_t pt_seq_whole_at(pt_seq_rows r, int i)
+{
+    return ((size_t)i * r.L + (size_t)r.t * r.R) * r.C;
+}
+static inline size_t pt_seq_own_at(pt_seq_rows r, int i) { return (size_t)i * r.R * r.C; }
+
+/* whole (B, L, C): the slice's rows from own (B, R, C), -0.0 elsewhere (the
+ * gather's part). */
+void pt_seq_fill(float *whole, const float *own, pt_seq_rows r);
+/* own (B, R, C): the slice's rows of whole (what a reduce-scatter keeps). */
+void pt_seq_take(float *own, const float *whole, pt_seq_rows r);
+
+#endif
