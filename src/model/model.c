@@ -611,10 +611,10 @@ size_t pt_activations_output_bytes(const pt_activations *a)
 
 /* ---- running a range ---- */
 
-size_t pt_model_work_bytes(const pt_model *m, int batch)
+size_t pt_model_work_bytes(const pt_model *m, int first, int last, int batch)
 {
     size_t most = 0;
-    for (int i = 0; i < m->n_blocks; i++) {
+    for (int i = first < 0 ? 0 : first; i <= last && i < m->n_blocks; i++) {
         const pt_block *b = &m->blocks[i];
         size_t n = b->ops->work_bytes ? b->ops->work_bytes(b, batch) : 0;
         most = n > most ? n : most;
@@ -622,10 +622,11 @@ size_t pt_model_work_bytes(const pt_model *m, int batch)
     return most;
 }
 
-/* The blocks' workspace for micro-batches of `batch`: grown, never shrunk. */
-static int ensure_work(pt_model *m, int batch)
+/* The workspace blocks first..last need for micro-batches of `batch`:
+ * grown, never shrunk. */
+static int ensure_work(pt_model *m, int first, int last, int batch)
 {
-    size_t need = pt_model_work_bytes(m, batch);
+    size_t need = pt_model_work_bytes(m, first, last, batch);
     if (need <= m->work_bytes)
         return PT_OK;
     float *w = pt_alloc_floats(pt_arena_floats_for(need));
@@ -708,7 +709,7 @@ int pt_model_forward(pt_model *m, int first, int last, const pt_microbatch *mb, 
 {
     int rc = check_call(m, first, last, mb, in, acts);
     if (rc == PT_OK)
-        rc = ensure_work(m, mb->batch);
+        rc = ensure_work(m, first, last, mb->batch);
     if (rc == PT_OK)
         rc = check_labels(m, first, last, mb);
     if (rc != PT_OK)
@@ -734,7 +735,7 @@ int pt_model_backward_input(pt_model *m, int first, int last, const pt_microbatc
 {
     int rc = check_call(m, first, last, mb, in, acts);
     if (rc == PT_OK)
-        rc = ensure_work(m, mb->batch);
+        rc = ensure_work(m, first, last, mb->batch);
     if (rc != PT_OK)
         return rc;
     refresh_low(m);
@@ -762,7 +763,7 @@ int pt_model_backward_weight(pt_model *m, int first, int last, const pt_microbat
 {
     int rc = check_call(m, first, last, mb, in, acts);
     if (rc == PT_OK)
-        rc = ensure_work(m, mb->batch);
+        rc = ensure_work(m, first, last, mb->batch);
     if (rc != PT_OK)
         return rc;
     for (int i = last; i >= first; i--) {
@@ -815,7 +816,7 @@ int pt_model_forward_piece(pt_model *m, int first, int last, int piece, const pt
 {
     int rc = check_call(m, first, last, mb, in, acts);
     if (rc == PT_OK)
-        rc = ensure_work(m, mb->batch);
+        rc = ensure_work(m, first, last, mb->batch);
     if (rc == PT_OK && piece == 0)
         rc = check_labels(m, first, last, mb);
     if (rc != PT_OK)
@@ -847,7 +848,7 @@ int pt_model_backward_input_piece(pt_model *m, int first, int last, int piece,
 {
     int rc = check_call(m, first, last, mb, in, acts);
     if (rc == PT_OK)
-        rc = ensure_work(m, mb->batch);
+        rc = ensure_work(m, first, last, mb->batch);
     if (rc != PT_OK)
         return rc;
     refresh_low(m);

@@ -54,8 +54,9 @@ int pt_spec_build(pt_model *m);
  * sequence: with sequence parallelism (sequence_split.h; T >= 2, gpt). */
 int pt_model_create_slice(const pt_model_config *cfg, const unsigned char *hold, int describe,
                           int T, int t, int sequence, pt_model **out);
-/* The workspace's bytes for micro-batches of `batch` (0: none needed). */
-size_t pt_model_work_bytes(const pt_model *m, int batch);
+/* The workspace blocks first..last need for micro-batches of `batch` (0:
+ * none); a stage's is the largest over the blocks it has run (work_bytes). */
+size_t pt_model_work_bytes(const pt_model *m, int first, int last, int batch);
 /* The pieces blocks first..last run in, forward or backward (1 + the
  * tensor group's sums between them; 1 for blocks that run whole). */
 int pt_model_tensor_pieces(const pt_model *m, int first, int last, int backward);

@@ -12,7 +12,8 @@
  *   activations  the records its list holds at once per chunk (found by
  *                walking the list), and the boundary buffers on each side of
  *                its chunks, in the precision's activation type (bf16 halves
- *                them);
+ *                them), and the one workspace its blocks share (the largest
+ *                any of them needs: sequence parallelism's whole tensors);
  *   comm         the replicas' gradient sum: the group's root keeps a copy
  *                of each other replica's chunk gradient.
  * With sharded optimizer state (zero, replicas D > 1) a worker keeps the
@@ -27,6 +28,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "model/model.h"
 #include "plan/partition.h"
 #include "tensor/arena.h"
 #include "tensor/error.h"
@@ -108,6 +110,7 @@ int pt_plan_worker_memory(const pt_memory_plan *mp, int worker, pt_memory_use *o
     bool copies = s->replicas == 1 && mp->replicas > 1; /* s is one replica's */
     int D = copies ? mp->replicas : s->replicas;
     size_t window = 0; /* zero 1 and 2: the one bucket's receive buffers */
+    size_t most_work = 0;
     for (int c = 0; c < K; c++) {
         if (!pt_sched_holds(s, worker, c, NULL))
             continue;
@@ -129,6 +132,8 @@ int pt_plan_worker_memory(const pt_memory_plan *mp, int worker, pt_memory_use *o
         out->moments += (size_t)mp->moments * shard;
         out->activations +=
             (size_t)records[c] * pt_model_activation_bytes(mp->desc, first, last, B);
+        size_t work = pt_model_work_bytes(mp->desc, first, last, B);
+        most_work = work > most_work ? work : most_work;
         for (int b = c; b <= c + 1; b++)
             if (b >= 1 && b < K)
                 buffered[b] = true;
@@ -145,6 +150,7 @@ int pt_plan_worker_memory(const pt_memory_plan *mp, int worker, pt_memory_use *o
             out->comm += (size_t)(D - 1) * params;
     }
     out->comm += (size_t)(D - 1) * window;
+    out->activations += most_work;
     for (int b = 1; b < K; b++)
         if (buffered[b]) {
             size_t bytes = (size_t)B *

@@ -1,7 +1,8 @@
 /* memory_report.c: what each rank of a pipeline holds, measured beside
  * what the planner predicts (plan/memory.h), by kind, and each process's
  * peak resident memory. Measured is what the rank's stage, optimizer,
- * stashes, activation pool and reduction buffers have allocated; predicted
+ * stashes, activation pool (and its blocks' one workspace) and reduction
+ * buffers have allocated; predicted
  * is computed from the model's description, the schedule and the partition
  * alone. With tensor slices a rank is one slice of a schedule worker: the
  * description is a slice's (pipeline.c), so the prediction is the slice's
@@ -29,7 +30,7 @@ static void measure(const pt_worker *w, pt_memory_use *u)
         const pt_weight_stash *st = &w->stash[c];
         u->stash += (size_t)(st->n_stash + (st->current != NULL)) * st->floats * sizeof(float);
     }
-    u->activations = pt_store_allocated_bytes(&w->store);
+    u->activations = pt_store_allocated_bytes(&w->store) + w->stage->work_bytes;
     u->comm = w->reduce.scratch_floats * sizeof(float);
 }
 
