@@ -16,8 +16,11 @@
 #   - a set saved at (2, 2, 1) (threads, and under MPI byte for byte the
 #     same) resumes at (1, 1, 2, zero 1) as the one-worker set does, within
 #     1e-5; the weights saved as one file with slices start a one-worker run;
+#   - with --sequence-parallel at (2, 2, 1) and (1, 4, 2, zero 1): within
+#     1e-5 of one worker, threads and MPI digit for digit, and a set saved
+#     at (2, 2, 1) resumes at (1, 1, 2, zero 1) as the one-worker set does;
 #   - refused with a message: T not dividing the heads, P x T x D not the
-#     number of MPI ranks.
+#     number of MPI ranks, --sequence-parallel without a tensor group.
 # ctest: slow
 set -euo pipefail
 corpus=/usr/share/games/fortunes
@@ -69,18 +72,25 @@ refuse() { # what the message says, flags...
     grep -q "$says" "$dir/r.out" || { echo "FAIL: '$says' not in:"; cat "$dir/r.out"; exit 1; }
 }
 refuse "does not divide the 4 attention heads" "$PIPETRAIN" train "${common[@]}" --tensor 3
+run sp_p2t2 -- --stages 2 --tensor 2 --sequence-parallel
+run sp_t4d2z1 -- --tensor 4 --replicas 2 --zero 1 --sequence-parallel
+refuse "needs --tensor 2 or more" "$PIPETRAIN" train "${common[@]}" --sequence-parallel
 # a set saved with tensor slices holds the whole model: a run resumed from
 # it at another layout continues as one resumed from the one-worker set
 "$PIPETRAIN" train "${common[@]}" --steps 10 --stages 2 --tensor 2 --save "$dir/set_t" \
     > /dev/null 2>&1 || { echo "FAIL: --save with --tensor 2"; exit 1; }
 "$PIPETRAIN" train "${common[@]}" --steps 10 --save "$dir/set_1" > /dev/null 2>&1 ||
     { echo "FAIL: --save"; exit 1; }
-for set in set_t set_1; do
+"$PIPETRAIN" train "${common[@]}" --steps 10 --stages 2 --tensor 2 --sequence-parallel \
+    --save "$dir/set_sp" > /dev/null 2>&1 || { echo "FAIL: --save with --sequence-parallel"; exit 1; }
+for set in set_t set_sp set_1; do
     "$PIPETRAIN" train "${common[@]}" --resume "$dir/$set" --replicas 2 --zero 1 \
         --metrics "$dir/r_$set.jsonl" > /dev/null 2>&1 || { echo "FAIL: resume $set"; exit 1; }
 done
 close "$(losses "$dir/r_set_1.jsonl")" "$(losses "$dir/r_set_t.jsonl")" ||
     { echo "FAIL: resumed from the sliced set: $(losses "$dir/r_set_t.jsonl")"; exit 1; }
+close "$(losses "$dir/r_set_1.jsonl")" "$(losses "$dir/r_set_sp.jsonl")" ||
+    { echo "FAIL: resumed from the sequence-parallel set: $(losses "$dir/r_set_sp.jsonl")"; exit 1; }
 echo "a set saved at (2, 2, 1) resumes at (1, 1, 2, zero 1) as the one-worker set does"
 # the weights alone, as one file, from slices: a one-worker run starts from them
 "$PIPETRAIN" train "${common[@]}" --steps 3 --stages 2 --tensor 2 --save "$dir/w.safetensors" \
@@ -98,6 +108,13 @@ if command -v mpirun >/dev/null; then
     run mpi_p2t2d2z1 "${mpi[@]}" 8 -- --stages 2 --tensor 2 --replicas 2 --zero 1 --threads 1
     [ "$(losses "$dir/p2t2d2z1.jsonl")" = "$(losses "$dir/mpi_p2t2d2z1.jsonl")" ] ||
         { echo "FAIL: (2, 2, 2, zero 1): threads and MPI differ"; exit 1; }
+    run mpi_sp_p2t2 "${mpi[@]}" 4 -- --stages 2 --tensor 2 --sequence-parallel
+    [ "$(losses "$dir/sp_p2t2.jsonl")" = "$(losses "$dir/mpi_sp_p2t2.jsonl")" ] ||
+        { echo "FAIL: sequence-parallel (2, 2, 1): threads and MPI differ"; exit 1; }
+    run mpi_sp_t4d2z1 "${mpi[@]}" 8 -- --tensor 4 --replicas 2 --zero 1 --sequence-parallel \
+        --threads 1
+    [ "$(losses "$dir/sp_t4d2z1.jsonl")" = "$(losses "$dir/mpi_sp_t4d2z1.jsonl")" ] ||
+        { echo "FAIL: sequence-parallel (1, 4, 2, zero 1): threads and MPI differ"; exit 1; }
     run mpi_t4d2z2 "${mpi[@]}" 8 -- --tensor 4 --replicas 2 --zero 2 --threads 1
     [ "$(losses "$dir/t4d2z2.jsonl")" = "$(losses "$dir/mpi_t4d2z2.jsonl")" ] ||
         { echo "FAIL: (1, 4, 2, zero 2): threads and MPI differ"; exit 1; }

@@ -18,8 +18,13 @@
  *   at (1, 4, 1) within 1e-5 of the one worker's;
  * - in bf16, gpt and the spec at (2, T, 2, zero 1), T in {2, 4}: every
  *   step's loss within 2e-4 relative of the one bf16 worker's;
+ * - with sequence parallelism (each slice holds its positions outside the
+ *   tensor-parallel regions) every gpt layout above within 1e-5 of the one
+ *   worker's, zero 1 and 2 bit for bit zero 0's, two runs bit for bit, and
+ *   activation checkpointing bit for bit the run without;
  * - bad layouts are refused with a message: T not dividing the heads, an
- *   mlp, a layernorm on cut columns.
+ *   mlp, a layernorm on cut columns; sequence parallelism without a tensor
+ *   group, in bf16, on a spec, or with T not dividing the sequence.
  * tests/test_mpi_tensor.c runs the same layouts under MPI. */
 #include <math.h>
 #include <stdlib.h>
@@ -70,6 +75,7 @@ static void make_batch(const pt_model_config *c, int s, int *tokens, float *x, f
 }
 
 static int checkpointing; /* --checkpoint-activations for the runs that follow */
+static int sequence;      /* --sequence-parallel for the runs that follow */
 
 static int train_model(pt_model_config c, int P, int T, int D, int zero, float *losses)
 {
@@ -77,10 +83,11 @@ static int train_model(pt_model_config c, int P, int T, int D, int zero, float *
     pt_pipeline_config pc = pt_pipeline_config_default();
     pc.stages = P, pc.tensor = T, pc.replicas = D, pc.zero = zero, pc.microbatches = M;
     pc.checkpoint_activations = checkpointing;
+    pc.sequence_parallel = sequence;
     pc.transport = PT_PIPELINE_THREADS;
     pt_pipeline *p;
-    REQUIRE(pt_pipeline_create(&c, &o, &pc, &p) == PT_OK, "(%d, %d, %d, zero %d): %s", P, T, D,
-            zero, pt_last_error());
+    REQUIRE(pt_pipeline_create(&c, &o, &pc, &p) == PT_OK, "(%d, %d, %d, zero %d%s): %s", P, T, D,
+            zero, sequence ? ", sequence-parallel" : "", pt_last_error());
     int *tokens = malloc(sizeof(int) * (size_t)(M * c.seq_len + 1));
     float x[M * 24], y[M * 8];
     REQUIRE(tokens, "allocation");
@@ -113,11 +120,13 @@ static void compare(int P, int T, int D, const float *ref)
             return;
         for (int s = 0; s < STEPS; s++)
             CHECK(fabsf(l[z][s] - ref[s]) <= 1e-5f * fabsf(ref[s]),
-                  "(P %d, T %d, D %d, zero %d) step %d: loss %.9g, one worker %.9g (%.2g "
+                  "(P %d, T %d, D %d, zero %d%s) step %d: loss %.9g, one worker %.9g (%.2g "
                   "relative)",
-                  P, T, D, z, s, l[z][s], ref[s], fabs(l[z][s] - ref[s]) / fabs(ref[s]));
-        CHECK(!memcmp(l[z], l[0], sizeof l[0]), "(P %d, T %d, D %d): zero %d differs from zero 0",
-              P, T, D, z);
+                  P, T, D, z, sequence ? ", sequence-parallel" : "", s, l[z][s], ref[s],
+                  fabs(l[z][s] - ref[s]) / fabs(ref[s]));
+        CHECK(!memcmp(l[z], l[0], sizeof l[0]),
+              "(P %d, T %d, D %d%s): zero %d differs from zero 0", P, T, D,
+              sequence ? ", sequence-parallel" : "", z);
     }
 }
 
@@ -126,6 +135,7 @@ static void refused(pt_model_config c, int T, int checkpoint, const char *says)
     pt_optim_config o = optim();
     pt_pipeline_config pc = pt_pipeline_config_default();
     pc.tensor = T, pc.microbatches = M, pc.checkpoint_activations = checkpoint;
+    pc.sequence_parallel = sequence;
     pc.transport = PT_PIPELINE_THREADS;
     pt_pipeline *p = NULL;
     int rc = pt_pipeline_create(&c, &o, &pc, &p);
@@ -157,6 +167,32 @@ static void check_program(void)
     pt_program_destroy(back);
     pt_program_destroy(prog);
     pt_schedule_destroy(s);
+}
+
+/* Sequence parallelism: the gpt layouts again, and what it refuses. */
+static void check_sequence(const float *ref)
+{
+    float a[STEPS], b[STEPS];
+    sequence = 1;
+    for (int P = 1; P <= 2; P++)
+        for (int T = 2; T <= 4; T += 2)
+            for (int D = 1; D <= 2; D++)
+                compare(P, T, D, ref);
+    if (!train(2, 2, 2, 1, a) && !train(2, 2, 2, 1, b))
+        CHECK(!memcmp(a, b, sizeof a), "sequence-parallel: two runs at (2, 2, 2, zero 1) differ");
+    checkpointing = 1;
+    if (!train(2, 2, 2, 1, b))
+        CHECK(!memcmp(a, b, sizeof a), "sequence-parallel: checkpointing changes the losses");
+    checkpointing = 0;
+    pt_model_config c = gpt(), cb = gpt(), spec;
+    refused(c, 1, 0, "needs --tensor 2 or more");
+    cb.precision = PT_PRECISION_BF16;
+    refused(cb, 2, 0, "fp32 only");
+    CHECK(pt_model_config_spec(SPEC, &spec) == PT_OK, "%s", pt_last_error());
+    refused(spec, 2, 0, "only a gpt");
+    c.seq_len = 18;
+    refused(c, 4, 0, "does not divide the sequence of 18");
+    sequence = 0;
 }
 
 int main(void)
@@ -235,6 +271,7 @@ int main(void)
                              &spec) == PT_OK,
         "%s", pt_last_error());
     refused(spec, 2, 0, "close them with a row_linear");
+    check_sequence(ref);
     if (failures)
         return 1;
     printf("ok\n");
