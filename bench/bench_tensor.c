@@ -1,8 +1,10 @@
 /* bench_tensor: what the tensor-parallel sums cost, against their bytes
  * and the transport's bandwidth measured in the same run.
  *
- *   bench_tensor [T] [steps]             T slices on threads (default 2, 3)
- *   mpirun -np T bench_tensor [T] [steps]   the same over MPI ranks
+ *   bench_tensor [T] [steps] [sp]        T slices on threads (default 2, 3)
+ *   mpirun -np T bench_tensor [T] [steps] [sp]   the same over MPI ranks
+ * sp: with sequence parallelism (the sums are gathers and reduce-scatters,
+ * each carried by an all-reduce of the whole buffer).
  *
  * gpt with 4 layers, 6 heads, 384 embd, seq 256, vocab 256 (bench_pipeline's
  * model), one stage cut into T slices, 16 micro-batches of 2 samples per
@@ -60,13 +62,15 @@ static int sums_alone(pt_pipeline *p, int rank, void *user)
     return rc;
 }
 
+static int sequence; /* sequence parallelism for the sliced run */
+
 static double train(const pt_model_config *c, int T, int steps, const pt_microbatch *b,
                     pt_pipeline **out)
 {
     pt_optim_config oc = pt_optim_config_default(PT_OPTIM_ADAMW);
     pt_pipeline_config pc = pt_pipeline_config_default();
     pc.stages = 1, pc.tensor = T, pc.microbatches = M, pc.micro_batch_size = MBS;
-    pc.blas_threads = 1;
+    pc.blas_threads = 1, pc.sequence_parallel = sequence;
     pt_pipeline *p;
     if (pt_pipeline_create(c, &oc, &pc, &p) != PT_OK)
         return fprintf(stderr, "bench_tensor: %s\n", pt_last_error()), -1;
@@ -90,6 +94,7 @@ int main(int argc, char **argv)
         T = 2;
     if (steps < 1 || steps > MAX_STEPS)
         steps = 3;
+    sequence = argc > 3 && !strcmp(argv[3], "sp");
     pt_model_config c = bench_gpt_small();
     int *tokens;
     pt_microbatch b = bench_random_batch(&c, M * MBS, &tokens);
@@ -140,8 +145,9 @@ int main(int argc, char **argv)
     if (main_rank) {
         double tokens_per_step = (double)M * MBS * c.seq_len;
         printf("gpt 4 layers, 6 heads, 384 embd, seq 256, vocab 256; %d micro-batches of %d; "
-               "1 stage x %d tensor slices on %s, one BLAS thread each\n",
-               M, MBS, T, mpi ? "MPI ranks" : "threads");
+               "1 stage x %d tensor slices%s on %s, one BLAS thread each\n",
+               M, MBS, T, sequence ? " with sequence parallelism" : "",
+               mpi ? "MPI ranks" : "threads");
         printf("fp32 products on %s; %d-bit FMA peak of the %d cores used %.1f GFLOP/s\n\n",
                pt_fp32_kernel(), bench_fma_bits(), mpi ? T : 2, fma);
         printf("step: %.3f s, %.0f tokens/s", step, tokens_per_step / step);

@@ -41,6 +41,7 @@ typedef struct {
     int batch, moments;
     int balance[PT_PARTITION_MAX_CHUNKS], n_balance;
     int tensor; /* --tensor: --program's passes cut into the slices' pieces */
+    bool sequence; /* --sequence-parallel: the pieces of sequence parallelism */
 } options;
 
 static void usage(FILE *f)
@@ -95,6 +96,9 @@ static void usage(FILE *f)
             "                      group's sums between them (AF, AB), each sum taking\n"
             "                      --cost-collective plus, with --link-bandwidth, a block\n"
             "                      input's bytes (batch x seq x embd x 4) / R (default 1)\n"
+            "  --sequence-parallel with --tensor: the pieces and sums of sequence\n"
+            "                      parallelism (gathers and reduce-scatters around each\n"
+            "                      tensor-parallel region, docs/layouts.md)\n"
             "  --tied A-B[,C-D]    chunks sharing a parameter, for --program (GPT: 0-LAST);\n"
             "                      at most 16 pairs\n"
             "  --memory            also predict what each worker holds (bytes by kind) for a\n"
@@ -190,6 +194,10 @@ static int parse_args(int argc, char **argv, options *o)
             o->program = true;
             continue;
         }
+        if (!strcmp(flag, "--sequence-parallel")) {
+            o->sequence = true;
+            continue;
+        }
         if (!strcmp(flag, "--memory") || !strcmp(flag, "--checkpoint-activations")) {
             *(flag[2] == 'm' ? &o->memory : &o->checkpoint) = true;
             o->model_given |= flag[2] == 'c';
@@ -277,6 +285,9 @@ static int parse_args(int argc, char **argv, options *o)
         return refuse("--memory prints a table; it does not go with --json");
     if (o->tensor > 1 && !o->program)
         return refuse("--tensor cuts the program's passes; add --program or drop it");
+    if (o->sequence && o->tensor <= 1)
+        return refuse("--sequence-parallel cuts a tensor group's passes; add --tensor T (2 or "
+                      "more) and --program");
     if (o->model_given && !o->memory && o->tensor <= 1)
         return refuse("the model flags describe what --memory predicts or --tensor cuts; add "
                       "--memory or --tensor, or drop them");
@@ -554,7 +565,7 @@ static int tensor_pieces(const pt_schedule *s, const options *o, int **out)
     int K = pt_schedule_chunks(s);
     int *pieces = calloc(4 * (size_t)K, sizeof(int)), *layers = pieces + 2 * K;
     pt_model *desc = NULL;
-    int rc = pieces ? pt_model_create_slice(&o->model, NULL, 1, o->tensor, 0, 0, &desc) : PT_ENOMEM;
+    int rc = pieces ? pt_model_create_slice(&o->model, NULL, 1, o->tensor, 0, o->sequence, &desc) : PT_ENOMEM;
     if (rc == PT_OK)
         rc = chunk_blocks(s, o, desc, layers, pieces); /* blocks per chunk, for now */
     for (int c = 0, first = 0; rc == PT_OK && c < K; c++) {
