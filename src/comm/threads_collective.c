@@ -1,4 +1,5 @@
-/* threads_collective.c: allreduce and barrier of the threads transport.
+/* threads_collective.c: allreduce, reduce-scatter, all-gather and barrier
+ * of the threads transport.
  * Called through the transport's table by the executor (gradient all-reduce
  * across a stage's replicas, barriers between steps).
  *
@@ -8,7 +9,10 @@
  * buffer in ascending rank order and writes the sum back into every buffer;
  * no two members touch the same element, so nothing is copied to a scratch
  * area. A second barrier ends the call. The fold order is the one
- * transport_mpi.c uses, hence bit-identical results across transports. */
+ * transport_mpi.c uses, hence bit-identical results across transports.
+ * A reduce-scatter is the same fold of member m's own parts (pt_parts),
+ * written to its own buffer only; an all-gather copies member m's parts
+ * into every other buffer. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,9 +112,9 @@ static int meet(pt_transport *t, pt_coll_slot *c, int pos, double deadline)
     return PT_OK;
 }
 
-/* Sums slice [lo, hi) over the members' buffers, in member (= rank) order,
- * and writes it back to every buffer. */
-static void reduce_slice(float *const *bufs, int n, size_t lo, size_t hi)
+/* Sums [lo, hi) over the members' buffers, in member (= rank) order, and
+ * writes it back to every buffer, or (only >= 0) to that member's alone. */
+static void reduce_slice(float *const *bufs, int n, size_t lo, size_t hi, int only)
 {
     float acc[BLOCK];
     for (size_t b = lo; b < hi; b += BLOCK) {
@@ -119,12 +123,39 @@ static void reduce_slice(float *const *bufs, int n, size_t lo, size_t hi)
         for (int j = 1; j < n; j++)
             pt_transport_add_f32(acc, bufs[j] + b, len);
         for (int j = 0; j < n; j++)
-            memcpy(bufs[j] + b, acc, len * sizeof(float));
+            if (only < 0 || j == only)
+                memcpy(bufs[j] + b, acc, len * sizeof(float));
+    }
+}
+
+enum { SUM, SCATTER, GATHER };
+
+/* Member pos's share of the work, between the two barriers. */
+static void work(float *const *bufs, int n, int pos, size_t count, int op, pt_parts parts)
+{
+    if (op == SUM) {
+        size_t share = (count + (size_t)n - 1) / (size_t)n;
+        share = (share + SLICE_ALIGN - 1) / SLICE_ALIGN * SLICE_ALIGN;
+        size_t lo = share * (size_t)pos;
+        size_t hi = lo + share < count ? lo + share : count;
+        if (lo < hi)
+            reduce_slice(bufs, n, lo, hi, -1);
+        return;
+    }
+    for (size_t b = 0; b < parts.blocks; b++) {
+        size_t lo = (b * (size_t)n + (size_t)pos) * parts.part;
+        if (op == SCATTER)
+            reduce_slice(bufs, n, lo, lo + parts.part, pos);
+        else
+            for (int j = 0; j < n; j++)
+                if (j != pos)
+                    memcpy(bufs[j] + lo, bufs[pos] + lo, parts.part * sizeof(float));
     }
 }
 
 /* The members are e->group[0..n_group-1], ascending; the caller is at pos. */
-static int collective(pt_transport *t, int n_group, int pos, float *buf, size_t count)
+static int collective(pt_transport *t, int n_group, int pos, float *buf, size_t count, int op,
+                      pt_parts parts)
 {
     pt_threads_endpoint *e = t->impl;
     pt_threads_world *w = e->world;
@@ -166,12 +197,7 @@ static int collective(pt_transport *t, int n_group, int pos, float *buf, size_t 
         return rc;
     pthread_mutex_unlock(&c->mu);
 
-    size_t share = (count + (size_t)n_group - 1) / (size_t)n_group;
-    share = (share + SLICE_ALIGN - 1) / SLICE_ALIGN * SLICE_ALIGN;
-    size_t lo = share * (size_t)pos;
-    size_t hi = lo + share < count ? lo + share : count;
-    if (lo < hi)
-        reduce_slice(c->bufs, n_group, lo, hi);
+    work(c->bufs, n_group, pos, count, op, parts);
 
     pthread_mutex_lock(&c->mu);
     rc = meet(t, c, pos, deadline);
@@ -183,8 +209,8 @@ static int collective(pt_transport *t, int n_group, int pos, float *buf, size_t 
     return PT_OK;
 }
 
-int pt_threads_allreduce_sum_f32(pt_transport *t, const int *group, int n_group, float *buf,
-                                 size_t count)
+static int start(pt_transport *t, const int *group, int n_group, float *buf, size_t count, int op,
+                 pt_parts parts)
 {
     pt_threads_endpoint *e = t->impl;
     int pos;
@@ -192,8 +218,28 @@ int pt_threads_allreduce_sum_f32(pt_transport *t, const int *group, int n_group,
     if (rc)
         return rc;
     if (count && !buf)
-        return pt_fail(PT_EINVAL, "allreduce: no buffer for %zu floats", count);
-    return collective(t, n_group, pos, buf, count);
+        return pt_fail(PT_EINVAL, "a collective with no buffer for %zu floats", count);
+    return collective(t, n_group, pos, buf, count, op, parts);
+}
+
+int pt_threads_allreduce_sum_f32(pt_transport *t, const int *group, int n_group, float *buf,
+                                 size_t count)
+{
+    return start(t, group, n_group, buf, count, SUM, (pt_parts){0, 0});
+}
+
+int pt_threads_reduce_scatter_f32(pt_transport *t, const int *group, int n_group, float *buf,
+                                  pt_parts parts)
+{
+    return start(t, group, n_group, buf, parts.blocks * (size_t)n_group * parts.part, SCATTER,
+                 parts);
+}
+
+int pt_threads_all_gather_f32(pt_transport *t, const int *group, int n_group, float *buf,
+                              pt_parts parts)
+{
+    return start(t, group, n_group, buf, parts.blocks * (size_t)n_group * parts.part, GATHER,
+                 parts);
 }
 
 int pt_threads_barrier(pt_transport *t)
@@ -201,5 +247,5 @@ int pt_threads_barrier(pt_transport *t)
     pt_threads_endpoint *e = t->impl;
     for (int r = 0; r < t->size; r++)
         e->group[r] = r;
-    return collective(t, t->size, t->rank, NULL, 0);
+    return collective(t, t->size, t->rank, NULL, 0, SUM, (pt_parts){0, 0});
 }

@@ -97,6 +97,10 @@ void pt_threads_collectives_free(pt_threads_world *w);
 void pt_threads_collectives_wake(pt_threads_world *w);
 int pt_threads_allreduce_sum_f32(pt_transport *t, const int *group, int n_group, float *buf,
                                  size_t count);
+int pt_threads_reduce_scatter_f32(pt_transport *t, const int *group, int n_group, float *buf,
+                                  pt_parts parts);
+int pt_threads_all_gather_f32(pt_transport *t, const int *group, int n_group, float *buf,
+                              pt_parts parts);
 int pt_threads_barrier(pt_transport *t);
 
 #endif

@@ -26,7 +26,16 @@
  *       out[i] = ((x_g0[i] + x_g1[i]) + x_g2[i]) + ...   (g0 < g1 < ...),
  *   so it is deterministic, identical on every member, and bit-identical
  *   between the threads and MPI transports for the same inputs.
- * - Collectives (allreduce, barrier) are called by every member of the
+ * - reduce_scatter_f32 and all_gather_f32 share a buffer of
+ *   blocks x n x part floats among the group's n members: member k (its
+ *   place in ascending rank order) owns floats b n part + k part ..
+ *   + part - 1 of every block b (pt_parts; sequence parallelism's
+ *   positions of every sample). reduce_scatter leaves in member k's parts
+ *   the group's sum, folded as allreduce folds it (the same bits), and
+ *   the other parts as they were; all_gather copies every member's parts
+ *   into every buffer. Each moves (n - 1) / n of the buffer per member,
+ *   where an allreduce moves all of it.
+ * - Collectives (allreduce, reduce-scatter, all-gather, barrier) are called by every member of the
  *   group, in the same order on every member, as with MPI.
  * - Failure: abort() marks this worker failed and wakes every worker blocked
  *   in the world: their waits (and every later call) return PT_ETRANSPORT
@@ -105,6 +114,12 @@ struct pt_request {
 
 enum { PT_REQ_SEND = 1, PT_REQ_RECV = 2 };
 
+/* A buffer shared among n members: blocks runs of n parts of `part`
+ * floats, member k's part k of each run. */
+typedef struct {
+    size_t blocks, part;
+} pt_parts;
+
 typedef struct {
     const char *name; /* "threads" or "mpi" */
     int (*isend)(pt_transport *t, int peer, int tag, const void *buf, size_t bytes,
@@ -115,6 +130,10 @@ typedef struct {
     int (*test)(pt_transport *t, pt_request *req, int *done);
     int (*allreduce_sum_f32)(pt_transport *t, const int *group, int n_group, float *buf,
                              size_t count);
+    int (*reduce_scatter_f32)(pt_transport *t, const int *group, int n_group, float *buf,
+                              pt_parts parts);
+    int (*all_gather_f32)(pt_transport *t, const int *group, int n_group, float *buf,
+                          pt_parts parts);
     int (*barrier)(pt_transport *t);
     void (*abort)(pt_transport *t, const char *reason);
     void (*destroy)(pt_transport *t);
@@ -157,6 +176,16 @@ static inline int pt_transport_allreduce_sum_f32(pt_transport *t, const int *gro
                                                  float *buf, size_t count)
 {
     return t->ops->allreduce_sum_f32(t, group, n_group, buf, count);
+}
+static inline int pt_transport_reduce_scatter_f32(pt_transport *t, const int *group,
+                                                  int n_group, float *buf, pt_parts parts)
+{
+    return t->ops->reduce_scatter_f32(t, group, n_group, buf, parts);
+}
+static inline int pt_transport_all_gather_f32(pt_transport *t, const int *group, int n_group,
+                                              float *buf, pt_parts parts)
+{
+    return t->ops->all_gather_f32(t, group, n_group, buf, parts);
 }
 static inline int pt_transport_barrier(pt_transport *t) { return t->ops->barrier(t); }
 static inline void pt_transport_abort(pt_transport *t, const char *reason)

@@ -21,7 +21,11 @@
  * in ascending rank order, folds it into its own exactly as the threads
  * transport does, and sends the sum back; segments of SEGMENT floats bound
  * the scratch memory. The result is bit-identical to the threads transport's.
- * barrier() is the same exchange with no data. A send's bytes count in the
+ * barrier() is the same exchange with no data. reduce_scatter and
+ * all_gather exchange parts pairwise: each member sends every other member
+ * that member's parts (an MPI vector type over the buffer: no copy) and
+ * receives its own from each; a reduce-scatter then folds its parts in
+ * rank order, as the allreduce's root folds them. A send's bytes count in the
  * endpoint's bytes in flight (transport.h) until a wait or test sees its
  * request complete: MPI tells the sender no more.
  *
@@ -39,8 +43,10 @@
  * the worker's calls as before. docs/mpi.md measures the difference. */
 #include <mpi.h>
 #include <pthread.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +58,7 @@
 #define SEGMENT     (1 << 18) /* floats per allreduce message */
 #define TAG_UP      1         /* coll: a member's contribution to the root */
 #define TAG_DOWN    2         /* coll: the root's sum back to a member */
+#define TAG_PART    3         /* coll: a member's parts for another (reduce-scatter, all-gather) */
 #define TAG_ABORT   1         /* ctrl */
 #define PROGRESS_US 200       /* the progress thread's period while requests are in flight */
 
@@ -518,6 +525,86 @@ static int mpi_allreduce_sum_f32_locked(pt_transport *t, const int *group, int n
     return gather_sum_scatter(e, e->group, n_group, pos, buf, count);
 }
 
+/* Member `pos`'s exchange of parts with every other member of the sorted
+ * group: all-gather (scratch NULL) sends its parts to each and receives
+ * each one's into place; reduce-scatter sends each member that member's
+ * parts and receives its own parts of every other member into scratch
+ * ((n - 1) runs of blocks x part floats, in rank order, without its own). */
+static int exchange_parts(mpi_endpoint *e, const int *sorted, int n, int pos, float *buf,
+                          pt_parts parts, float *scratch)
+{
+    if (parts.blocks > INT_MAX || parts.part > INT_MAX / (size_t)n ||
+        parts.blocks * parts.part > INT_MAX)
+        return pt_fail(PT_EINVAL, "a collective of %zu parts of %zu floats is too large for MPI",
+                       parts.blocks, parts.part);
+    MPI_Datatype type;
+    MPI_Type_vector((int)parts.blocks, (int)parts.part, (int)(parts.part * (size_t)n), MPI_FLOAT,
+                    &type);
+    MPI_Type_commit(&type);
+    MPI_Request *reqs = malloc(sizeof *reqs * 2 * (size_t)n);
+    int rc = reqs ? PT_OK : pt_fail(PT_ENOMEM, "a collective: no memory");
+    int own = (int)(parts.blocks * parts.part);
+    for (int j = 0, slot = 0; rc == PT_OK && j < n; j++) {
+        reqs[2 * j] = reqs[2 * j + 1] = MPI_REQUEST_NULL;
+        if (j == pos)
+            continue;
+        int mrc = scratch ? MPI_Irecv(scratch + (size_t)slot++ * own, own, MPI_FLOAT, sorted[j],
+                                      TAG_PART, e->coll, &reqs[2 * j])
+                          : MPI_Irecv(buf + (size_t)j * parts.part, 1, type, sorted[j], TAG_PART,
+                                      e->coll, &reqs[2 * j]);
+        if (mrc == MPI_SUCCESS)
+            mrc = MPI_Isend(buf + (size_t)(scratch ? j : pos) * parts.part, 1, type, sorted[j],
+                            TAG_PART, e->coll, &reqs[2 * j + 1]);
+        if (mrc != MPI_SUCCESS)
+            rc = mpi_error(e, mrc, sorted[j], "collective exchange");
+    }
+    for (int j = 0; rc == PT_OK && j < n; j++)
+        for (int k = 0; rc == PT_OK && j != pos && k < 2; k++)
+            rc = poll_request(e, &reqs[2 * j + k], MPI_STATUS_IGNORE, sorted[j],
+                              k ? "collective send" : "collective receive", TAG_PART);
+    free(reqs);
+    MPI_Type_free(&type);
+    return rc;
+}
+
+static int mpi_parts_locked(pt_transport *t, const int *group, int n_group, float *buf,
+                            pt_parts parts, bool scatter)
+{
+    mpi_endpoint *e = t->impl;
+    int pos;
+    int rc = pt_transport_sort_group(t, group, n_group, e->group, &pos);
+    if (rc)
+        return rc;
+    size_t own = parts.blocks * parts.part;
+    if (own && !buf)
+        return pt_fail(PT_EINVAL, "a collective with no buffer for %zu floats", own * n_group);
+    if (notice_arrived(e))
+        return fail_aborted(e);
+    if (n_group == 1 || own == 0)
+        return PT_OK;
+    float *scratch = NULL, *acc = NULL;
+    if (scatter && (!(scratch = malloc(sizeof(float) * own * (size_t)(n_group - 1))) ||
+                    !(acc = malloc(sizeof(float) * parts.part)))) {
+        free(scratch);
+        return pt_fail(PT_ENOMEM, "reduce-scatter: no memory for %zu floats", own * n_group);
+    }
+    rc = exchange_parts(e, e->group, n_group, pos, buf, parts, scratch);
+    for (size_t b = 0; rc == PT_OK && scatter && b < parts.blocks; b++) {
+        float *mine = buf + (b * (size_t)n_group + (size_t)pos) * parts.part;
+        for (int j = 0, slot = 0; j < n_group; j++) { /* in rank order, from rank 0's */
+            const float *x = j == pos ? mine : scratch + (size_t)slot++ * own + b * parts.part;
+            if (j == 0)
+                memcpy(acc, x, sizeof(float) * parts.part);
+            else
+                pt_transport_add_f32(acc, x, parts.part);
+        }
+        memcpy(mine, acc, sizeof(float) * parts.part);
+    }
+    free(scratch);
+    free(acc);
+    return rc;
+}
+
 static int mpi_barrier_locked(pt_transport *t)
 {
     mpi_endpoint *e = t->impl;
@@ -575,6 +662,26 @@ static int mpi_allreduce_sum_f32(pt_transport *t, const int *group, int n_group,
     mpi_endpoint *e = t->impl;
     enter(e);
     int rc = mpi_allreduce_sum_f32_locked(t, group, n_group, buf, count);
+    leave(e);
+    return rc;
+}
+
+static int mpi_reduce_scatter_f32(pt_transport *t, const int *group, int n_group, float *buf,
+                                  pt_parts parts)
+{
+    mpi_endpoint *e = t->impl;
+    enter(e);
+    int rc = mpi_parts_locked(t, group, n_group, buf, parts, true);
+    leave(e);
+    return rc;
+}
+
+static int mpi_all_gather_f32(pt_transport *t, const int *group, int n_group, float *buf,
+                              pt_parts parts)
+{
+    mpi_endpoint *e = t->impl;
+    enter(e);
+    int rc = mpi_parts_locked(t, group, n_group, buf, parts, false);
     leave(e);
     return rc;
 }
@@ -644,6 +751,8 @@ static const pt_transport_ops mpi_ops = {
     .wait = mpi_wait,
     .test = mpi_test,
     .allreduce_sum_f32 = mpi_allreduce_sum_f32,
+    .reduce_scatter_f32 = mpi_reduce_scatter_f32,
+    .all_gather_f32 = mpi_all_gather_f32,
     .barrier = mpi_barrier,
     .abort = mpi_abort,
     .destroy = mpi_destroy,

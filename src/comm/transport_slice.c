@@ -52,14 +52,36 @@ static int slice_test(pt_transport *t, pt_request *req, int *done)
     return pt_transport_test(base_of(t), req, done);
 }
 
-static int slice_allreduce(pt_transport *t, const int *group, int n, float *buf, size_t count)
+/* The group in world ranks, in v->group. */
+static int world_group(pt_transport *t, const int *group, int n)
 {
     slice_view *v = view_of(t);
     if (n > t->size)
         return pt_fail(PT_EINVAL, "a group of %d in a view of %d workers", n, t->size);
     for (int i = 0; i < n; i++)
         v->group[i] = world_rank(v, group[i]);
-    return pt_transport_allreduce_sum_f32(base_of(t), v->group, n, buf, count);
+    return PT_OK;
+}
+
+static int slice_allreduce(pt_transport *t, const int *group, int n, float *buf, size_t count)
+{
+    int rc = world_group(t, group, n);
+    return rc ? rc
+              : pt_transport_allreduce_sum_f32(base_of(t), view_of(t)->group, n, buf, count);
+}
+
+static int slice_reduce_scatter(pt_transport *t, const int *group, int n, float *buf,
+                                pt_parts parts)
+{
+    int rc = world_group(t, group, n);
+    return rc ? rc
+              : pt_transport_reduce_scatter_f32(base_of(t), view_of(t)->group, n, buf, parts);
+}
+
+static int slice_all_gather(pt_transport *t, const int *group, int n, float *buf, pt_parts parts)
+{
+    int rc = world_group(t, group, n);
+    return rc ? rc : pt_transport_all_gather_f32(base_of(t), view_of(t)->group, n, buf, parts);
 }
 
 static int slice_barrier(pt_transport *t) { return pt_transport_barrier(base_of(t)); }
@@ -85,6 +107,8 @@ static const pt_transport_ops slice_ops = {
     .wait = slice_wait,
     .test = slice_test,
     .allreduce_sum_f32 = slice_allreduce,
+    .reduce_scatter_f32 = slice_reduce_scatter,
+    .all_gather_f32 = slice_all_gather,
     .barrier = slice_barrier,
     .abort = slice_abort,
     .destroy = slice_destroy,

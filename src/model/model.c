@@ -885,6 +885,16 @@ float *pt_model_tensor_sum_buffer(const pt_model *m, int first, int last, int ba
                                      acts->saved[i - first], count);
 }
 
+pt_group_how pt_model_tensor_sum_how(const pt_model *m, int first, int last, int backward,
+                                     int piece, int batch)
+{
+    int sub, i = locate_sum(m, first, last, backward, piece, &sub);
+    const pt_block *b = i >= 0 ? &m->blocks[i] : NULL;
+    if (!b || !b->ops->tensor_sum_how)
+        return (pt_group_how){PT_GROUP_SUM, 0, 0};
+    return b->ops->tensor_sum_how(b, backward, sub, batch);
+}
+
 int pt_model_step_microbatch(pt_model *m, const pt_microbatch *mb, float loss_scale,
                              pt_activations *acts, float *loss)
 {

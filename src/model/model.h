@@ -72,6 +72,9 @@ int pt_model_backward_input_piece(pt_model *m, int first, int last, int piece,
 /* The floats the tensor group sums right after piece `piece` of the pass. */
 float *pt_model_tensor_sum_buffer(const pt_model *m, int first, int last, int backward, int piece,
                                   const pt_activations *acts, size_t *count);
+/* How the group combines that buffer (pt_group_how). */
+pt_group_how pt_model_tensor_sum_how(const pt_model *m, int first, int last, int backward,
+                                     int piece, int batch);
 
 /* The parameters of block `block`: params[first .. first + count). */
 int pt_model_block_first_param(const pt_model *m, int block);

@@ -94,6 +94,17 @@ typedef struct {
 
 #define PT_BLOCK_MAX_PARAMS 16
 
+/* How a tensor group combines the buffer a piece leaves: summed on every
+ * member (an all-reduce), or, where member k owns part k of each of
+ * `blocks` runs of `part` floats (sequence parallelism's positions), summed
+ * into each member's own parts (a reduce-scatter) or each member's parts
+ * copied to every member (an all-gather). */
+typedef enum { PT_GROUP_SUM, PT_GROUP_SCATTER, PT_GROUP_GATHER } pt_group_op;
+typedef struct {
+    pt_group_op op;
+    size_t blocks, part; /* scatter, gather: the parts */
+} pt_group_how;
+
 typedef struct {
     const char *kind;
     int out_is_float; /* the output is float under every precision (loss heads) */
@@ -123,9 +134,11 @@ typedef struct {
     void (*backward_input_piece)(pt_block *b, int piece, const pt_microbatch *mb, const void *in,
                                  void *out, void *saved, const void *dout, void *din,
                                  float loss_scale);
-    /* the floats summed over the group right after piece `piece` */
+    /* the floats summed over the group right after piece `piece`, and how
+     * (NULL: PT_GROUP_SUM) */
     float *(*tensor_sum_buffer)(const pt_block *b, int backward, int piece, int B, void *out,
                                 void *saved, size_t *count);
+    pt_group_how (*tensor_sum_how)(const pt_block *b, int backward, int piece, int B);
     /* FLOPs per sample; model.c adds the byte counts, which follow from the
      * declarations and saved_bytes */
     pt_block_cost (*cost)(const pt_block *b);

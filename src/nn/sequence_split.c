@@ -4,11 +4,9 @@
 
 #include <string.h>
 
-void pt_seq_fill(float *whole, const float *own, pt_seq_rows r)
+void pt_seq_put(float *whole, const float *own, pt_seq_rows r)
 {
-    size_t n = (size_t)r.B * r.L * r.C, rows = (size_t)r.R * r.C;
-    for (size_t i = 0; i < n; i++)
-        whole[i] = -0.0f;
+    size_t rows = (size_t)r.R * r.C;
     for (int i = 0; i < r.B; i++)
         memcpy(whole + pt_seq_whole_at(r, i), own + pt_seq_own_at(r, i), rows * sizeof(float));
 }

@@ -3,14 +3,13 @@
  * residual adds, the embedding's sum) slice t holds positions
  * t L/T .. (t+1) L/T - 1 of every sample of L positions: its rows. The
  * regions need every position, so the group
- *   gathers         (all-gather, Megatron's g in forward): each slice writes
- *                   its rows into a whole buffer holding -0.0 elsewhere, and
- *                   the group's sum is the whole tensor bit for bit
- *                   (x + -0.0 = x for every float x);
- *   reduce-scatters (reduce-scatter, g-bar): the group sums whole partial
- *                   buffers and each slice keeps its own rows.
- * Both are the program's TENSOR_SUM actions over the whole buffer, so they
- * move the bytes of an all-reduce (docs/layouts.md says what that costs). */
+ *   gathers         (all-gather, Megatron's g in forward): each slice puts
+ *                   its rows into a whole buffer and the group's all-gather
+ *                   fills in the others';
+ *   reduce-scatters (g-bar): the group sums whole partial buffers into each
+ *                   slice's own rows, which it takes.
+ * Both are the program's TENSOR_SUM actions (pt_group_how: the parts of a
+ * whole buffer of B samples are B runs of T parts of L/T rows). */
 #ifndef PT_NN_SEQUENCE_SPLIT_H
 #define PT_NN_SEQUENCE_SPLIT_H
 
@@ -38,9 +37,16 @@ static inline size_t pt_seq_whole_at(pt_seq_rows r, int i)
 }
 static inline size_t pt_seq_own_at(pt_seq_rows r, int i) { return (size_t)i * r.R * r.C; }
 
-/* whole (B, L, C): the slice's rows from own (B, R, C), -0.0 elsewhere (the
- * gather's part). */
-void pt_seq_fill(float *whole, const float *own, pt_seq_rows r);
+/* The group's reduce-scatter or all-gather of `tensors` whole (B, L, C)
+ * tensors one after the other. */
+static inline pt_group_how pt_seq_how(pt_group_op op, pt_seq_rows r, int tensors)
+{
+    return (pt_group_how){op, (size_t)tensors * r.B, (size_t)r.R * r.C};
+}
+
+/* whole (B, L, C): the slice's rows from own (B, R, C) (the gather's part;
+ * the other rows are left as they are). */
+void pt_seq_put(float *whole, const float *own, pt_seq_rows r);
 /* own (B, R, C): the slice's rows of whole (what a reduce-scatter keeps). */
 void pt_seq_take(float *own, const float *whole, pt_seq_rows r);
 

@@ -2,8 +2,8 @@
  * sequence parallelism (Megatron-LM's, sequence_split.h): the slice's
  * parameters are transformer_split.c's, but its input and output are its
  * own L/T positions of every sample, and so are the LayerNorms and the
- * residual adds. Each tensor-parallel region starts with a gather of the
- * LayerNorm's output and ends with a reduce-scatter of the row-parallel
+ * residual adds. Each tensor-parallel region starts with an all-gather of
+ * the LayerNorm's output and ends with a reduce-scatter of the row-parallel
  * product, so the block runs in five pieces each way:
  *   forward:  0 ln_1 (own rows)                          [gather ln_1]
  *             1 c_attn, attention, c_proj -> partial     [reduce-scatter]
@@ -124,7 +124,7 @@ static void seq_forward_piece(pt_block *b, int piece, const pt_microbatch *mb, c
     switch (piece) {
     case 0:
         kr->layernorm_forward(S(ln1), S(mean1), S(rstd1), in, p[LN1_W], p[LN1_B], own, w.C, eps);
-        pt_seq_fill(W(pair), S(ln1), r);
+        pt_seq_put(W(pair), S(ln1), r);
         break;
     case 1:
         pt_linear_forward(b, ATTN_W, S(qkv), W(pair), N, w.C, 3 * w.Cl);
@@ -136,7 +136,7 @@ static void seq_forward_piece(pt_block *b, int piece, const pt_microbatch *mb, c
         own_rows_plus_bias(b, S(x2), W(part), p[APROJ_B], r);
         kr->residual_layernorm_forward(S(x2), S(ln2), S(mean2), S(rstd2), S(x2), in, p[LN2_W],
                                        p[LN2_B], own, w.C, eps);
-        pt_seq_fill(W(pair), S(ln2), r);
+        pt_seq_put(W(pair), S(ln2), r);
         break;
     case 3:
         pt_linear_forward(b, FC_W, S(h), W(pair), N, w.C, w.Il);
@@ -167,8 +167,8 @@ static void seq_backward_piece(pt_block *b, int piece, const pt_microbatch *mb, 
     float *first = W(pair), *second = W(pair) + whole;
     switch (piece) {
     case 0:
-        pt_seq_fill(first, dout, r);
-        pt_seq_fill(second, S(ln2), r);
+        pt_seq_put(first, dout, r);
+        pt_seq_put(second, S(ln2), r);
         break;
     case 1: /* first: dout, second: ln_2's output, every row */
         pt_linear_backward_weight(b, FPROJ_W, first, S(g), N, w.Il, w.C);
@@ -183,8 +183,8 @@ static void seq_backward_piece(pt_block *b, int piece, const pt_microbatch *mb, 
                                       w.C);
         kr->layernorm_backward_input(W(dx2), dout, W(dln), S(x2), p[LN2_W], S(mean2), S(rstd2),
                                      own, w.C);
-        pt_seq_fill(first, W(dx2), r);
-        pt_seq_fill(second, S(ln1), r);
+        pt_seq_put(first, W(dx2), r);
+        pt_seq_put(second, S(ln1), r);
         break;
     case 3: /* first: dx2, second: ln_1's output, every row */
         pt_linear_backward_weight(b, APROJ_W, first, S(y), N, w.Cl, w.C);
@@ -218,6 +218,15 @@ static float *seq_sum_buffer(const pt_block *b, int backward, int piece, int B, 
 
 #undef S
 #undef W
+
+/* even pieces end in a gather (backward's of two tensors), odd ones in a
+ * reduce-scatter */
+static pt_group_how seq_sum_how(const pt_block *b, int backward, int piece, int B)
+{
+    pt_seq_rows r = pt_seq_rows_of(b, B, b->shape.C);
+    return piece % 2 ? pt_seq_how(PT_GROUP_SCATTER, r, 1)
+                     : pt_seq_how(PT_GROUP_GATHER, r, backward ? 2 : 1);
+}
 
 static int seq_sums(const pt_block *b, int backward)
 {
@@ -263,6 +272,7 @@ static const pt_block_ops seq_ops = {
     .forward_piece = seq_forward_piece,
     .backward_input_piece = seq_backward_piece,
     .tensor_sum_buffer = seq_sum_buffer,
+    .tensor_sum_how = seq_sum_how,
     .cost = seq_cost,
     .work_bytes = seq_work_bytes,
 };

@@ -388,7 +388,7 @@ void pt_lm_head_split(pt_block *b)
  * gradient of every position, from which the slice's rows of wte and the
  * whole of wpe take theirs (the same on every slice), in the B.
  * The head's input is the slice's rows: ln_f runs on them and its output
- * is gathered (kept per micro-batch: the head's weight gradient reads it),
+ * is all-gathered (kept per micro-batch: the head's weight gradient reads it),
  * then as above; its backward reduce-scatters the partial gradient of
  * ln_f's output and runs ln_f on the slice's rows (ln_f's gradients are
  * their part, summed over the group before the norm). fp32 only. */
@@ -434,7 +434,7 @@ static void seq_embedding_backward_piece(pt_block *b, int piece, const pt_microb
 {
     (void)din, (void)loss_scale;
     if (piece == 0)
-        pt_seq_fill(b->work, dout, pt_seq_rows_of(b, mb->batch, b->shape.C));
+        pt_seq_put(b->work, dout, pt_seq_rows_of(b, mb->batch, b->shape.C));
     else
         embedding_backward_weight(b, mb, in, out, saved, b->work);
 }
@@ -444,6 +444,13 @@ static void seq_embedding_backward(pt_block *b, const pt_microbatch *mb, const v
 {
     for (int piece = 0; piece < 2; piece++)
         seq_embedding_backward_piece(b, piece, mb, in, out, saved, dout, din, loss_scale);
+}
+
+static pt_group_how seq_embedding_how(const pt_block *b, int backward, int piece, int B)
+{
+    (void)piece;
+    pt_seq_rows r = pt_seq_rows_of(b, B, b->shape.C);
+    return pt_seq_how(backward ? PT_GROUP_GATHER : PT_GROUP_SCATTER, r, 1);
 }
 
 static int seq_embedding_sums(const pt_block *b, int backward)
@@ -480,6 +487,7 @@ static const pt_block_ops seq_embedding_ops = {
     .forward_piece = seq_embedding_piece,
     .backward_input_piece = seq_embedding_backward_piece,
     .tensor_sum_buffer = seq_embedding_sum_buffer,
+    .tensor_sum_how = seq_embedding_how,
     .cost = seq_embedding_cost,
     .work_bytes = whole_bytes,
 };
@@ -529,7 +537,7 @@ static void seq_head_piece(pt_block *b, int piece, const pt_microbatch *mb, cons
     if (piece == 0) {
         b->k->layernorm_forward(b->work, F(mean), F(rstd), in, b->p[LNF_W], b->p[LNF_B],
                                 mb->batch * r.R, C, b->shape.ln_eps);
-        pt_seq_fill(F(lnw), b->work, r);
+        pt_seq_put(F(lnw), b->work, r);
     } else if (piece == 1) {
         logits_and_maxima(b, mb, F(lnw), out, F(stats));
     } else if (piece == 2) {
@@ -587,6 +595,16 @@ static float *seq_head_sum_buffer(const pt_block *b, int backward, int piece, in
 
 #undef F
 
+/* forward: ln_f's output gathered, then the cross-entropy's two sums;
+ * backward: dln reduce-scattered */
+static pt_group_how seq_head_how(const pt_block *b, int backward, int piece, int B)
+{
+    pt_seq_rows r = pt_seq_rows_of(b, B, b->shape.C);
+    if (backward)
+        return pt_seq_how(PT_GROUP_SCATTER, r, 1);
+    return piece == 0 ? pt_seq_how(PT_GROUP_GATHER, r, 1) : (pt_group_how){PT_GROUP_SUM, 0, 0};
+}
+
 static int seq_head_sums(const pt_block *b, int backward)
 {
     (void)b;
@@ -619,6 +637,7 @@ static const pt_block_ops seq_head_ops = {
     .forward_piece = seq_head_piece,
     .backward_input_piece = seq_head_backward_piece,
     .tensor_sum_buffer = seq_head_sum_buffer,
+    .tensor_sum_how = seq_head_how,
     .cost = head_cost,
     .work_bytes = seq_head_work,
 };

@@ -518,7 +518,9 @@ static int run_step(pt_worker *w, const pt_prog_action *a)
 }
 
 /* TENSOR_SUM: the tensor group sums what the piece before left (the fold
- * in slice order, the same bits on threads and MPI), then the next piece
+ * in slice order, the same bits on threads and MPI; under sequence
+ * parallelism a reduce-scatter or all-gather of the slices' positions, as
+ * the block says), then the next piece
  * of the forward or backward runs; after the last, what follows the whole
  * pass. `ev->ts` is where the sum ends and the piece begins. */
 static int sum_then_piece(pt_worker *w, const pt_prog_action *a, const pt_microbatch *batch,
@@ -542,8 +544,14 @@ static int sum_then_piece(pt_worker *w, const pt_prog_action *a, const pt_microb
     piece = at + 1;
     size_t count;
     float *buf = pt_model_tensor_sum_buffer(w->stage, first, last, pass, at, sl->acts, &count);
+    pt_group_how how = pt_model_tensor_sum_how(w->stage, first, last, pass, at, mb.batch);
+    pt_parts parts = {how.blocks, how.part};
     double t0 = pt_pipeline_now();
-    int rc = pt_transport_allreduce_sum_f32(w->tensor_t, w->tensor_group, p->T, buf, count);
+    int rc = how.op == PT_GROUP_SCATTER
+                 ? pt_transport_reduce_scatter_f32(w->tensor_t, w->tensor_group, p->T, buf, parts)
+             : how.op == PT_GROUP_GATHER
+                 ? pt_transport_all_gather_f32(w->tensor_t, w->tensor_group, p->T, buf, parts)
+                 : pt_transport_allreduce_sum_f32(w->tensor_t, w->tensor_group, p->T, buf, count);
     ev->ts = pt_pipeline_now() - p->step_t0;
     w->tensor_sum_time += pt_pipeline_now() - t0;
     w->tensor_sum_bytes += count * sizeof(float);
