@@ -12,6 +12,10 @@
  *   differences) within 1e-4 of the tensor's largest, and the whole
  *   tensors (LayerNorms, the row-parallel biases, wpe) get the same
  *   gradient on every slice;
+ * - the same with sequence parallelism (transformer_sequence.c: each slice
+ *   holds its positions between the tensor-parallel regions, the group's
+ *   all-gathers and reduce-scatters done here too, the LayerNorms'
+ *   gradients summed over the slices as the norm's step does);
  * - layouts that do not divide are refused with a message: heads,
  *   the MLP's width, the vocabulary, and a model with a layer that cannot
  *   be split (the mlp). (bf16 slices: tests/test_tensor_pipeline.c.) */
@@ -41,16 +45,37 @@ static double largest(const float *x, size_t n)
     return m;
 }
 
-/* the group's sum of one buffer, folded in slice order, given to every slice */
-static void group_sum(float **bufs, int T, size_t n)
+/* fold [lo, lo + n) of every slice's buffer in slice order, into every
+ * slice's (only < 0) or slice only's */
+static void fold(float **bufs, int T, size_t lo, size_t n, int only)
 {
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = lo; i < lo + n; i++) {
         float s = bufs[0][i];
         for (int t = 1; t < T; t++)
             s += bufs[t][i];
         for (int t = 0; t < T; t++)
-            bufs[t][i] = s;
+            if (only < 0 || t == only)
+                bufs[t][i] = s;
     }
+}
+
+/* the group's sum, reduce-scatter or all-gather of one buffer */
+static void group_op(float **bufs, int T, size_t n, pt_group_how how)
+{
+    if (how.op == PT_GROUP_SUM) {
+        fold(bufs, T, 0, n, -1);
+        return;
+    }
+    for (size_t b = 0; b < how.blocks; b++)
+        for (int k = 0; k < T; k++) {
+            size_t lo = (b * (size_t)T + (size_t)k) * how.part;
+            if (how.op == PT_GROUP_SCATTER)
+                fold(bufs, T, lo, how.part, k);
+            else
+                for (int t = 0; t < T; t++)
+                    if (t != k)
+                        memcpy(bufs[t] + lo, bufs[k] + lo, how.part * sizeof(float));
+        }
 }
 
 static int run_pass(pt_model **s, pt_activations **a, int T, int last, int backward,
@@ -69,12 +94,27 @@ static int run_pass(pt_model **s, pt_activations **a, int T, int last, int backw
                 bufs[t] = pt_model_tensor_sum_buffer(s[t], 0, last, backward, piece, a[t], &count);
         }
         if (piece + 1 < n)
-            group_sum(bufs, T, count);
+            group_op(bufs, T, count,
+                     pt_model_tensor_sum_how(s[0], 0, last, backward, piece, mb->batch));
     }
     return 0;
 }
 
-static int check_split(int T)
+/* Sequence parallelism: the LayerNorms' gradients, each slice's positions'
+ * part, summed over the slices in slice order. */
+static void sum_sequence_partial(pt_model **s, int T)
+{
+    for (int i = 0; i < pt_model_n_params(s[0]); i++) {
+        if (!pt_model_param_decl(s[0], i)->sequence_partial)
+            continue;
+        float *g[MAXT];
+        for (int t = 0; t < T; t++)
+            g[t] = pt_model_param(s[t], i)->grad;
+        fold(g, T, 0, pt_model_param(s[0], i)->numel, -1);
+    }
+}
+
+static int check_split(int T, int sequence)
 {
     pt_model_config c = small_gpt();
     pt_model *whole, *s[MAXT];
@@ -93,7 +133,7 @@ static int check_split(int T)
     REQUIRE(pt_model_step_microbatch(whole, &mb, 1.0f, wa, &whole_loss) == PT_OK, "%s",
             pt_last_error());
     for (int t = 0; t < T; t++) {
-        REQUIRE(pt_model_create_slice(&c, NULL, 0, T, t, 0, &s[t]) == PT_OK, "slice %d: %s", t,
+        REQUIRE(pt_model_create_slice(&c, NULL, 0, T, t, sequence, &s[t]) == PT_OK, "slice %d: %s", t,
                 pt_last_error());
         REQUIRE(pt_activations_create(s[t], 0, last, B, &a[t]) == PT_OK, "%s", pt_last_error());
     }
@@ -123,11 +163,14 @@ static int check_split(int T)
     }
     if (run_pass(s, a, T, last, 0, &mb, &loss) || run_pass(s, a, T, last, 1, &mb, NULL))
         return 1;
-    CHECK(fabs(loss - whole_loss) <= 1e-5 * fabs(whole_loss), "T %d: loss %.9g, whole %.9g", T,
-          loss, whole_loss);
+    const char *sp = sequence ? " (sequence-parallel)" : "";
+    CHECK(fabs(loss - whole_loss) <= 1e-5 * fabs(whole_loss), "T %d%s: loss %.9g, whole %.9g", T,
+          sp, loss, whole_loss);
     for (int t = 0; t < T; t++)
         REQUIRE(pt_model_backward_weight(s[t], 0, last, &mb, NULL, a[t]) == PT_OK, "%s",
                 pt_last_error());
+    if (sequence)
+        sum_sequence_partial(s, T);
     /* the gradients: each slice's part of the whole model's */
     for (int i = 0; i < pt_model_n_params(whole); i++) {
         const pt_param *w = pt_model_param(whole, i);
@@ -146,10 +189,11 @@ static int check_split(int T)
                 worst = fmax(worst, fabs((double)q->grad[j] - part[j]));
             if (d->split_parts < 2 && t > 0)
                 CHECK(!memcmp(q->grad, pt_model_param(s[0], i)->grad, q->numel * sizeof(float)),
-                      "T %d: the whole tensor %s has another gradient on slice %d", T, w->name, t);
+                      "T %d%s: the whole tensor %s has another gradient on slice %d", T, sp,
+                      w->name, t);
         }
-        CHECK(worst <= tol, "T %d: gradient of %s off by %g (tolerance %g)", T, w->name, worst,
-              tol);
+        CHECK(worst <= tol, "T %d%s: gradient of %s off by %g (tolerance %g)", T, sp, w->name,
+              worst, tol);
         free(part);
     }
     for (int t = 0; t < T; t++) {
@@ -174,8 +218,10 @@ static void refused(const pt_model_config *c, int T, const char *says)
 
 int main(void)
 {
-    check_split(2);
-    check_split(4);
+    for (int sequence = 0; sequence < 2; sequence++) {
+        check_split(2, sequence);
+        check_split(4, sequence);
+    }
     pt_model_config c = small_gpt();
     refused(&c, 3, "heads");
     c.n_head = 8, c.n_inner = 36;
