@@ -1,11 +1,13 @@
 # test_plan_layouts: `pipetrain plan --tensor T --replicas D --zero Z`
 # predicts the bytes of the fullest rank that `pipetrain train` then
 # allocates for the same layout (its memory report), within 10%, at
-# (P, T, D, zero) = (1, 2, 1, 0) and (1, 1, 4, 1), and for a spec of
+# (P, T, D, zero) = (1, 2, 1, 0), (1, 2, 1, 0) with --sequence-parallel
+# and (1, 1, 4, 1), and for a spec of
 # column_linear and row_linear at T = 2; `plan --ranks 4` lists
 # every layout the model allows sorted by predicted step time, marks those
 # above --memory-limit and names the refused ones; bad layouts are refused
-# with a message (T not dividing the heads, zero without replicas).
+# with a message (T not dividing the heads, zero without replicas,
+# --sequence-parallel without --tensor).
 set -u
 corpus=/usr/share/games/fortunes
 [ -d "$corpus" ] || { echo "skipped: $corpus is missing"; exit 77; }
@@ -13,9 +15,10 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 model=(--layers 2 --heads 2 --embd 64 --seq 32)
 
-for layout in "1 2 1 0" "1 1 4 1"; do
-    read -r P T D Z <<< "$layout"
+for layout in "1 2 1 0" "1 2 1 0 sp" "1 1 4 1"; do
+    read -r P T D Z S <<< "$layout"
     flags=(--stages "$P" --tensor "$T" --replicas "$D" --zero "$Z")
+    [ "$S" = sp ] && flags+=(--sequence-parallel)
     "$PIPETRAIN" plan "${model[@]}" "${flags[@]}" --microbatches 4 --batch 2 > "$dir/plan" ||
         { echo "FAIL: plan ${flags[*]}"; cat "$dir/plan"; exit 1; }
     "$PIPETRAIN" train "${model[@]}" "${flags[@]}" --microbatches 4 --batch 8 --steps 1 \
@@ -26,7 +29,7 @@ for layout in "1 2 1 0" "1 1 4 1"; do
     [ -n "$want" ] && [ -n "$got" ] || { echo "FAIL: no figures"; cat "$dir/plan" "$dir/train"; exit 1; }
     awk -v g="$got" -v w="$want" 'BEGIN { exit !(g <= 1.1 * w && g >= 0.9 * w) }' ||
         { echo "FAIL: ${flags[*]}: train's fullest rank holds $got MiB, plan predicted $want"; exit 1; }
-    echo "P $P T $T D $D zero $Z: plan predicts $want MiB for the fullest rank, train allocates $got"
+    echo "P $P T $T D $D zero $Z ${S:-}: plan predicts $want MiB for the fullest rank, train allocates $got"
 done
 
 # a spec of Megatron's pair: plan's slice is train's
@@ -62,4 +65,6 @@ refuse() { # expected words, then the flags
 refuse "does not divide the 2 attention heads" --stages 1 --tensor 4
 refuse "replicas" --stages 1 --zero 1
 refuse "multiple of the replicas" --stages 1 --replicas 3 --microbatches 4
-echo "refused: T not dividing the heads, zero without replicas, M not a multiple of D"
+refuse "needs --tensor 2 or more" --stages 1 --sequence-parallel
+echo "refused: T not dividing the heads, zero without replicas, M not a multiple of D," \
+    "sequence parallelism without a tensor group"

@@ -25,6 +25,7 @@ typedef struct {
     int ms[MAX_MS], n_ms;
     size_t max_memory;
     int tensor, replicas, zero, ranks, ms_given; /* layouts (cmd_plan_layouts.c) */
+    int sequence;                                /* --sequence-parallel */
     double memory_limit;
     double link_bandwidth, link_latency; /* bytes/s (0: no limit), seconds */
     int balance[PT_PARTITION_MAX_CHUNKS], n_balance;
@@ -79,6 +80,8 @@ static void usage(FILE *f)
                "  --zero Z              0, 1 or 2: the optimizer state sharded over the replicas\n"
                "                        (default 0); with --tensor, --replicas or --zero: the\n"
                "                        memory and step time per rank of that layout\n"
+               "  --sequence-parallel   with --tensor T >= 2 (or --ranks: where T >= 2):\n"
+               "                        Megatron's sequence parallelism (gpt, fp32)\n"
                "  --ranks N             instead, every P x T x D = N the model allows (--zero\n"
                "                        where D > 1), sorted by predicted step time\n"
                "  --memory-limit B      bytes a rank may hold: layouts above it are marked\n"
@@ -100,6 +103,10 @@ static int parse(int argc, char **argv, options *o)
         if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
             usage(stdout);
             return -1;
+        }
+        if (!strcmp(f, "--sequence-parallel")) {
+            o->sequence = 1;
+            continue;
         }
         if (i + 1 >= argc) {
             fprintf(stderr, "pipetrain plan: %s needs a value (see --help)\n", f);
@@ -339,9 +346,9 @@ int cmd_plan(int argc, char **argv)
         status = 1;
         goto done;
     }
-    if (o.ranks || o.tensor > 1 || o.replicas > 1 || o.zero) {
-        status = cmd_plan_layouts(&o.model, prof, P, o.tensor, o.replicas, o.zero, o.ranks,
-                                  o.ms_given ? o.ms_given : 8, o.batch, o.memory_limit,
+    if (o.ranks || o.tensor > 1 || o.replicas > 1 || o.zero || o.sequence) {
+        status = cmd_plan_layouts(&o.model, prof, P, o.tensor, o.sequence, o.replicas, o.zero,
+                                  o.ranks, o.ms_given ? o.ms_given : 8, o.batch, o.memory_limit,
                                   o.link_bandwidth, o.link_latency);
         goto done;
     }

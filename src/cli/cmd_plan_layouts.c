@@ -82,6 +82,7 @@ static int rank_layouts(const pt_model_config *model, const pt_block_profile *pr
             r->l = *base;
             r->l.stages = P, r->l.tensor = T, r->l.replicas = ranks / (P * T);
             r->l.zero = r->l.replicas > 1 ? base->zero : 0;
+            r->l.sequence_parallel = T > 1 && base->sequence_parallel;
             if (pt_layout_predict(model, prof, &r->l, &r->e) == PT_OK)
                 n++;
             else
@@ -106,11 +107,12 @@ static int rank_layouts(const pt_model_config *model, const pt_block_profile *pr
 }
 
 int cmd_plan_layouts(const pt_model_config *model, const void *profile, int stages, int tensor,
-                     int replicas, int zero, int ranks, int microbatches, int batch,
+                     int sequence, int replicas, int zero, int ranks, int microbatches, int batch,
                      double memory_limit, double bandwidth, double latency)
 {
     pt_layout_plan l = {.stages = stages,
                         .tensor = tensor,
+                        .sequence_parallel = sequence,
                         .replicas = replicas,
                         .zero = zero,
                         .microbatches = microbatches,
@@ -121,9 +123,9 @@ int cmd_plan_layouts(const pt_model_config *model, const void *profile, int stag
         pt_device cpu;
         l.bandwidth = pt_device_builtin("cpu", &cpu) == PT_OK ? cpu.memory_bandwidth : 1e10;
     }
-    printf("tensor-group and replica sums on %s at %.3g GB/s, latency %.3g ms\n\n",
+    printf("tensor-group and replica sums on %s at %.3g GB/s, latency %.3g ms%s\n\n",
            bandwidth > 0 ? "the link" : "this machine's memory copies", l.bandwidth / 1e9,
-           1e3 * latency);
+           1e3 * latency, sequence ? "; sequence parallelism where T > 1" : "");
     return ranks ? rank_layouts(model, profile, &l, ranks, memory_limit)
                  : one_layout(model, profile, &l, memory_limit);
 }

@@ -15,9 +15,10 @@ int cmd_plan(int argc, char **argv);
 int cmd_plan_cluster(int argc, char **argv);
 /* `plan --tensor T --replicas D --zero Z` and `plan --ranks N`
  * (cmd_plan_layouts.c): memory and step time per rank of (P, T, D, zero)
- * layouts, from the profile `plan` measured; ranks 0 for the one layout */
+ * layouts, from the profile `plan` measured; ranks 0 for the one layout;
+ * sequence: with sequence parallelism where T >= 2 */
 int cmd_plan_layouts(const pt_model_config *model, const void *profile, int stages, int tensor,
-                     int replicas, int zero, int ranks, int microbatches, int batch,
+                     int sequence, int replicas, int zero, int ranks, int microbatches, int batch,
                      double memory_limit, double bandwidth, double latency);
 int cmd_merge(int argc, char **argv);
 int cmd_eval(int argc, char **argv);

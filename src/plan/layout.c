@@ -77,7 +77,11 @@ static void stage_costs(const pt_model *slice, const pt_block_profile *prof,
             continue;
         double bytes = (double)l->micro_batch_size * (double)pt_model_block_input_floats(slice, i) *
                        sizeof(float);
-        double one = allreduce_seconds(l, bytes, T);
+        /* sequence parallelism: the input is the slice's positions, and a
+         * reduce-scatter or all-gather of the whole moves half a ring
+         * all-reduce's bytes */
+        double one = l->sequence_parallel ? allreduce_seconds(l, bytes * T, T) / 2
+                                          : allreduce_seconds(l, bytes, T);
         int sums_f = pt_model_tensor_pieces(slice, i, i, 0) - 1;
         int sums_b = pt_model_tensor_pieces(slice, i, i, 1) - 1;
         *f += sums_f * one, *b += sums_b * one;
@@ -155,7 +159,7 @@ int pt_layout_predict(const pt_model_config *cfg, const pt_block_profile *prof,
 {
     memset(out, 0, sizeof *out);
     pt_model *slice;
-    int rc = pt_model_create_slice(cfg, NULL, 1, l->tensor, 0, 0, &slice);
+    int rc = pt_model_create_slice(cfg, NULL, 1, l->tensor, 0, l->sequence_parallel, &slice);
     if (rc != PT_OK)
         return rc;
     int n = pt_model_n_blocks(slice), micro = l->microbatches / (l->replicas ? l->replicas : 1);

@@ -11,6 +11,7 @@
 
 typedef struct {
     int stages, tensor, replicas, zero; /* P, T, D and the ZeRO stage */
+    int sequence_parallel;              /* with T >= 2: sequence parallelism */
     int microbatches;                   /* M per step, shared by the D replicas */
     int micro_batch_size;
     double bandwidth, latency; /* the link between two ranks (bytes/s, s); bandwidth 0:
@@ -30,7 +31,8 @@ typedef struct {
 /* Predicts one layout of the model cfg describes (AdamW, 1f1b), given the
  * whole model's block profile (pt_profile_blocks on micro_batch_size). The
  * compute of a slice is its block's profiled time over T; each tensor-group
- * sum a ring all-reduce of the block's input over T ranks, and the
+ * sum a ring all-reduce of the block's input over T ranks (with sequence
+ * parallelism, a reduce-scatter or all-gather: half of one), and the
  * replicas' sum one of each worker's gradient over D, on the link.
  * PT_EINVAL names what the layout cannot do (T not dividing the heads, the
  * channels, the MLP width or the vocabulary; zero without replicas; more

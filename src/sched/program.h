@@ -26,7 +26,10 @@
  *              their backward work and before NORM; [TM0-3] (mean) in an
  *              asynchronous program: the two copies' values averaged, last
  *   NORM       [N]        the global gradient norm over every worker (for
- *              clipping and the NaN/Inf check), synchronous only
+ *              clipping and the NaN/Inf check), synchronous only; under
+ *              sequence parallelism it first sums the LayerNorms'
+ *              gradients (each slice's positions' part) over the tensor
+ *              group
  *   STEP       [S] [S2]   the optimizer step: synchronous, one S of all the
  *              worker's chunks after NORM, last; asynchronous, S CHUNK right
  *              after each backward that carries an update (and its REDUCE)
@@ -37,7 +40,9 @@
  *              a REDUCE leaves each replica the sum of its own shard only.
  *   TENSOR_SUM [AF0.3/1] [AB0.3/0]  tensor parallelism (--tensor T > 1):
  *              the compute action F (AF) or B (AB) of (chunk, mb) runs in
- *              pieces; this is the tensor group's sum after piece `peer`,
+ *              pieces; this is the tensor group's sum (under sequence
+ *              parallelism a reduce-scatter or all-gather, as the block
+ *              says) after piece `peer`,
  *              then the next piece. Every slice of a stage runs the same
  *              list, so the group (the T slices of this worker) meets each
  *              sum in the same order. Right after its compute action or the
