@@ -124,13 +124,14 @@ static void check_sequence(void)
         return;
     for (int r = 0; r < RANKS; r++) {
         double ratio = (double)on[r].activations / (double)off[r].activations;
-        CHECK(ratio <= 0.75, "rank %d: activations %zu bytes with sequence parallelism, %zu without",
-              r, on[r].activations, off[r].activations);
+        CHECK(ratio <= 0.75,
+              "rank %d: activations %zu bytes with sequence parallelism, %zu without", r,
+              on[r].activations, off[r].activations);
         CHECK(near(on[r].activations, want[r].activations),
               "rank %d: activations %zu bytes with sequence parallelism, predicted %zu", r,
               on[r].activations, want[r].activations);
-        printf("rank %d: activations %.1f MiB with sequence parallelism, %.1f without (%.2fx)\n",
-               r, on[r].activations / 1048576.0, off[r].activations / 1048576.0, ratio);
+        printf("rank %d: activations %.1f MiB with sequence parallelism, %.1f without (%.2fx)\n", r,
+               on[r].activations / 1048576.0, off[r].activations / 1048576.0, ratio);
     }
 }
 

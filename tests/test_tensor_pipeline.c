@@ -124,9 +124,8 @@ static void compare(int P, int T, int D, const float *ref)
                   "relative)",
                   P, T, D, z, sequence ? ", sequence-parallel" : "", s, l[z][s], ref[s],
                   fabs(l[z][s] - ref[s]) / fabs(ref[s]));
-        CHECK(!memcmp(l[z], l[0], sizeof l[0]),
-              "(P %d, T %d, D %d%s): zero %d differs from zero 0", P, T, D,
-              sequence ? ", sequence-parallel" : "", z);
+        CHECK(!memcmp(l[z], l[0], sizeof l[0]), "(P %d, T %d, D %d%s): zero %d differs from zero 0",
+              P, T, D, sequence ? ", sequence-parallel" : "", z);
     }
 }
 

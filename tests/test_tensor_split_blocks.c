@@ -133,8 +133,8 @@ static int check_split(int T, int sequence)
     REQUIRE(pt_model_step_microbatch(whole, &mb, 1.0f, wa, &whole_loss) == PT_OK, "%s",
             pt_last_error());
     for (int t = 0; t < T; t++) {
-        REQUIRE(pt_model_create_slice(&c, NULL, 0, T, t, sequence, &s[t]) == PT_OK, "slice %d: %s", t,
-                pt_last_error());
+        REQUIRE(pt_model_create_slice(&c, NULL, 0, T, t, sequence, &s[t]) == PT_OK, "slice %d: %s",
+                t, pt_last_error());
         REQUIRE(pt_activations_create(s[t], 0, last, B, &a[t]) == PT_OK, "%s", pt_last_error());
     }
     /* the slices' parameters are the whole model's, by offset */

@@ -40,7 +40,7 @@ typedef struct {
     pt_model_config model;
     int batch, moments;
     int balance[PT_PARTITION_MAX_CHUNKS], n_balance;
-    int tensor; /* --tensor: --program's passes cut into the slices' pieces */
+    int tensor;    /* --tensor: --program's passes cut into the slices' pieces */
     bool sequence; /* --sequence-parallel: the pieces of sequence parallelism */
 } options;
 
@@ -565,7 +565,8 @@ static int tensor_pieces(const pt_schedule *s, const options *o, int **out)
     int K = pt_schedule_chunks(s);
     int *pieces = calloc(4 * (size_t)K, sizeof(int)), *layers = pieces + 2 * K;
     pt_model *desc = NULL;
-    int rc = pieces ? pt_model_create_slice(&o->model, NULL, 1, o->tensor, 0, o->sequence, &desc) : PT_ENOMEM;
+    int rc = pieces ? pt_model_create_slice(&o->model, NULL, 1, o->tensor, 0, o->sequence, &desc)
+                    : PT_ENOMEM;
     if (rc == PT_OK)
         rc = chunk_blocks(s, o, desc, layers, pieces); /* blocks per chunk, for now */
     for (int c = 0, first = 0; rc == PT_OK && c < K; c++) {

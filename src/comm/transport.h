@@ -177,8 +177,8 @@ static inline int pt_transport_allreduce_sum_f32(pt_transport *t, const int *gro
 {
     return t->ops->allreduce_sum_f32(t, group, n_group, buf, count);
 }
-static inline int pt_transport_reduce_scatter_f32(pt_transport *t, const int *group,
-                                                  int n_group, float *buf, pt_parts parts)
+static inline int pt_transport_reduce_scatter_f32(pt_transport *t, const int *group, int n_group,
+                                                  float *buf, pt_parts parts)
 {
     return t->ops->reduce_scatter_f32(t, group, n_group, buf, parts);
 }

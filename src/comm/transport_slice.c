@@ -66,16 +66,14 @@ static int world_group(pt_transport *t, const int *group, int n)
 static int slice_allreduce(pt_transport *t, const int *group, int n, float *buf, size_t count)
 {
     int rc = world_group(t, group, n);
-    return rc ? rc
-              : pt_transport_allreduce_sum_f32(base_of(t), view_of(t)->group, n, buf, count);
+    return rc ? rc : pt_transport_allreduce_sum_f32(base_of(t), view_of(t)->group, n, buf, count);
 }
 
 static int slice_reduce_scatter(pt_transport *t, const int *group, int n, float *buf,
                                 pt_parts parts)
 {
     int rc = world_group(t, group, n);
-    return rc ? rc
-              : pt_transport_reduce_scatter_f32(base_of(t), view_of(t)->group, n, buf, parts);
+    return rc ? rc : pt_transport_reduce_scatter_f32(base_of(t), view_of(t)->group, n, buf, parts);
 }
 
 static int slice_all_gather(pt_transport *t, const int *group, int n, float *buf, pt_parts parts)

@@ -16,8 +16,8 @@ static inline void pt_row_parallel(const pt_block *b, int w, float *sum, const v
 }
 
 /* x (N,C) = sum + bias (C) on every row, stored as activations */
-static inline void pt_add_bias_rows(const pt_block *b, void *x, const float *sum,
-                                    const float *bias, int N, int C)
+static inline void pt_add_bias_rows(const pt_block *b, void *x, const float *sum, const float *bias,
+                                    int N, int C)
 {
     for (int i = 0; i < N; i++)
         b->k->add_floats(pt_elems_at(x, (size_t)i * C, b->k->act), sum + (size_t)i * C, bias, C);

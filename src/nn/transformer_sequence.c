@@ -87,8 +87,7 @@ static seq_work work_layout(const pt_block *b, int B)
     l.dy = pt_saved_take(&at, n * w.Cl, PT_F32);
     l.dln = pt_saved_take(&at, own * w.C, PT_F32);
     l.dx2 = pt_saved_take(&at, own * w.C, PT_F32);
-    l.scratch =
-        pt_saved_take(&at, pt_attention_scratch_floats((int)L, w.Cl, w.Hl, PT_F32), PT_F32);
+    l.scratch = pt_saved_take(&at, pt_attention_scratch_floats((int)L, w.Cl, w.Hl, PT_F32), PT_F32);
     l.total = at;
     return l;
 }
@@ -181,8 +180,8 @@ static void seq_backward_piece(pt_block *b, int piece, const pt_microbatch *mb, 
         pt_seq_take(W(dln), W(part), r);
         kr->layernorm_backward_weight(g[LN2_W], g[LN2_B], W(dln), S(x2), S(mean2), S(rstd2), own,
                                       w.C);
-        kr->layernorm_backward_input(W(dx2), dout, W(dln), S(x2), p[LN2_W], S(mean2), S(rstd2),
-                                     own, w.C);
+        kr->layernorm_backward_input(W(dx2), dout, W(dln), S(x2), p[LN2_W], S(mean2), S(rstd2), own,
+                                     w.C);
         pt_seq_put(first, W(dx2), r);
         pt_seq_put(second, S(ln1), r);
         break;
@@ -196,17 +195,16 @@ static void seq_backward_piece(pt_block *b, int piece, const pt_microbatch *mb, 
         break;
     case 4:
         pt_seq_take(W(dln), W(part), r);
-        kr->layernorm_backward_weight(g[LN1_W], g[LN1_B], W(dln), in, S(mean1), S(rstd1), own,
-                                      w.C);
+        kr->layernorm_backward_weight(g[LN1_W], g[LN1_B], W(dln), in, S(mean1), S(rstd1), own, w.C);
         if (din)
-            kr->layernorm_backward_input(din, W(dx2), W(dln), in, p[LN1_W], S(mean1), S(rstd1),
-                                         own, w.C);
+            kr->layernorm_backward_input(din, W(dx2), W(dln), in, p[LN1_W], S(mean1), S(rstd1), own,
+                                         w.C);
         break;
     }
 }
 
-static float *seq_sum_buffer(const pt_block *b, int backward, int piece, int B, void *out,
-                             void *s, size_t *count)
+static float *seq_sum_buffer(const pt_block *b, int backward, int piece, int B, void *out, void *s,
+                             size_t *count)
 {
     (void)out, (void)s;
     seq_work k = work_layout(b, B);

@@ -216,9 +216,8 @@ static void exp_sums(const pt_block *b, int N, float *z, const float *stats, flo
 
 /* z's rows as probabilities (sumexp the group's sums), and the loss
  * -log p[target] of every row with a target, the same on every slice */
-static void probs_and_loss(const pt_block *b, const pt_microbatch *mb, float *z,
-                           const float *stats, const float *sumexp, double *loss_sum,
-                           int *loss_rows)
+static void probs_and_loss(const pt_block *b, const pt_microbatch *mb, float *z, const float *stats,
+                           const float *sumexp, double *loss_sum, int *loss_rows)
 {
     int N = mb->batch * b->shape.T, n = own_rows(b), T = b->shape.tensor;
     double loss = 0.0;
@@ -459,8 +458,8 @@ static int seq_embedding_sums(const pt_block *b, int backward)
     return 1;
 }
 
-static float *seq_embedding_sum_buffer(const pt_block *b, int backward, int piece, int B,
-                                       void *out, void *saved, size_t *count)
+static float *seq_embedding_sum_buffer(const pt_block *b, int backward, int piece, int B, void *out,
+                                       void *saved, size_t *count)
 {
     (void)backward, (void)piece, (void)out, (void)saved;
     *count = whole_bytes(b, B) / sizeof(float);
@@ -548,9 +547,9 @@ static void seq_head_piece(pt_block *b, int piece, const pt_microbatch *mb, cons
 }
 
 // loss -> din (B,L/T,C): piece 0 the partial dln [reduce-scatter], piece 1 ln_f's rows
-static void seq_head_backward_piece(pt_block *b, int piece, const pt_microbatch *mb,
-                                    const void *in, void *out, void *s, const void *dout,
-                                    void *din, float loss_scale)
+static void seq_head_backward_piece(pt_block *b, int piece, const pt_microbatch *mb, const void *in,
+                                    void *out, void *s, const void *dout, void *din,
+                                    float loss_scale)
 {
     (void)dout;
     const pt_kernels *k = b->k;
@@ -575,8 +574,8 @@ static void seq_head_backward_weight(pt_block *b, const pt_microbatch *mb, const
     (void)in, (void)dout;
     int N = mb->batch * b->shape.T, C = b->shape.C, n = own_rows(b);
     seq_head_layout l = seq_head_layout_of(b, mb->batch);
-    b->k->matmul(1, 0, n, C, N, 1.0f, pt_mat_of(out, n, PT_F32), pt_mat_of(F(lnw), C, PT_F32),
-                 1.0f, pt_mat_of(b->g[HEAD], C, PT_F32), NULL);
+    b->k->matmul(1, 0, n, C, N, 1.0f, pt_mat_of(out, n, PT_F32), pt_mat_of(F(lnw), C, PT_F32), 1.0f,
+                 pt_mat_of(b->g[HEAD], C, PT_F32), NULL);
 }
 
 static float *seq_head_sum_buffer(const pt_block *b, int backward, int piece, int B, void *out,
@@ -618,9 +617,8 @@ static void seq_head_forward(pt_block *b, const pt_microbatch *mb, const void *i
         seq_head_piece(b, piece, mb, in, out, s, loss_sum, loss_rows);
 }
 
-static void seq_head_backward_input(pt_block *b, const pt_microbatch *mb, const void *in,
-                                    void *out, void *s, const void *dout, void *din,
-                                    float loss_scale)
+static void seq_head_backward_input(pt_block *b, const pt_microbatch *mb, const void *in, void *out,
+                                    void *s, const void *dout, void *din, float loss_scale)
 {
     for (int piece = 0; piece < 2; piece++)
         seq_head_backward_piece(b, piece, mb, in, out, s, dout, din, loss_scale);

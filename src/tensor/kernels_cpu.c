@@ -16,7 +16,11 @@
  * AVX-512 Xeon measured, OpenBLAS's own kernel and its threads were 3-10%
  * faster than pipetrain's), otherwise pipetrain's kernel for those vectors
  * (an OpenBLAS built for an older CPU, or OPENBLAS_CORETYPE=Haswell on an
- * AVX-512 one, would halve the speed), and OpenBLAS where neither runs. A
+ * AVX-512 one, would halve the speed), and OpenBLAS where neither runs.
+ * OpenBLAS is taken only where it also stores the same bits on 1, 2, 3 and
+ * 5 threads: a pipelined run's workers use fewer threads each than a
+ * one-worker run, and pipetrain promises the two the same bits (OpenBLAS
+ * 0.3.21's Zen driver on an AMD EPYC, Zen 3, does not keep it). A
  * kernel must pass the start-up check to be chosen: the check multiplies
  * small odd shapes (every transpose, strides, alpha, beta, a bias, K over
  * two blocks) and compares with a sum in double; a kernel that fails it is
@@ -211,9 +215,41 @@ static int openblas_is_widest(void)
     return 0;
 }
 
+/* Whether OpenBLAS stores the same bits of a product (149 x 203 x 401,
+ * every transpose) on 1, 2, 3 and 5 threads; its thread count is restored. */
+int pt_fp32_openblas_keeps_bits(void)
+{
+    enum { M = 149, N = 203, K = 401 };
+    static const int threads[] = {2, 3, 5};
+    size_t big = (size_t)K * (M > N ? M : N);
+    float *a = malloc(sizeof(float) * big), *b = malloc(sizeof(float) * big),
+          *c1 = malloc(sizeof(float) * M * N), *c = malloc(sizeof(float) * M * N);
+    int same = a && b && c1 && c;
+    unsigned x = 2463534242u;
+    for (size_t i = 0; same && i < big; i++) {
+        x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+        a[i] = (float)(x & 0xffff) / 32768.0f - 1.0f;
+        x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+        b[i] = (float)(x & 0xffff) / 32768.0f - 1.0f;
+    }
+    for (int tr = 0; same && tr < 4; tr++) {
+        int ta = tr & 1, tb = tr >> 1;
+        for (int t = -1; same && t < 3; t++) {
+            openblas_set_num_threads(t < 0 ? 1 : threads[t]);
+            cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                        tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, a, ta ? M : K, b, tb ? K : N,
+                        0.0f, t < 0 ? c1 : c, N);
+            same = t < 0 || !memcmp(c1, c, sizeof(float) * M * N);
+        }
+    }
+    openblas_set_num_threads(product_threads);
+    free(a), free(b), free(c1), free(c);
+    return same;
+}
+
 static void choose_auto(void)
 {
-    if (openblas_is_widest() && passes(N_KERNELS - 1, 0))
+    if (openblas_is_widest() && passes(N_KERNELS - 1, 0) && pt_fp32_openblas_keeps_bits())
         chosen_auto = N_KERNELS - 1;
     for (int i = 0; i < N_KERNELS && chosen_auto < 0; i++)
         if (kernels[i].for_auto && passes(i, 0))
