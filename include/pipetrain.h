@@ -852,8 +852,8 @@ typedef struct {
     int sequence_parallel;           /* with tensor >= 2: each slice holds 1/T of every
                                         sample's positions outside the tensor-parallel
                                         regions (Megatron's sequence parallelism): the
-                                        LayerNorms, residuals and stage boundaries; gpt,
-                                        fp32, T dividing the sequence (docs/layouts.md) */
+                                        LayerNorms, residuals and stage boundaries; gpt
+                                        only, T dividing the sequence (docs/layouts.md) */
 } pt_pipeline_config;
 
 pt_pipeline_config pt_pipeline_config_default(void);

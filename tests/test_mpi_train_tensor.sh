@@ -11,8 +11,9 @@
 #   - the same layout on threads and under MPI, and two runs of one layout:
 #     the same losses, digit for digit;
 #   - the rank mapping is printed at start (rank = (stage D + replica) T + t);
-#   - a spec of column_linear / row_linear pairs, and gpt in bf16, at
-#     (2, 2, 1): the same losses on threads and under MPI;
+#   - a spec of column_linear / row_linear pairs, and gpt in bf16 (with
+#     and without --sequence-parallel), at (2, 2, 1): the same losses on
+#     threads and under MPI;
 #   - a set saved at (2, 2, 1) (threads, and under MPI byte for byte the
 #     same) resumes at (1, 1, 2, zero 1) as the one-worker set does, within
 #     1e-5; the weights saved as one file with slices start a one-worker run;
@@ -137,6 +138,14 @@ if command -v mpirun >/dev/null; then
         --metrics "$dir/bf16_m.jsonl" > /dev/null 2>&1 || { echo "FAIL: bf16 under mpirun"; exit 1; }
     [ -n "$(losses "$dir/bf16_t.jsonl")" ] && [ "$(losses "$dir/bf16_t.jsonl")" = "$(losses "$dir/bf16_m.jsonl")" ] ||
         { echo "FAIL: bf16 (2, 2, 1): threads and MPI differ"; exit 1; }
+    bf+=(--sequence-parallel)
+    "$PIPETRAIN" train "${common[@]}" "${bf[@]}" --metrics "$dir/bf16_st.jsonl" > /dev/null 2>&1 ||
+        { echo "FAIL: bf16 sequence-parallel on threads"; exit 1; }
+    "${mpi[@]}" 4 "$PIPETRAIN" train "${common[@]}" "${bf[@]}" --threads 1 \
+        --metrics "$dir/bf16_sm.jsonl" > /dev/null 2>&1 ||
+        { echo "FAIL: bf16 sequence-parallel under mpirun"; exit 1; }
+    [ -n "$(losses "$dir/bf16_st.jsonl")" ] && [ "$(losses "$dir/bf16_st.jsonl")" = "$(losses "$dir/bf16_sm.jsonl")" ] ||
+        { echo "FAIL: bf16 sequence-parallel (2, 2, 1): threads and MPI differ"; exit 1; }
     # a spec of Megatron's column / row pairs, threads and MPI bit for bit
     spec='input 32; column_linear 32 64; gelu; row_linear 64 32; column_linear 32 16; relu; row_linear 16 8; mse'
     sflags=(--model-spec "$spec" --data-format synthetic-regression --batch 8 --microbatches 4

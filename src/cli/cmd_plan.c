@@ -81,7 +81,7 @@ static void usage(FILE *f)
                "                        (default 0); with --tensor, --replicas or --zero: the\n"
                "                        memory and step time per rank of that layout\n"
                "  --sequence-parallel   with --tensor T >= 2 (or --ranks: where T >= 2):\n"
-               "                        Megatron's sequence parallelism (gpt, fp32)\n"
+               "                        Megatron's sequence parallelism (gpt)\n"
                "  --ranks N             instead, every P x T x D = N the model allows (--zero\n"
                "                        where D > 1), sorted by predicted step time\n"
                "  --memory-limit B      bytes a rank may hold: layouts above it are marked\n"

@@ -408,7 +408,7 @@ int cmd_train(int argc, char **argv)
              "with --tensor T: each slice holds 1/T of every sample's positions between the "
              "tensor-parallel regions (Megatron's sequence parallelism: the LayerNorms, "
              "residuals and stage boundaries); all-reduces become all-gathers and "
-             "reduce-scatters; gpt under fp32, T dividing the sequence (docs/layouts.md)"),
+             "reduce-scatters; gpt (fp32 or bf16), T dividing the sequence (docs/layouts.md)"),
         FLAG("schedule", FLAG_STRING, &cfg.pipeline.schedule, "NAME",
              "gpipe, 1f1b, interleaved, loopedbfs, zbh1, zbh2, zbv, zb2p or pipedream (default "
              "1f1b)"),

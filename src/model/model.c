@@ -222,8 +222,6 @@ static int check_sequence(const pt_model_config *cfg, int T)
         return pt_fail(PT_EINVAL,
                        "--sequence-parallel: only a gpt's blocks split their sequence (a "
                        "spec's column_linear and row_linear run with --tensor alone)");
-    if (cfg->precision != PT_PRECISION_FP32)
-        return pt_fail(PT_EINVAL, "--sequence-parallel runs under --precision fp32 only");
     if (cfg->seq_len % T)
         return pt_fail(PT_EINVAL,
                        "--sequence-parallel: --tensor %d does not divide the sequence of %d "

@@ -44,10 +44,11 @@ static inline pt_group_how pt_seq_how(pt_group_op op, pt_seq_rows r, int tensors
     return (pt_group_how){op, (size_t)tensors * r.B, (size_t)r.R * r.C};
 }
 
-/* whole (B, L, C): the slice's rows from own (B, R, C) (the gather's part;
- * the other rows are left as they are). */
-void pt_seq_put(float *whole, const float *own, pt_seq_rows r);
-/* own (B, R, C): the slice's rows of whole (what a reduce-scatter keeps). */
-void pt_seq_take(float *own, const float *whole, pt_seq_rows r);
+/* whole (B, L, C) floats: the slice's rows from own (B, R, C), activations
+ * of type t (the gather's part; the other rows are left as they are). */
+void pt_seq_put(float *whole, const void *own, pt_elem_type t, pt_seq_rows r);
+/* own (B, R, C), activations: the slice's rows of whole (what a
+ * reduce-scatter keeps), stored once. */
+void pt_seq_take(const pt_kernels *k, void *own, const float *whole, pt_seq_rows r);
 
 #endif

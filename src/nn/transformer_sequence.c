@@ -21,7 +21,10 @@
  * computes the weight gradients as the whole tensors pass by (the
  * LayerNorms' gradients are their rows' part, summed over the group before
  * the norm) and backward_weight has nothing left to do: a zero-bubble
- * schedule's W costs nothing here. fp32 only. */
+ * schedule's W costs nothing here. Under bf16 the gathers and the partial
+ * sums are floats (a gathered tensor is rounded once into the activations
+ * the products read; a partial sum is rounded once after the group's sum,
+ * as transformer_split.c does). */
 #include <stdbool.h>
 
 #include "nn/attention.h"
@@ -49,28 +52,30 @@ typedef struct {
 } seq_saved;
 
 /* The stage's workspace for one pass: pair holds one or two gathered
- * tensors, part a reduce-scatter's partial sums. */
+ * tensors in floats and act the same as activations (pair itself under
+ * fp32), part a reduce-scatter's partial sums. */
 typedef struct {
-    size_t pair, part, dh, dqkv, dy, dln, dx2, scratch, total;
+    size_t pair, act, part, dh, dqkv, dy, dln, dx2, scratch, total;
 } seq_work;
 
 static seq_saved saved_layout(const pt_block *b, int B)
 {
     seq_widths w = widths(b);
     size_t L = b->shape.T, n = (size_t)B * L, own = n / b->shape.tensor, at = 0;
+    pt_elem_type t = b->k->act;
     seq_saved l;
-    l.ln1 = pt_saved_take(&at, own * w.C, PT_F32);
+    l.ln1 = pt_saved_take(&at, own * w.C, t);
     l.mean1 = pt_saved_take(&at, own, PT_F32);
     l.rstd1 = pt_saved_take(&at, own, PT_F32);
-    l.qkv = pt_saved_take(&at, n * 3 * w.Cl, PT_F32);
+    l.qkv = pt_saved_take(&at, n * 3 * w.Cl, t);
     l.stats = pt_saved_take(&at, (size_t)B * w.Hl * L * 2, PT_F32);
-    l.y = pt_saved_take(&at, n * w.Cl, PT_F32);
-    l.x2 = pt_saved_take(&at, own * w.C, PT_F32);
-    l.ln2 = pt_saved_take(&at, own * w.C, PT_F32);
+    l.y = pt_saved_take(&at, n * w.Cl, t);
+    l.x2 = pt_saved_take(&at, own * w.C, t);
+    l.ln2 = pt_saved_take(&at, own * w.C, t);
     l.mean2 = pt_saved_take(&at, own, PT_F32);
     l.rstd2 = pt_saved_take(&at, own, PT_F32);
-    l.h = pt_saved_take(&at, n * w.Il, PT_F32);
-    l.g = pt_saved_take(&at, n * w.Il, PT_F32);
+    l.h = pt_saved_take(&at, n * w.Il, t);
+    l.g = pt_saved_take(&at, n * w.Il, t);
     l.total = at;
     return l;
 }
@@ -79,15 +84,17 @@ static seq_work work_layout(const pt_block *b, int B)
 {
     seq_widths w = widths(b);
     size_t L = b->shape.T, n = (size_t)B * L, own = n / b->shape.tensor, at = 0;
+    pt_elem_type t = b->k->act;
     seq_work l;
     l.pair = pt_saved_take(&at, 2 * n * w.C, PT_F32);
+    l.act = t == PT_F32 ? l.pair : pt_saved_take(&at, 2 * n * w.C, t);
     l.part = pt_saved_take(&at, n * w.C, PT_F32);
-    l.dh = pt_saved_take(&at, n * w.Il, PT_F32);
-    l.dqkv = pt_saved_take(&at, n * 3 * w.Cl, PT_F32);
-    l.dy = pt_saved_take(&at, n * w.Cl, PT_F32);
-    l.dln = pt_saved_take(&at, own * w.C, PT_F32);
-    l.dx2 = pt_saved_take(&at, own * w.C, PT_F32);
-    l.scratch = pt_saved_take(&at, pt_attention_scratch_floats((int)L, w.Cl, w.Hl, PT_F32), PT_F32);
+    l.dh = pt_saved_take(&at, n * w.Il, t);
+    l.dqkv = pt_saved_take(&at, n * 3 * w.Cl, t);
+    l.dy = pt_saved_take(&at, n * w.Cl, t);
+    l.dln = pt_saved_take(&at, own * w.C, t);
+    l.dx2 = pt_saved_take(&at, own * w.C, t);
+    l.scratch = pt_saved_take(&at, pt_attention_scratch_floats((int)L, w.Cl, w.Hl, t), PT_F32);
     l.total = at;
     return l;
 }
@@ -95,15 +102,26 @@ static seq_work work_layout(const pt_block *b, int B)
 static size_t seq_saved_bytes(const pt_block *b, int B) { return saved_layout(b, B).total; }
 static size_t seq_work_bytes(const pt_block *b, int B) { return work_layout(b, B).total; }
 
-#define S(name) pt_saved_floats(s, l.name)
-#define W(name) pt_saved_floats(b->work, k.name)
+#define S(name)  pt_saved_at(s, l.name)
+#define SF(name) pt_saved_floats(s, l.name)
+#define W(name)  pt_saved_at(b->work, k.name)
+#define WF(name) pt_saved_floats(b->work, k.name)
 
-/* x (own rows) = the slice's rows of the group's sum + bias */
-static void own_rows_plus_bias(const pt_block *b, float *x, const float *sum, const float *bias,
+/* The gathered tensors (floats) as the activations the products read:
+ * rounded once under bf16, themselves under fp32. */
+static void gathered_as_act(const pt_block *b, const seq_work *k, size_t n)
+{
+    if (k->act != k->pair)
+        b->k->store_floats(pt_saved_at(b->work, k->act), pt_saved_floats(b->work, k->pair), n);
+}
+
+/* x (own rows, activations) = the slice's rows of the group's sum + bias */
+static void own_rows_plus_bias(const pt_block *b, void *x, const float *sum, const float *bias,
                                pt_seq_rows r)
 {
     for (int i = 0; i < r.B; i++)
-        pt_add_bias_rows(b, x + pt_seq_own_at(r, i), sum + pt_seq_whole_at(r, i), bias, r.R, r.C);
+        pt_add_bias_rows(b, pt_elems_at(x, pt_seq_own_at(r, i), b->k->act),
+                         sum + pt_seq_whole_at(r, i), bias, r.R, r.C);
 }
 
 // in (B,L/T,C) -> out (B,L/T,C), piece by piece
@@ -120,30 +138,33 @@ static void seq_forward_piece(pt_block *b, int piece, const pt_microbatch *mb, c
     seq_saved l = saved_layout(b, B);
     seq_work k = work_layout(b, B);
     float eps = b->shape.ln_eps;
+    pt_elem_type t = kr->act;
     switch (piece) {
     case 0:
-        kr->layernorm_forward(S(ln1), S(mean1), S(rstd1), in, p[LN1_W], p[LN1_B], own, w.C, eps);
-        pt_seq_put(W(pair), S(ln1), r);
+        kr->layernorm_forward(S(ln1), SF(mean1), SF(rstd1), in, p[LN1_W], p[LN1_B], own, w.C, eps);
+        pt_seq_put(WF(pair), S(ln1), t, r);
         break;
-    case 1:
-        pt_linear_forward(b, ATTN_W, S(qkv), W(pair), N, w.C, 3 * w.Cl);
-        pt_attention_forward(kr, S(y), S(stats), W(scratch), S(qkv), B, L, w.Cl, w.Hl,
+    case 1: /* the gathered ln_1 */
+        gathered_as_act(b, &k, (size_t)N * w.C);
+        pt_linear_forward(b, ATTN_W, S(qkv), W(act), N, w.C, 3 * w.Cl);
+        pt_attention_forward(kr, S(y), SF(stats), WF(scratch), S(qkv), B, L, w.Cl, w.Hl,
                              pt_attention_scale(&b->shape, b->layer));
-        pt_row_parallel(b, APROJ_W, W(part), S(y), N, w.Cl, w.C);
+        pt_row_parallel(b, APROJ_W, WF(part), S(y), N, w.Cl, w.C);
         break;
     case 2:
-        own_rows_plus_bias(b, S(x2), W(part), p[APROJ_B], r);
-        kr->residual_layernorm_forward(S(x2), S(ln2), S(mean2), S(rstd2), S(x2), in, p[LN2_W],
+        own_rows_plus_bias(b, S(x2), WF(part), p[APROJ_B], r);
+        kr->residual_layernorm_forward(S(x2), S(ln2), SF(mean2), SF(rstd2), S(x2), in, p[LN2_W],
                                        p[LN2_B], own, w.C, eps);
-        pt_seq_put(W(pair), S(ln2), r);
+        pt_seq_put(WF(pair), S(ln2), t, r);
         break;
-    case 3:
-        pt_linear_forward(b, FC_W, S(h), W(pair), N, w.C, w.Il);
+    case 3: /* the gathered ln_2 */
+        gathered_as_act(b, &k, (size_t)N * w.C);
+        pt_linear_forward(b, FC_W, S(h), W(act), N, w.C, w.Il);
         pt_activation_pick(kr, b->shape.act).forward(S(g), S(h), (size_t)N * w.Il);
-        pt_row_parallel(b, FPROJ_W, W(part), S(g), N, w.Il, w.C);
+        pt_row_parallel(b, FPROJ_W, WF(part), S(g), N, w.Il, w.C);
         break;
     case 4:
-        own_rows_plus_bias(b, out, W(part), p[FPROJ_B], r);
+        own_rows_plus_bias(b, out, WF(part), p[FPROJ_B], r);
         kr->add(out, out, S(x2), (size_t)own * w.C);
         break;
     }
@@ -163,42 +184,48 @@ static void seq_backward_piece(pt_block *b, int piece, const pt_microbatch *mb, 
     size_t whole = (size_t)N * w.C;
     seq_saved l = saved_layout(b, B);
     seq_work k = work_layout(b, B);
-    float *first = W(pair), *second = W(pair) + whole;
+    pt_elem_type t = kr->act;
+    /* the two gathered tensors, in floats and as activations */
+    float *first = WF(pair), *second = WF(pair) + whole;
+    void *first_act = W(act), *second_act = pt_elems_at(W(act), whole, t);
     switch (piece) {
     case 0:
-        pt_seq_put(first, dout, r);
-        pt_seq_put(second, S(ln2), r);
+        pt_seq_put(first, dout, t, r);
+        pt_seq_put(second, S(ln2), t, r);
         break;
     case 1: /* first: dout, second: ln_2's output, every row */
-        pt_linear_backward_weight(b, FPROJ_W, first, S(g), N, w.Il, w.C);
-        pt_linear_backward_input(b, FPROJ_W, W(dh), first, N, w.Il, w.C);
+        gathered_as_act(b, &k, 2 * whole);
+        pt_linear_backward_weight(b, FPROJ_W, first_act, S(g), N, w.Il, w.C);
+        pt_linear_backward_input(b, FPROJ_W, W(dh), first_act, N, w.Il, w.C);
         pt_activation_pick(kr, b->shape.act).backward(W(dh), S(h), W(dh), (size_t)N * w.Il);
-        pt_linear_backward_weight(b, FC_W, W(dh), second, N, w.C, w.Il);
-        pt_column_input_grad(b, FC_W, W(part), W(dh), N, w.C, w.Il);
+        pt_linear_backward_weight(b, FC_W, W(dh), second_act, N, w.C, w.Il);
+        pt_column_input_grad(b, FC_W, WF(part), W(dh), N, w.C, w.Il);
         break;
     case 2:
-        pt_seq_take(W(dln), W(part), r);
-        kr->layernorm_backward_weight(g[LN2_W], g[LN2_B], W(dln), S(x2), S(mean2), S(rstd2), own,
+        pt_seq_take(kr, W(dln), WF(part), r);
+        kr->layernorm_backward_weight(g[LN2_W], g[LN2_B], W(dln), S(x2), SF(mean2), SF(rstd2), own,
                                       w.C);
-        kr->layernorm_backward_input(W(dx2), dout, W(dln), S(x2), p[LN2_W], S(mean2), S(rstd2), own,
-                                     w.C);
-        pt_seq_put(first, W(dx2), r);
-        pt_seq_put(second, S(ln1), r);
+        kr->layernorm_backward_input(W(dx2), dout, W(dln), S(x2), p[LN2_W], SF(mean2), SF(rstd2),
+                                     own, w.C);
+        pt_seq_put(first, W(dx2), t, r);
+        pt_seq_put(second, S(ln1), t, r);
         break;
     case 3: /* first: dx2, second: ln_1's output, every row */
-        pt_linear_backward_weight(b, APROJ_W, first, S(y), N, w.Cl, w.C);
-        pt_linear_backward_input(b, APROJ_W, W(dy), first, N, w.Cl, w.C);
-        pt_attention_backward(kr, W(dqkv), S(stats), W(scratch), W(dy), S(qkv), B, L, w.Cl, w.Hl,
+        gathered_as_act(b, &k, 2 * whole);
+        pt_linear_backward_weight(b, APROJ_W, first_act, S(y), N, w.Cl, w.C);
+        pt_linear_backward_input(b, APROJ_W, W(dy), first_act, N, w.Cl, w.C);
+        pt_attention_backward(kr, W(dqkv), SF(stats), WF(scratch), W(dy), S(qkv), B, L, w.Cl, w.Hl,
                               pt_attention_scale(&b->shape, b->layer));
-        pt_linear_backward_weight(b, ATTN_W, W(dqkv), second, N, w.C, 3 * w.Cl);
-        pt_column_input_grad(b, ATTN_W, W(part), W(dqkv), N, w.C, 3 * w.Cl);
+        pt_linear_backward_weight(b, ATTN_W, W(dqkv), second_act, N, w.C, 3 * w.Cl);
+        pt_column_input_grad(b, ATTN_W, WF(part), W(dqkv), N, w.C, 3 * w.Cl);
         break;
     case 4:
-        pt_seq_take(W(dln), W(part), r);
-        kr->layernorm_backward_weight(g[LN1_W], g[LN1_B], W(dln), in, S(mean1), S(rstd1), own, w.C);
+        pt_seq_take(kr, W(dln), WF(part), r);
+        kr->layernorm_backward_weight(g[LN1_W], g[LN1_B], W(dln), in, SF(mean1), SF(rstd1), own,
+                                      w.C);
         if (din)
-            kr->layernorm_backward_input(din, W(dx2), W(dln), in, p[LN1_W], S(mean1), S(rstd1), own,
-                                         w.C);
+            kr->layernorm_backward_input(din, W(dx2), W(dln), in, p[LN1_W], SF(mean1), SF(rstd1),
+                                         own, w.C);
         break;
     }
 }
@@ -211,11 +238,13 @@ static float *seq_sum_buffer(const pt_block *b, int backward, int piece, int B, 
     size_t whole = (size_t)B * b->shape.T * b->shape.C;
     bool pair = piece % 2 == 0; /* gathers: forward's one tensor, backward's two */
     *count = pair && backward ? 2 * whole : whole;
-    return pair ? W(pair) : W(part);
+    return pair ? WF(pair) : WF(part);
 }
 
 #undef S
+#undef SF
 #undef W
+#undef WF
 
 /* even pieces end in a gather (backward's of two tensors), odd ones in a
  * reduce-scatter */

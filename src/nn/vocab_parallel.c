@@ -390,7 +390,8 @@ void pt_lm_head_split(pt_block *b)
  * is all-gathered (kept per micro-batch: the head's weight gradient reads it),
  * then as above; its backward reduce-scatters the partial gradient of
  * ln_f's output and runs ln_f on the slice's rows (ln_f's gradients are
- * their part, summed over the group before the norm). fp32 only. */
+ * their part, summed over the group before the norm). Under bf16 the
+ * gathers and sums are floats, rounded once into activations. */
 
 static size_t whole_bytes(const pt_block *b, int B)
 {
@@ -414,8 +415,8 @@ static void seq_embedding_piece(pt_block *b, int piece, const pt_microbatch *mb,
             else if (piece == 0)
                 memset(row, 0, sizeof(float) * (size_t)C);
             else if (j >= 0 && j < r.R)
-                b->k->add_floats((float *)out + pt_seq_own_at(r, i) + (size_t)j * C, row,
-                                 b->p[WPE] + (size_t)t * C, C);
+                b->k->add_floats(pt_elems_at(out, pt_seq_own_at(r, i) + (size_t)j * C, b->k->act),
+                                 row, b->p[WPE] + (size_t)t * C, C);
         }
 }
 
@@ -431,11 +432,24 @@ static void seq_embedding_backward_piece(pt_block *b, int piece, const pt_microb
                                          const void *in, void *out, void *saved, const void *dout,
                                          void *din, float loss_scale)
 {
-    (void)din, (void)loss_scale;
-    if (piece == 0)
-        pt_seq_put(b->work, dout, pt_seq_rows_of(b, mb->batch, b->shape.C));
-    else
-        embedding_backward_weight(b, mb, in, out, saved, b->work);
+    (void)in, (void)out, (void)saved, (void)din, (void)loss_scale;
+    int L = b->shape.T, C = b->shape.C, lo = first_row(b), n = own_rows(b);
+    const float *whole = b->work;
+    if (piece == 0) {
+        pt_seq_put(b->work, dout, b->k->act, pt_seq_rows_of(b, mb->batch, C));
+        return;
+    }
+    for (int i = 0; i < mb->batch; i++) /* every position's gradient, in floats */
+        for (int t = 0; t < L; t++) {
+            const float *d = whole + ((size_t)i * L + t) * C;
+            float *pe = b->g[WPE] + (size_t)t * C;
+            int tok = mb->tokens[i * L + t] - lo;
+            if (tok >= 0 && tok < n)
+                for (int c = 0; c < C; c++)
+                    b->g[WTE][(size_t)tok * C + c] += d[c];
+            for (int c = 0; c < C; c++)
+                pe[c] += d[c];
+        }
 }
 
 static void seq_embedding_backward(pt_block *b, const pt_microbatch *mb, const void *in, void *out,
@@ -497,9 +511,10 @@ void pt_embedding_sequence(pt_block *b)
     b->out_floats = b->shape.T / b->shape.tensor * b->shape.C;
 }
 
-/* the head's: lnw, ln_f's output gathered; dln the partial gradient of it */
+/* the head's: lnw, ln_f's output gathered (lna: as activations, rounded
+ * once under bf16); dln the partial gradient of it */
 typedef struct {
-    size_t lnw, mean, rstd, dln, stats, sumexp, total;
+    size_t lnw, lna, mean, rstd, dln, stats, sumexp, total;
 } seq_head_layout;
 
 static seq_head_layout seq_head_layout_of(const pt_block *b, int B)
@@ -507,6 +522,7 @@ static seq_head_layout seq_head_layout_of(const pt_block *b, int B)
     size_t n = (size_t)B * b->shape.T, own = n / b->shape.tensor, C = b->shape.C, at = 0;
     seq_head_layout l;
     l.lnw = pt_saved_take(&at, n * C, PT_F32);
+    l.lna = b->k->act == PT_F32 ? l.lnw : pt_saved_take(&at, n * C, b->k->act);
     l.mean = pt_saved_take(&at, own, PT_F32);
     l.rstd = pt_saved_take(&at, own, PT_F32);
     l.dln = pt_saved_take(&at, n * C, PT_F32);
@@ -525,6 +541,7 @@ static size_t seq_head_work(const pt_block *b, int B)
 }
 
 #define F(name) pt_saved_floats(s, l.name)
+#define S(name) pt_saved_at(s, l.name)
 
 // in (B,L/T,C) -> out (B,L,V/T): piece 0 ln_f [gather], then as head_piece
 static void seq_head_piece(pt_block *b, int piece, const pt_microbatch *mb, const void *in,
@@ -536,9 +553,11 @@ static void seq_head_piece(pt_block *b, int piece, const pt_microbatch *mb, cons
     if (piece == 0) {
         b->k->layernorm_forward(b->work, F(mean), F(rstd), in, b->p[LNF_W], b->p[LNF_B],
                                 mb->batch * r.R, C, b->shape.ln_eps);
-        pt_seq_put(F(lnw), b->work, r);
+        pt_seq_put(F(lnw), b->work, b->k->act, r);
     } else if (piece == 1) {
-        logits_and_maxima(b, mb, F(lnw), out, F(stats));
+        if (l.lna != l.lnw)
+            b->k->store_floats(S(lna), F(lnw), (size_t)N * C);
+        logits_and_maxima(b, mb, S(lna), out, F(stats));
     } else if (piece == 2) {
         exp_sums(b, N, out, F(stats), F(sumexp));
     } else {
@@ -561,8 +580,8 @@ static void seq_head_backward_piece(pt_block *b, int piece, const pt_microbatch 
         logits_grad(b, mb, out, loss_scale, F(dln));
         return;
     }
-    float *dln = b->work;
-    pt_seq_take(dln, F(dln), r);
+    void *dln = b->work;
+    pt_seq_take(k, dln, F(dln), r);
     k->layernorm_backward_weight(b->g[LNF_W], b->g[LNF_B], dln, in, F(mean), F(rstd), own, C);
     if (din)
         k->layernorm_backward_input(din, NULL, dln, in, b->p[LNF_W], F(mean), F(rstd), own, C);
@@ -593,6 +612,7 @@ static float *seq_head_sum_buffer(const pt_block *b, int backward, int piece, in
 }
 
 #undef F
+#undef S
 
 /* forward: ln_f's output gathered, then the cross-entropy's two sums;
  * backward: dln reduce-scattered */
