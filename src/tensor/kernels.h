@@ -217,10 +217,8 @@ const pt_kernels *pt_kernels_cpu(void);
  * sum in double, in units of the bound a correct float sum keeps (<= 1:
  * correct; INFINITY for NaN or when the check could not allocate). */
 double pt_fp32_kernel_error(const pt_kernels *t, int M, int N, int K);
-/* 1 when the openblas table stores the same bits of a product on 1, 2, 3
- * and 5 threads: with OpenBLAS's own threads, or with pipetrain's pool
- * splitting C's rows between OpenBLAS products on one thread each where
- * its own change the bits (auto takes OpenBLAS only then). */
+/* 1 when OpenBLAS stores the same bits of a product on 1, 2, 3 and 5
+ * threads (auto takes OpenBLAS only then). */
 int pt_fp32_openblas_keeps_bits(void);
 /* bf16 kernels with the portable products (rounded operands, sgemm): the
  * same values stored as the fast path, on every CPU. */

@@ -19,12 +19,8 @@
  * AVX-512 one, would halve the speed), and OpenBLAS where neither runs.
  * OpenBLAS is taken only where it also stores the same bits on 1, 2, 3 and
  * 5 threads: a pipelined run's workers use fewer threads each than a
- * one-worker run, and pipetrain promises the two the same bits. Where
- * OpenBLAS's own threads change the bits (0.3.21's Zen driver on an AMD
- * EPYC, Zen 3), the openblas table runs OpenBLAS on one thread per part
- * and pipetrain's pool (gemm_pool.c) splits C's rows between the parts,
- * in blocks of 48, if that keeps them; if neither does, auto does not take
- * OpenBLAS. A
+ * one-worker run, and pipetrain promises the two the same bits (OpenBLAS
+ * 0.3.21's Zen driver on an AMD EPYC, Zen 3, does not keep it). A
  * kernel must pass the start-up check to be chosen: the check multiplies
  * small odd shapes (every transpose, strides, alpha, beta, a bias, K over
  * two blocks) and compares with a sum in double; a kernel that fails it is
@@ -73,62 +69,17 @@ GEMM_MATMUL(avx512)
 GEMM_MATMUL(avx2)
 GEMM_MATMUL(generic)
 
-/* How the openblas table uses several threads: OpenBLAS's own, or (where
- * those change the bits) pipetrain's pool splitting C's rows in blocks of
- * POOL_ROWS, each part an OpenBLAS product on one thread (chosen once by
- * openblas_mode()). */
-enum { OPENBLAS_THREADS, OPENBLAS_POOL };
-static _Atomic int openblas_threading = OPENBLAS_THREADS;
-
-#define POOL_ROWS     48 /* a multiple of every sgemm kernel's rows */
-#define POOL_MIN_FMAS (1L << 20)
-
-typedef struct {
-    int ta, tb, M, N, K, parts;
-    float alpha, beta;
-    pt_mat A, B, C;
-    const float *bias;
-} sgemm_job;
-
-/* Rows [lo, hi) of part i of the job, in whole blocks of POOL_ROWS. */
-static void sgemm_rows(const sgemm_job *j, int i, int *lo, int *hi)
-{
-    long blocks = (j->M + POOL_ROWS - 1) / POOL_ROWS;
-    *lo = (int)(blocks * i / j->parts) * POOL_ROWS;
-    *hi = (int)(blocks * (i + 1) / j->parts) * POOL_ROWS;
-    *hi = *hi < j->M ? *hi : j->M;
-}
-
-static void sgemm_part(void *arg, int i)
-{
-    const sgemm_job *j = arg;
-    int lo, hi;
-    sgemm_rows(j, i, &lo, &hi);
-    if (lo >= hi)
-        return;
-    /* op(A)'s rows lo..hi-1: A's rows, or A's columns when transposed */
-    const float *a = (const float *)j->A.p + (j->ta ? (size_t)lo : (size_t)lo * j->A.ld);
-    float *c = (float *)j->C.p + (size_t)lo * j->C.ld;
-    cblas_sgemm(CblasRowMajor, j->ta ? CblasTrans : CblasNoTrans, j->tb ? CblasTrans : CblasNoTrans,
-                hi - lo, j->N, j->K, j->alpha, a, j->A.ld, j->B.p, j->B.ld, j->beta, c, j->C.ld);
-    for (int r = lo; j->bias && r < hi; r++) {
-        float *o = (float *)j->C.p + (size_t)r * j->C.ld;
-        for (int k = 0; k < j->N; k++)
-            o[k] += j->bias[k];
-    }
-}
-
 static void openblas_matmul(int trans_a, int trans_b, int M, int N, int K, float alpha, pt_mat A,
                             pt_mat B, float beta, pt_mat C, const float *bias)
 {
-    sgemm_job j = {trans_a, trans_b, M, N, K, 1, alpha, beta, A, B, C, bias};
-    int blocks = (M + POOL_ROWS - 1) / POOL_ROWS, threads = product_threads;
-    if (openblas_threading == OPENBLAS_POOL && threads > 1 && blocks > 1 &&
-        (long)M * N * K >= POOL_MIN_FMAS) {
-        j.parts = threads < blocks ? threads : blocks;
-        pt_gemm_parallel(j.parts, sgemm_part, &j);
-    } else {
-        sgemm_part(&j, 0);
+    float *c = C.p;
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A.p, A.ld, B.p, B.ld, beta, c,
+                C.ld);
+    for (int i = 0; bias && i < M; i++) {
+        float *o = c + (size_t)i * C.ld;
+        for (int j = 0; j < N; j++)
+            o[j] += bias[j];
     }
 }
 
@@ -264,11 +215,9 @@ static int openblas_is_widest(void)
     return 0;
 }
 
-/* A product (149 x 203 x 401, every transpose) that OpenBLAS computes on 1,
- * 2, 3 and 5 threads, its own or (pool) pipetrain's over row blocks: 1 when
- * every count stores the bits one thread does. OpenBLAS's thread count is
- * set back to what the table runs. */
-static int openblas_same_bits(int pool)
+/* Whether OpenBLAS stores the same bits of a product (149 x 203 x 401,
+ * every transpose) on 1, 2, 3 and 5 threads; its thread count is restored. */
+int pt_fp32_openblas_keeps_bits(void)
 {
     enum { M = 149, N = 203, K = 401 };
     static const int threads[] = {2, 3, 5};
@@ -286,48 +235,17 @@ static int openblas_same_bits(int pool)
     for (int tr = 0; same && tr < 4; tr++) {
         int ta = tr & 1, tb = tr >> 1;
         for (int t = -1; same && t < 3; t++) {
-            int n = t < 0 ? 1 : threads[t];
-            sgemm_job j = {ta,
-                           tb,
-                           M,
-                           N,
-                           K,
-                           pool ? n : 1,
-                           1.0f,
-                           0.0f,
-                           pt_mat_of(a, ta ? M : K, PT_F32),
-                           pt_mat_of(b, tb ? K : N, PT_F32),
-                           pt_mat_of(t < 0 ? c1 : c, N, PT_F32),
-                           NULL};
-            openblas_set_num_threads(pool ? 1 : n);
-            for (int i = 0; i < j.parts; i++) /* the parts, one after another */
-                sgemm_part(&j, i);
+            openblas_set_num_threads(t < 0 ? 1 : threads[t]);
+            cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                        tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, a, ta ? M : K, b, tb ? K : N,
+                        0.0f, t < 0 ? c1 : c, N);
             same = t < 0 || !memcmp(c1, c, sizeof(float) * M * N);
         }
     }
-    openblas_set_num_threads(openblas_threading == OPENBLAS_POOL ? 1 : product_threads);
+    openblas_set_num_threads(product_threads);
     free(a), free(b), free(c1), free(c);
     return same;
 }
-
-/* How the openblas table runs several threads (once): OpenBLAS's own where
- * they keep the bits, else pipetrain's pool where that does; -1 where
- * neither does (then OpenBLAS's own, whose bits follow the thread count). */
-static int openblas_mode(void)
-{
-    static _Atomic int mode = -2;
-    if (mode == -2) {
-        int m = openblas_same_bits(0)   ? OPENBLAS_THREADS
-                : openblas_same_bits(1) ? OPENBLAS_POOL
-                                        : -1;
-        openblas_threading = m == OPENBLAS_POOL ? OPENBLAS_POOL : OPENBLAS_THREADS;
-        openblas_set_num_threads(m == OPENBLAS_POOL ? 1 : product_threads);
-        mode = m;
-    }
-    return mode;
-}
-
-int pt_fp32_openblas_keeps_bits(void) { return openblas_mode() >= 0; }
 
 static void choose_auto(void)
 {
@@ -358,8 +276,6 @@ int pt_fp32_set_kernel(const char *name)
                                "fp32 kernel %s gives wrong products on this machine (its "
                                "start-up check against a sum in double failed)",
                                name);
-            if (!kernels[i].gemm)
-                openblas_mode(); /* how its threads run */
             wanted = i;
             return PT_OK;
         }
@@ -382,9 +298,8 @@ int pt_blas_set_threads(int n)
 {
     if (n < 1)
         return pt_fail(PT_EINVAL, "BLAS threads must be at least 1 (got %d)", n);
+    openblas_set_num_threads(n);
     product_threads = n;
-    /* under the pool every OpenBLAS call runs on its caller's thread */
-    openblas_set_num_threads(openblas_threading == OPENBLAS_POOL ? 1 : n);
     return PT_OK;
 }
 
