@@ -136,10 +136,14 @@ EOF
     # rtc ^hwloc: orted's shared-memory topology write crashes now and then
     # when hosts share one machine; --bind-to none: they share its cores;
     # the keepalives: mpirun notices a lost host within 14 s and ends the
-    # job, before the ranks' own 30 s deadline (docs/multi-host.md)
+    # job, before the ranks' own 30 s deadline; the eager limit: messages
+    # between stages up to TH_EAGER_LIMIT bytes (default 1 MiB) go out
+    # without waiting for the receiver's handshake (docs/multi-host.md)
+    local eager=${TH_EAGER_LIMIT:-1048576}
     TH_MPIRUN=(mpirun --oversubscribe --mca plm_rsh_agent "$TH_DIR/agent" --hostfile "$TH_HOSTFILE"
                --mca routed direct --mca rtc ^hwloc --mca btl tcp,self
                --mca btl_tcp_if_include "$TH_NET" --mca oob_tcp_if_include "$TH_NET"
+               --mca btl_tcp_eager_limit "$eager" --mca btl_tcp_rndv_eager_limit "$eager"
                --mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 3
                --mca oob_tcp_keepalive_probes 3 --bind-to none)
 }

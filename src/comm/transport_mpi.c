@@ -33,10 +33,13 @@
  * MPI calls (Open MPI's TCP transport writes a rendezvous message's
  * fragments, and the receiver answers its request to send, only then), so a
  * send posted before a long compute action would otherwise wait for the
- * next call. A progress thread calls MPI_Iprobe every PROGRESS_US
- * microseconds while the endpoint has a point-to-point request in flight,
- * and sleeps on a condition variable while it has none. MPI is used at
- * MPI_THREAD_SERIALIZED: every MPI call of the endpoint, from either
+ * next call. A progress thread calls MPI_Iprobe while the endpoint has a
+ * point-to-point request in flight: PROGRESS_US microseconds after a
+ * request goes out, then at twice the previous interval up to
+ * PROGRESS_MAX_US (a fixed 200 µs woke it so often, on a slow link where
+ * some request is nearly always in flight, that it cost the compute sharing
+ * its cores 15%); it sleeps on a condition variable while none is. MPI is
+ * used at MPI_THREAD_SERIALIZED: every MPI call of the endpoint, from either
  * thread, is made holding `lock` (the worker's thread releases it while a
  * wait sleeps or yields). Where MPI gives less than SERIALIZED, or
  * PIPETRAIN_MPI_PROGRESS=0, there is no thread and transfers move inside
@@ -55,12 +58,13 @@
 #include "comm/transport.h"
 #include "tensor/error.h"
 
-#define SEGMENT     (1 << 18) /* floats per allreduce message */
-#define TAG_UP      1         /* coll: a member's contribution to the root */
-#define TAG_DOWN    2         /* coll: the root's sum back to a member */
-#define TAG_PART    3         /* coll: a member's parts for another (reduce-scatter, all-gather) */
-#define TAG_ABORT   1         /* ctrl */
-#define PROGRESS_US 200       /* the progress thread's period while requests are in flight */
+#define SEGMENT         (1 << 18) /* floats per allreduce message */
+#define TAG_UP          1         /* coll: a member's contribution to the root */
+#define TAG_DOWN        2         /* coll: the root's sum back to a member */
+#define TAG_PART        3    /* coll: a member's parts for another (reduce-scatter, all-gather) */
+#define TAG_ABORT       1    /* ctrl */
+#define PROGRESS_US     200  /* the progress thread's period after a request goes out */
+#define PROGRESS_MAX_US 3200 /* ... doubling while none does, up to this */
 
 _Static_assert(sizeof(MPI_Request) <= sizeof(((pt_request *)0)->impl),
                "pt_request.impl cannot hold an MPI_Request");
@@ -89,6 +93,7 @@ typedef struct {
     int has_progress; /* the thread runs */
     int stop;         /* under lock: the thread ends */
     int pending;      /* under lock: point-to-point requests posted, not settled */
+    long period_us;   /* under lock: the thread's next sleep */
 } mpi_endpoint;
 
 static void enter(mpi_endpoint *e) { pthread_mutex_lock(&e->lock); }
@@ -106,8 +111,10 @@ static void *progress_main(void *arg)
         }
         int flag = 0;
         MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, e->data, &flag, MPI_STATUS_IGNORE);
+        long us = e->period_us;
+        e->period_us = us * 2 < PROGRESS_MAX_US ? us * 2 : PROGRESS_MAX_US;
         leave(e);
-        struct timespec ts = {0, PROGRESS_US * 1000L};
+        struct timespec ts = {0, us * 1000L};
         nanosleep(&ts, NULL);
         enter(e);
     }
@@ -142,6 +149,7 @@ static void stop_progress(mpi_endpoint *e)
 /* A point-to-point request went out (under lock): the thread has work. */
 static void note_posted(mpi_endpoint *e)
 {
+    e->period_us = PROGRESS_US;
     if (e->pending++ == 0)
         pthread_cond_signal(&e->in_flight);
 }

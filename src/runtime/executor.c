@@ -90,8 +90,43 @@ static int post_receive(pt_worker *w, const pt_prog_action *a)
     return rc;
 }
 
+/* A receive's stream: its kind and chunk. A stream's messages come from one
+ * peer in the order its list posts them. */
+static int stream_of(const pt_prog_action *a)
+{
+    return 2 * a->chunk + (a->kind == PT_PROG_RECV_GRAD);
+}
+
+/* Every stream keeps the next PT_RECEIVES_AHEAD of its receives posted
+ * beyond those of the next compute action (index j): a message then moves
+ * as soon as its sender sends it, on a transport whose large messages wait
+ * for their receive (MPI's rendezvous), not when the list reaches it. A
+ * posted receive holds a boundary buffer: PT_RECEIVES_AHEAD more per stream
+ * at most. */
+static int post_streams(pt_worker *w, const pt_prog_action *acts, int n, int j)
+{
+    int *ahead = w->stream_ahead, streams = 2 * w->p->n_chunks, full = 0;
+    memset(ahead, 0, sizeof(int) * (size_t)streams);
+    for (int k = j + 1; k < n && full < w->n_streams; k++) {
+        if (!pt_prog_is_recv(acts[k].kind))
+            continue;
+        int s = stream_of(&acts[k]);
+        if (ahead[s] == PT_RECEIVES_AHEAD)
+            continue;
+        pt_slot *sl = slot_of(w, acts[k].chunk, acts[k].mb);
+        bool held = acts[k].kind == PT_PROG_RECV_GRAD ? sl->gin_posted || sl->gin_ready
+                                                      : sl->in_posted || sl->in_ready;
+        int rc = held ? PT_OK : post_receive(w, &acts[k]);
+        if (rc != PT_OK)
+            return rc;
+        full += ++ahead[s] == PT_RECEIVES_AHEAD;
+    }
+    return PT_OK;
+}
+
 /* Before compute action i runs: the receives of the next compute action go
- * out, so its inputs travel while action i computes. */
+ * out, so its inputs travel while action i computes, and every stream's
+ * next ones after them. */
 static int post_ahead(pt_worker *w, const pt_prog_action *acts, int n, int i)
 {
     int j = i + 1;
@@ -103,7 +138,19 @@ static int post_ahead(pt_worker *w, const pt_prog_action *acts, int n, int i)
             if (rc != PT_OK)
                 return rc;
         }
-    return PT_OK;
+    return post_streams(w, acts, n, j);
+}
+
+/* How many streams the list receives on (post_streams stops once each has
+ * its receives ahead). */
+static int count_streams(pt_worker *w, const pt_prog_action *acts, int n)
+{
+    int *seen = w->stream_ahead, streams = 2 * w->p->n_chunks, count = 0;
+    memset(seen, 0, sizeof(int) * (size_t)streams);
+    for (int k = 0; k < n; k++)
+        if (pt_prog_is_recv(acts[k].kind) && !seen[stream_of(&acts[k])]++)
+            count++;
+    return count;
 }
 
 static int await_input(pt_worker *w, const pt_action *a)
@@ -555,6 +602,8 @@ static int sum_then_piece(pt_worker *w, const pt_prog_action *a, const pt_microb
     ev->ts = pt_pipeline_now() - p->step_t0;
     w->tensor_sum_time += pt_pipeline_now() - t0;
     w->tensor_sum_bytes += count * sizeof(float);
+    w->tensor_sums[how.op]++;
+    w->tensor_how[how.op] = how.op == PT_GROUP_SUM ? (pt_group_how){how.op, 1, count} : how;
     if (rc != PT_OK)
         return rc;
     bool done = piece + 1 == pt_model_tensor_pieces(w->stage, first, last, pass);
@@ -683,6 +732,7 @@ int pt_executor_run(pt_worker *w, const pt_program *prog, const pt_microbatch *b
     w->n_events = 0;
     w->tensor_sum_time = 0;
     w->tensor_sum_bytes = 0;
+    memset(w->tensor_sums, 0, sizeof w->tensor_sums);
     w->skip = false;
     pt_store_restart_samples(&w->store);
     pt_transport_watch(w->t, &w->flight);
@@ -696,6 +746,7 @@ int pt_executor_run(pt_worker *w, const pt_program *prog, const pt_microbatch *b
             w->stash[c].version = 0;
         rc = pt_reduce_begin(&w->reduce, w->t);
     }
+    w->n_streams = count_streams(w, acts, n);
     if (rc == PT_OK)
         rc = post_ahead(w, acts, n, -1);
     for (int i = 0; rc == PT_OK && i < n; i++) {

@@ -98,11 +98,11 @@ static double double_of(uint64_t u)
     return x;
 }
 
-/* The largest transfer between two chunks, in bytes, LEAST at least. */
-static size_t largest_transfer(const pt_pipeline *p)
+/* The largest transfer between two chunks, in bytes, `least` at least. */
+static size_t largest_transfer(const pt_pipeline *p, size_t least)
 {
     const pt_activation_store *st = &p->workers[p->rank].store;
-    size_t most = LEAST;
+    size_t most = least;
     for (int c = 1; c < p->n_chunks; c++) {
         size_t b = pt_store_buffer_bytes(st, c);
         most = b > most ? b : most;
@@ -117,7 +117,7 @@ int pt_pipeline_probe_link(pt_pipeline *p, pt_link_rate *out)
         return PT_OK;
     pt_transport *t = p->mpi_t;
     int r = p->rank;
-    size_t bytes = largest_transfer(p);
+    size_t bytes = largest_transfer(p, LEAST);
     pt_link_rate mine = {0, 0};
     /* two rounds, so that each rank times one pair at a time: (0,1), (2,3),
      * ... then (1,2), (3,4), ...; rank r leads the pair (r, r+1) */
@@ -220,8 +220,11 @@ int pt_pipeline_step_time_report(const pt_pipeline *p, const pt_link_rate *link,
         return pt_fail(PT_EINVAL, "the step time report needs the figures and a buffer");
     size_t at = 0;
     if (link && link->bandwidth > 0)
-        at += (size_t)snprintf(buf, n, "link (ping-pong): %.4g Mbit/s, latency %.3g ms\n",
-                               link->bandwidth * 8 / 1e6, 1e3 * link->latency);
+        at += (size_t)snprintf(buf, n,
+                               "link (ping-pong): %.4g Mbit/s, latency %.3g ms; messages "
+                               "between stages up to %zu bytes\n",
+                               link->bandwidth * 8 / 1e6, 1e3 * link->latency,
+                               largest_transfer(p, 0));
     else
         at += (size_t)snprintf(buf, n, "link: none (transfers in memory)\n");
     if (at < n)

@@ -542,6 +542,7 @@ static int make_worker(pt_pipeline *p, int global)
     size_t slots = (size_t)p->n_chunks * (size_t)p->M;
     w->slots = calloc(slots, sizeof *w->slots);
     w->sends = calloc(slots * 2 + 4, sizeof *w->sends);
+    w->stream_ahead = calloc((size_t)p->n_chunks * 2, sizeof(int));
     w->events = calloc((size_t)p->train_program->n_actions[r] + 1, sizeof *w->events);
     w->chunk_time = calloc((size_t)p->n_chunks * 3, sizeof(double));
     w->chunk_count = calloc((size_t)p->n_chunks * 3, sizeof(int));
@@ -552,9 +553,9 @@ static int make_worker(pt_pipeline *p, int global)
     w->losses = calloc((size_t)p->M, sizeof(float));
     int *records = calloc((size_t)p->n_chunks, sizeof(int));
     bool *own = calloc((size_t)p->n_chunks, sizeof(bool));
-    int rc = w->tensor_group && w->slots && w->sends && w->events && w->chunk_time &&
-                     w->chunk_count && w->stash && w->chunk_updates && w->shares && w->parts &&
-                     w->losses && records && own
+    int rc = w->tensor_group && w->slots && w->sends && w->stream_ahead && w->events &&
+                     w->chunk_time && w->chunk_count && w->stash && w->chunk_updates && w->shares &&
+                     w->parts && w->losses && records && own
                  ? PT_OK
                  : pt_fail(PT_ENOMEM, "cannot allocate worker %d", r);
     if (rc == PT_OK)
@@ -603,6 +604,7 @@ static void free_worker(pt_pipeline *p, pt_worker *w)
     free(w->parts);
     free(w->losses);
     free(w->slots);
+    free(w->stream_ahead);
     free(w->sends);
     free(w->events);
     free(w->chunk_time);

@@ -192,6 +192,11 @@ typedef struct {
 
 /* ---- the pipeline ---- */
 
+/* Receives each of a worker's streams keeps posted beyond those of its next
+ * compute action, so that a stream's next message moves while the list
+ * computes (executor.c). */
+#define PT_RECEIVES_AHEAD 1
+
 enum {
     PT_JOB_NONE,
     PT_JOB_TRAIN,
@@ -233,6 +238,8 @@ typedef struct {
     pt_slot *slots;       /* [n_chunks * n_micro] */
     pt_pending_send *sends;
     int n_sends;
+    int *stream_ahead; /* [2 * n_chunks]: the executor's count per receive stream */
+    int n_streams;     /* the streams its current list receives on */
     /* per-step record */
     pt_trace_event *events;
     int n_events;
@@ -248,9 +255,12 @@ typedef struct {
      * tensor_t the world endpoint the group's sums use */
     int tensor_rank, global;
     pt_transport *tensor_t;
-    int *tensor_group;       /* [T]: the world ranks of the worker's slices */
-    double tensor_sum_time;  /* seconds in the group's sums, this step */
-    size_t tensor_sum_bytes; /* bytes summed, this step */
+    int *tensor_group;          /* [T]: the world ranks of the worker's slices */
+    double tensor_sum_time;     /* seconds in the group's sums, this step */
+    size_t tensor_sum_bytes;    /* bytes summed, this step */
+    int tensor_sums[3];         /* per pt_group_op: how many, this step */
+    pt_group_how tensor_how[3]; /* per pt_group_op: the last one's buffer (part: its floats
+                                   for PT_GROUP_SUM) */
     /* the stage: what this worker owns */
     bool local;             /* runs in this process */
     pt_model *stage;        /* the blocks of its chunks */
