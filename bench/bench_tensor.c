@@ -3,8 +3,8 @@
  *
  *   bench_tensor [T] [steps] [sp]        T slices on threads (default 2, 3)
  *   mpirun -np T bench_tensor [T] [steps] [sp]   the same over MPI ranks
- * sp: with sequence parallelism (the sums are gathers and reduce-scatters,
- * each carried by an all-reduce of the whole buffer).
+ * sp: with sequence parallelism (the sums are all-gathers and
+ * reduce-scatters).
  *
  * gpt with 4 layers, 6 heads, 384 embd, seq 256, vocab 256 (bench_pipeline's
  * model), one stage cut into T slices, 16 micro-batches of 2 samples per
@@ -14,11 +14,12 @@
  * a TENSOR_SUM action, whose time the executor records. Printed, per step
  * and rank (the median of `steps` steps after a warm-up):
  *   - the sums: how many, their bytes, and their time inside the step;
- *   - the same sums alone: each rank's allreduce of the same floats, as
- *     many times, through the same transport and group, between steps;
+ *   - the same sums alone: as many all-reduces, reduce-scatters and
+ *     all-gathers of the same buffers, through the same transport and
+ *     group, between steps;
  *   - their ratio (in the step / alone): above 1 is what the sums lose to
  *     waiting for the slowest slice and to the cores' other work;
- *   - the allreduce's bandwidth (bytes per rank / time) and the share of
+ *   - the sums' bandwidth alone (bytes per rank / time) and the share of
  *     the step the sums take;
  *   - tokens/s of the step, and of the one-slice run on one thread, with
  *     the FMA peak of the cores used, measured in this run.
@@ -36,26 +37,45 @@
 #define MAX_STEPS 32
 
 typedef struct {
-    size_t floats; /* per sum, the largest this step's sums moved */
-    int count;     /* sums per step */
-    double alone;  /* seconds for `count` sums of `floats` alone */
+    int count[3];        /* per pt_group_op: sums per step */
+    pt_group_how how[3]; /* per pt_group_op: one sum's buffer */
+    double alone;        /* seconds for the step's sums alone */
 } alone_job;
 
-/* Every rank's allreduce of the step's sums, alone: `count` times the
- * average sum's floats, through its tensor group. */
+/* The floats of one sum's buffer on a group of T. */
+static size_t sum_floats(const pt_group_how *h, int T)
+{
+    return h->op == PT_GROUP_SUM ? h->part : h->blocks * h->part * (size_t)T;
+}
+
+/* Every rank's sums of the step, alone: as many of each kind (all-reduce,
+ * reduce-scatter, all-gather) on buffers of the same floats, through its
+ * tensor group. */
 static int sums_alone(pt_pipeline *p, int rank, void *user)
 {
     alone_job *j = user;
     pt_worker *w = pt_local_worker(p, rank);
     if (!w)
         return PT_OK;
-    float *buf = calloc(j->floats, sizeof(float));
+    size_t most = 0;
+    for (int op = 0; op < 3; op++)
+        if (j->count[op] && sum_floats(&j->how[op], p->T) > most)
+            most = sum_floats(&j->how[op], p->T);
+    float *buf = calloc(most + 1, sizeof(float));
     if (!buf)
         return PT_ENOMEM;
     int rc = PT_OK;
     double t0 = bench_now();
-    for (int i = 0; rc == PT_OK && i < j->count; i++)
-        rc = pt_transport_allreduce_sum_f32(w->tensor_t, w->tensor_group, p->T, buf, j->floats);
+    for (int op = 0; op < 3; op++) {
+        pt_parts parts = {j->how[op].blocks, j->how[op].part};
+        for (int i = 0; rc == PT_OK && i < j->count[op]; i++)
+            rc = op == PT_GROUP_SCATTER ? pt_transport_reduce_scatter_f32(
+                                              w->tensor_t, w->tensor_group, p->T, buf, parts)
+                 : op == PT_GROUP_GATHER
+                     ? pt_transport_all_gather_f32(w->tensor_t, w->tensor_group, p->T, buf, parts)
+                     : pt_transport_allreduce_sum_f32(w->tensor_t, w->tensor_group, p->T, buf,
+                                                      parts.part);
+    }
     if (rank == p->rank)
         j->alone = bench_now() - t0;
     free(buf);
@@ -108,8 +128,9 @@ int main(int argc, char **argv)
     int count = 0;
     for (int i = 0; i < w->n_events; i++)
         count += w->events[i].piece > 0;
-    alone_job j = {.floats = w->tensor_sum_bytes / sizeof(float) / (size_t)(count ? count : 1),
-                   .count = count};
+    alone_job j = {0};
+    memcpy(j.count, w->tensor_sums, sizeof j.count);
+    memcpy(j.how, w->tensor_how, sizeof j.how);
     double in_step = w->tensor_sum_time, bytes = (double)w->tensor_sum_bytes;
     double alone[MAX_STEPS];
     for (int s = 0; s < steps; s++) {
@@ -158,8 +179,10 @@ int main(int argc, char **argv)
                bytes / (count ? count : 1) / 1024, bytes / 1048576);
         printf("  in the step: %8.2f ms (%.1f%% of the step)\n", 1e3 * in_step,
                100 * in_step / step);
-        printf("  alone:       %8.2f ms (allreduce of %zu floats: %.2f GB/s per rank)\n",
-               1e3 * alone_s, j.floats, alone_s > 0 ? bytes / alone_s / 1e9 : 0.0);
+        printf("  alone:       %8.2f ms (%d all-reduces, %d reduce-scatters, %d all-gathers "
+               "of the same buffers: %.2f GB/s per rank)\n",
+               1e3 * alone_s, j.count[PT_GROUP_SUM], j.count[PT_GROUP_SCATTER],
+               j.count[PT_GROUP_GATHER], alone_s > 0 ? bytes / alone_s / 1e9 : 0.0);
         printf("  in the step / alone: %.2f\n", alone_s > 0 ? in_step / alone_s : 0.0);
     }
     free(tokens);
