@@ -609,6 +609,11 @@ typedef struct {
                                  TENSOR_SUM after every piece but the last; a
                                  BW of several pieces becomes B, the sums, W
                                  (synchronous schedules; default NULL) */
+    int sequence_sum;         /* sequence parallelism: a SEQUENCE_SUM before NORM,
+                                 the gradients of the parameters each tensor slice
+                                 saw only its positions of (the LayerNorms')
+                                 summed over the group (synchronous training;
+                                 default 0) */
 } pt_lower_options;
 
 pt_lower_options pt_lower_options_default(void);

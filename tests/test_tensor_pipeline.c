@@ -166,6 +166,37 @@ static void check_program(void)
     free(text);
     pt_program_destroy(back);
     pt_program_destroy(prog);
+    /* sequence parallelism: the LayerNorms' sum is an action of its own, after
+     * the last backward piece and before the norm, on every worker */
+    o.sequence_sum = 1;
+    CHECK(pt_program_lower(s, &o, &prog) == PT_OK, "lowering: %s", pt_last_error());
+    text = NULL;
+    CHECK(pt_program_format(prog, &text) == PT_OK, "%s", pt_last_error());
+    CHECK(text && strstr(text, "W0.1 L N S\n") && strstr(text, "W1.1 L N S\n"),
+          "no SEQUENCE_SUM (L) between the last backward piece and the norm: %s", text);
+    CHECK(pt_program_validate(prog) == PT_OK, "the program with L: %s", pt_last_error());
+    back = NULL;
+    CHECK(text && pt_program_parse(text, &back) == PT_OK && pt_prog_equal(prog, back),
+          "L does not read back: %s", pt_last_error());
+    pt_program_destroy(back);
+    /* L before a backward piece it waits for is refused */
+    char *early = text ? malloc(strlen(text) + 3) : NULL;
+    char *at = text ? strstr(text, "W0.1 L") : NULL;
+    if (early && at) {
+        size_t head = (size_t)(at - text);
+        memcpy(early, text, head);
+        strcpy(early + head, "L W0.1");
+        strcat(early, at + strlen("W0.1 L"));
+        back = NULL;
+        CHECK(pt_program_parse(early, &back) == PT_OK, "%s", pt_last_error());
+        CHECK(back && pt_program_validate(back) != PT_OK &&
+                  strstr(pt_last_error(), "backward piece"),
+              "L before W0.1 is not refused: %s", pt_last_error());
+        pt_program_destroy(back);
+    }
+    free(early);
+    free(text);
+    pt_program_destroy(prog);
     pt_schedule_destroy(s);
 }
 

@@ -18,8 +18,8 @@
  *               owners (TIED), after the replicas' sums;
  *   sequence    under sequence parallelism, the gradients each slice holds
  *               only its positions' part of (the LayerNorms'), summed over
- *               the worker's slices before the norm (NORM), so every slice
- *               holds the whole;
+ *               the worker's slices (SEQUENCE_SUM, before NORM), so every
+ *               slice holds the whole;
  *   norm        each chunk's share of the squared norm (double), in parts
  *               per replica shard (zero.c's cut, sharded or not), with
  *               tensor slices each part summed over the slices first (the
@@ -289,10 +289,10 @@ int pt_coll_sum_replicas(pt_worker *w, int c)
     return rc;
 }
 
-/* Sequence parallelism: the positions' parts of the LayerNorms' gradients
- * summed over the worker's slices, all in one buffer (every slice holds
- * the same parameters in the same order). */
-static int sum_sequence_partial(pt_worker *w)
+/* SEQUENCE_SUM (sequence parallelism): the positions' parts of the
+ * LayerNorms' gradients summed over the worker's slices, all in one buffer
+ * (every slice holds the same parameters in the same order). */
+int pt_coll_sequence_sum(pt_worker *w)
 {
     pt_model *m = w->stage;
     size_t n = 0;
@@ -354,8 +354,6 @@ int pt_coll_norm(pt_worker *w)
 {
     pt_pipeline *p = w->p;
     int D = p->s->replicas, rc;
-    if (p->T > 1 && p->cfg.sequence_parallel && (rc = sum_sequence_partial(w)) != PT_OK)
-        return rc;
     for (int c = 0; c < p->n_chunks; c++) {
         int me = pt_zero_position(p, w->rank, c);
         size_t off = 0, floats = 0, lo, hi;

@@ -526,6 +526,14 @@ static int run_tied(pt_worker *w, const pt_prog_action *a)
 /* GATHER: the chunk's updated shards to every replica. */
 static int run_gather(pt_worker *w, const pt_prog_action *a) { return pt_zero_gather(w, a->chunk); }
 
+/* SEQUENCE_SUM: once the replicas' sums are in, the LayerNorms' gradients
+ * over the tensor group. */
+static int run_sequence_sum(pt_worker *w)
+{
+    int rc = finish_reduce(w);
+    return rc == PT_OK ? pt_coll_sequence_sum(w) : rc;
+}
+
 static int run_norm(pt_worker *w)
 {
     int rc = finish_reduce(w);
@@ -718,6 +726,7 @@ static int dispatch(pt_worker *w, const pt_prog_action *a, const pt_microbatch *
     case PT_PROG_STEP: return run_step(w, a);
     case PT_PROG_GATHER: return run_gather(w, a);
     case PT_PROG_TENSOR_SUM: return run_tensor_sum(w, a, batch, forward_only);
+    case PT_PROG_SEQUENCE_SUM: return run_sequence_sum(w);
     case PT_PROG_N_KINDS: break;
     }
     return pt_fail(PT_EINVAL, "worker %d: an action of unknown kind %d", w->rank, (int)a->kind);

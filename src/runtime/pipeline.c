@@ -399,6 +399,7 @@ static int make_programs(pt_pipeline *p)
     o.tensor_pieces = p->T > 1 ? pieces : NULL;
     o.step = p->has_optim;
     o.zero = p->zero;
+    o.sequence_sum = p->T > 1 && p->cfg.sequence_parallel;
     rc = pt_program_lower(p->s, &o, &p->train_program);
     o.forward_only = 1;
     if (rc == PT_OK)

@@ -355,6 +355,10 @@ int pt_coll_sum_replicas(pt_worker *w, int c);
 /* TIED: the tied copies of chunks ca and cb summed between their owners
  * (mean: their values averaged, pipedream). */
 int pt_coll_tied(pt_worker *w, int ca, int cb, bool mean);
+/* SEQUENCE_SUM: the gradients of the parameters each tensor slice saw only
+ * its positions of (sequence parallelism's LayerNorms) summed over the
+ * worker's slices. */
+int pt_coll_sequence_sum(pt_worker *w);
 /* NORM: the global gradient norm over every worker and replica into
  * w->norm, the clip factor into w->clip, w->skip when it is not finite;
  * the micro-batches' losses travel with it (w->losses_shared). */

@@ -98,6 +98,10 @@ static const pt_prog_rule prog_rules[PT_PROG_N_KINDS] = {
      "the worker's STEP; every replica of the chunk at its GATHER"},
     {PT_PROG_TENSOR_SUM, "TENSOR_SUM", PT_WAIT_PIECE, NEVER, PT_WAIT_PIECE,
      "its compute action (chunk, mb) or the sum of the piece before, right before it"},
+    {PT_PROG_SEQUENCE_SUM, "SEQUENCE_SUM", PT_WAIT_GRADS | PT_WAIT_REDUCED | PT_WAIT_REST, NEVER,
+     NEVER,
+     "every backward piece, REDUCE and TIED of the worker's chunks; the tensor group's "
+     "slices run it together"},
 };
 
 const pt_prog_rule *pt_prog_rule_of(pt_prog_kind k) { return &prog_rules[k]; }

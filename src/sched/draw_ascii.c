@@ -117,7 +117,8 @@ int pt_schedule_draw_ascii(const pt_schedule *s, const pt_schedule_sim *sim, cha
 }
 
 /* A program's compute actions as a schedule's, its collectives (REDUCE,
- * TIED, NORM, GATHER) by their tokens, tensor sums as AF or AB; sends,
+ * TIED, NORM, GATHER) and SEQUENCE_SUM by their tokens, tensor sums as AF
+ * or AB; sends,
  * receives and steps take no time. */
 static bool program_label(const void *src, int w, int i, char *buf, size_t n)
 {
@@ -132,7 +133,7 @@ static bool program_label(const void *src, int w, int i, char *buf, size_t n)
         snprintf(buf, n, "A%s", a->backward ? "B" : "F");
         return true;
     }
-    if (!pt_prog_is_collective(a->kind))
+    if (!pt_prog_is_collective(a->kind) && a->kind != PT_PROG_SEQUENCE_SUM)
         return false;
     pt_prog_action_str(a, buf, n);
     return true;

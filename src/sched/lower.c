@@ -23,7 +23,9 @@
  * Then, at the end of the list: synchronous, REDUCE of any chunk the worker
  * holds but ran no backward of (a replica with no micro-batch), a TIED per
  * tied pair the worker holds a chunk of (in the options' order; a pair may
- * be one chunk holding both copies, summed on its own worker), NORM and
+ * be one chunk holding both copies, summed on its own worker), under
+ * sequence parallelism a SEQUENCE_SUM (the LayerNorms' gradients, each
+ * slice's covering its positions, summed over the tensor group), NORM and
  * STEP, then with sharded optimizer state (zero, replicas) a GATHER per chunk
  * the worker holds; asynchronous, a TIED (mean of values) per tied pair. A forward-only
  * program keeps the forwards and their activations' transfers alone.
@@ -43,7 +45,8 @@ pt_lower_options pt_lower_options_default(void)
                               .n_tied = 0,
                               .split_sent_backward = 0,
                               .zero = 0,
-                              .tensor_pieces = NULL};
+                              .tensor_pieces = NULL,
+                              .sequence_sum = 0};
 }
 
 static pt_prog_action transfer(pt_prog_kind kind, const pt_action *a, int peer)
@@ -185,6 +188,8 @@ static int lower_worker(const pt_schedule *s, const pt_lower_options *o, bool as
         if (pt_sched_holds(s, w, a, NULL) || pt_sched_holds(s, w, b, NULL))
             rc = pt_prog_push(p, w, collective(PT_PROG_TIED, a, b, async));
     }
+    if (rc == PT_OK && !async && o->step && o->sequence_sum)
+        rc = pt_prog_push(p, w, collective(PT_PROG_SEQUENCE_SUM, -1, -1, false));
     if (rc == PT_OK && !async && o->step)
         rc = pt_prog_push(p, w, collective(PT_PROG_NORM, -1, -1, false));
     if (rc == PT_OK && !async && o->step)

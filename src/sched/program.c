@@ -119,6 +119,7 @@ const char *pt_prog_action_str(const pt_prog_action *a, char *buf, size_t n)
     case PT_PROG_REDUCE: snprintf(buf, n, "R%d", a->chunk); break;
     case PT_PROG_TIED: snprintf(buf, n, "T%s%d-%d", a->mean ? "M" : "", a->chunk, a->peer); break;
     case PT_PROG_NORM: snprintf(buf, n, "N"); break;
+    case PT_PROG_SEQUENCE_SUM: snprintf(buf, n, "L"); break;
     case PT_PROG_GATHER: snprintf(buf, n, "G%d", a->chunk); break;
     case PT_PROG_TENSOR_SUM:
         snprintf(buf, n, "A%s%d.%d/%d", a->backward ? "B" : "F", a->chunk, a->mb, a->peer);

@@ -74,6 +74,7 @@ typedef enum {
     PT_PROG_STEP,
     PT_PROG_GATHER,
     PT_PROG_TENSOR_SUM,
+    PT_PROG_SEQUENCE_SUM,
     PT_PROG_N_KINDS
 } pt_prog_kind;
 

@@ -104,7 +104,7 @@ static bool play_one(player *g, int w)
     }
     if (a->kind == PT_PROG_TENSOR_SUM && g->costs->bandwidth > 0)
         d = g->costs->collective + g->costs->tensor_sum_bytes / g->costs->bandwidth;
-    else if (a->kind == PT_PROG_TENSOR_SUM)
+    else if (a->kind == PT_PROG_TENSOR_SUM || a->kind == PT_PROG_SEQUENCE_SUM)
         d = g->costs->collective;
     if (pt_prog_is_compute(a->kind)) {
         pt_action c = pt_prog_compute(a);

@@ -1,7 +1,8 @@
 /* program_text.c: the text form of a program (program.h): the schedule
  * text format (text.c, docs/schedules.md) with a `program train` or
  * `program eval` header line and the program's tokens (SF0.3>1, RF1.3<0,
- * SB1.3>0, RB0.3<1, R2, T0-3, TM0-3, N, S, S2) on its worker lines.
+ * SB1.3>0, RB0.3<1, R2, T0-3, TM0-3, AF0.3/1, AB0.3/1, L, N, S, S2, G0) on
+ * its worker lines.
  * `pipetrain schedule --program` prints it; users may write programs by hand
  * and read them with pt_program_parse(). Printing then parsing gives back
  * the same program (tests/test_program_text.c).

@@ -345,7 +345,8 @@ static bool concerns(const pt_program *p, int w, const pt_prog_action *a, int c)
     case PT_PROG_TIED:
         return (c == a->chunk || c == a->peer) && pt_sched_holds(p->shape, w, c, NULL);
     case PT_PROG_STEP: return a->chunk >= 0 ? c == a->chunk : pt_sched_holds(p->shape, w, c, NULL);
-    case PT_PROG_NORM: return pt_sched_holds(p->shape, w, c, NULL);
+    case PT_PROG_NORM:
+    case PT_PROG_SEQUENCE_SUM: return pt_sched_holds(p->shape, w, c, NULL);
     default: return false;
     }
 }

@@ -149,7 +149,7 @@ static int parse_token(const char *tok, int line, pt_prog_action *a)
                  {"AF", PT_PROG_TENSOR_SUM}, {"AB", PT_PROG_TENSOR_SUM}, {"F", PT_PROG_F},
                  {"B", PT_PROG_B},           {"W", PT_PROG_W},           {"R", PT_PROG_REDUCE},
                  {"T", PT_PROG_TIED},        {"N", PT_PROG_NORM},        {"S", PT_PROG_STEP},
-                 {"G", PT_PROG_GATHER}};
+                 {"G", PT_PROG_GATHER},      {"L", PT_PROG_SEQUENCE_SUM}};
     *a = (pt_prog_action){.chunk = -1, .mb = -1, .peer = -1, .version = -1};
     size_t k = 0, n = sizeof kinds / sizeof kinds[0];
     while (k < n && strncmp(tok, kinds[k].prefix, strlen(kinds[k].prefix)))
