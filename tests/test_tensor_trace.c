@@ -8,7 +8,8 @@
  * - the trace names a track per slice ("worker w slice t") and every
  *   track has the tensor group's sums in the program's order: for every
  *   forward sum AFc.m/k of the rank's program, a "tensor sum" slice of that
- *   name, in the order the program issues them. */
+ *   name, in the order the program issues them, then its closing L, N and
+ *   S as "step end" slices. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,39 +26,52 @@
 #define M     4
 #define RANKS 4
 
-/* The trace's sum slices on track `tid`, in the file's order, must be the
- * forward and backward sums of `prog` for worker `w`, in its order. */
+/* The next slice named `want` (its "name" and "cat") on track `tid` from
+ * `at` on, or NULL. */
+static const char *next_slice(const char *at, const char *want, int tid)
+{
+    char tid_s[32];
+    snprintf(tid_s, sizeof tid_s, "\"tid\": %d,", tid);
+    for (const char *hit = at;; hit++) {
+        hit = strstr(hit, want);
+        if (!hit)
+            return NULL;
+        const char *end = strchr(hit, '}');
+        const char *t = strstr(hit, tid_s);
+        if (t && end && t < end)
+            return hit;
+    }
+}
+
+/* The trace's slices on track `tid`, in the file's order, must be the
+ * forward and backward sums of `prog` for worker `w` in its order, then
+ * its closing actions (SEQUENCE_SUM, NORM, STEP) in its order. */
 static void check_sums(const char *json, const pt_program *prog, int w, int tid)
 {
     const char *at = json;
-    int seen = 0;
+    int sums = 0, closing = 0;
     for (int i = 0; i < prog->n_actions[w]; i++) {
         const pt_prog_action *a = &prog->actions[w][i];
-        if (a->kind != PT_PROG_TENSOR_SUM)
+        char want[96], tok[48];
+        if (a->kind == PT_PROG_TENSOR_SUM)
+            snprintf(want, sizeof want, "\"name\": \"A%s%d.%d/%d\", \"cat\": \"tensor sum\"",
+                     a->backward ? "B" : "F", a->chunk, a->mb, a->peer);
+        else if (a->kind == PT_PROG_SEQUENCE_SUM || a->kind == PT_PROG_NORM ||
+                 a->kind == PT_PROG_STEP)
+            snprintf(want, sizeof want, "\"name\": \"%s\", \"cat\": \"step end\"",
+                     pt_prog_action_str(a, tok, sizeof tok));
+        else
             continue;
-        char want[96];
-        snprintf(want, sizeof want, "\"name\": \"A%s%d.%d/%d\", \"cat\": \"tensor sum\"",
-                 a->backward ? "B" : "F", a->chunk, a->mb, a->peer);
-        const char *hit = at;
-        char tid_s[32];
-        snprintf(tid_s, sizeof tid_s, "\"tid\": %d,", tid);
-        for (;;) { /* the next slice of that name on this track */
-            hit = strstr(hit, want);
-            if (!hit)
-                break;
-            const char *end = strchr(hit, '}');
-            const char *t = strstr(hit, tid_s);
-            if (t && end && t < end)
-                break;
-            hit++;
-        }
+        const char *hit = next_slice(at, want, tid);
         CHECK(hit, "track %d: %s missing or out of the program's order", tid, want);
         if (!hit)
             return;
         at = hit + 1;
-        seen++;
+        sums += a->kind == PT_PROG_TENSOR_SUM;
+        closing += a->kind != PT_PROG_TENSOR_SUM;
     }
-    CHECK(seen > 0, "worker %d's program has no tensor sums", w);
+    CHECK(sums > 0, "worker %d's program has no tensor sums", w);
+    CHECK(closing == 3, "worker %d's program closes with %d actions, not L N S", w, closing);
 }
 
 int main(void)
@@ -66,7 +80,7 @@ int main(void)
     c.n_layer = 2, c.n_head = 4, c.n_embd = 32, c.seq_len = 16, c.vocab = 64, c.seed = 3;
     pt_optim_config o = pt_optim_config_default(PT_OPTIM_ADAMW);
     pt_pipeline_config pc = pt_pipeline_config_default();
-    pc.stages = 2, pc.tensor = 2, pc.microbatches = M;
+    pc.stages = 2, pc.tensor = 2, pc.microbatches = M, pc.sequence_parallel = 1;
     pc.transport = PT_PIPELINE_THREADS;
     pt_pipeline *p;
     REQUIRE(pt_pipeline_create(&c, &o, &pc, &p) == PT_OK, "create: %s", pt_last_error());

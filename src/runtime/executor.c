@@ -732,6 +732,14 @@ static int dispatch(pt_worker *w, const pt_prog_action *a, const pt_microbatch *
     return pt_fail(PT_EINVAL, "worker %d: an action of unknown kind %d", w->rank, (int)a->kind);
 }
 
+/* The actions the trace shows after the compute: what closes a synchronous
+ * step. */
+static bool closes_step(const pt_prog_action *a)
+{
+    return a->kind == PT_PROG_TIED || a->kind == PT_PROG_SEQUENCE_SUM || a->kind == PT_PROG_NORM ||
+           (a->kind == PT_PROG_STEP && a->chunk < 0) || a->kind == PT_PROG_GATHER;
+}
+
 int pt_executor_run(pt_worker *w, const pt_program *prog, const pt_microbatch *batch)
 {
     pt_pipeline *p = w->p;
@@ -739,6 +747,7 @@ int pt_executor_run(pt_worker *w, const pt_program *prog, const pt_microbatch *b
     const pt_prog_action *acts = prog->actions[w->rank];
     bool forward_only = prog->forward_only;
     w->n_events = 0;
+    w->n_closing = 0;
     w->tensor_sum_time = 0;
     w->tensor_sum_bytes = 0;
     memset(w->tensor_sums, 0, sizeof w->tensor_sums);
@@ -761,7 +770,11 @@ int pt_executor_run(pt_worker *w, const pt_program *prog, const pt_microbatch *b
     for (int i = 0; rc == PT_OK && i < n; i++) {
         if (pt_prog_is_compute(acts[i].kind) && (rc = post_ahead(w, acts, n, i)) != PT_OK)
             break;
+        double t0 = pt_pipeline_now() - p->step_t0;
         rc = dispatch(w, &acts[i], batch, forward_only);
+        if (closes_step(&acts[i]))
+            w->closing[w->n_closing++] =
+                (pt_trace_closing){acts[i], t0, pt_pipeline_now() - p->step_t0};
         if (rc == PT_OK)
             rc = settle_sends(w, false);
         if (rc == PT_OK)

@@ -545,6 +545,7 @@ static int make_worker(pt_pipeline *p, int global)
     w->sends = calloc(slots * 2 + 4, sizeof *w->sends);
     w->stream_ahead = calloc((size_t)p->n_chunks * 2, sizeof(int));
     w->events = calloc((size_t)p->train_program->n_actions[r] + 1, sizeof *w->events);
+    w->closing = calloc((size_t)p->train_program->n_actions[r] + 1, sizeof *w->closing);
     w->chunk_time = calloc((size_t)p->n_chunks * 3, sizeof(double));
     w->chunk_count = calloc((size_t)p->n_chunks * 3, sizeof(int));
     w->stash = calloc((size_t)p->n_chunks, sizeof *w->stash);
@@ -555,8 +556,8 @@ static int make_worker(pt_pipeline *p, int global)
     int *records = calloc((size_t)p->n_chunks, sizeof(int));
     bool *own = calloc((size_t)p->n_chunks, sizeof(bool));
     int rc = w->tensor_group && w->slots && w->sends && w->stream_ahead && w->events &&
-                     w->chunk_time && w->chunk_count && w->stash && w->chunk_updates && w->shares &&
-                     w->parts && w->losses && records && own
+                     w->closing && w->chunk_time && w->chunk_count && w->stash &&
+                     w->chunk_updates && w->shares && w->parts && w->losses && records && own
                  ? PT_OK
                  : pt_fail(PT_ENOMEM, "cannot allocate worker %d", r);
     if (rc == PT_OK)
@@ -606,6 +607,7 @@ static void free_worker(pt_pipeline *p, pt_worker *w)
     free(w->losses);
     free(w->slots);
     free(w->stream_ahead);
+    free(w->closing);
     free(w->sends);
     free(w->events);
     free(w->chunk_time);

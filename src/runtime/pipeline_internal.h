@@ -142,6 +142,13 @@ typedef struct {
     double ts;     /* piece > 0: where the sum ends and the piece begins */
 } pt_trace_event;
 
+/* A step's closing action (TIED, SEQUENCE_SUM, NORM, STEP, GATHER) and when
+ * it ran, in seconds since the step began. */
+typedef struct {
+    pt_prog_action action;
+    double t0, t1;
+} pt_trace_closing;
+
 /* ---- replica_reduce.c ---- */
 
 /* Floats per bucket of the replicas' gradient sum (4 MiB): the default of
@@ -243,6 +250,8 @@ typedef struct {
     /* per-step record */
     pt_trace_event *events;
     int n_events;
+    pt_trace_closing *closing; /* the step's closing actions, as they ran */
+    int n_closing;
     double *chunk_time; /* [n_chunks * 3]: F, B, W seconds summed this step */
     int *chunk_count;   /* [n_chunks * 3] */
     /* probs job: records of another batch size */

@@ -5,12 +5,14 @@
  *   - a Chrome/Perfetto trace-event JSON file of one or more steps on one
  *     time axis (pt_trace): a track of the steps, one track (tid) per rank
  *     (a worker, or with tensor slices each slice of one) with its actions
- *     and its tensor group's sums ("AF0.3/1": the sum before piece 1 of F0.3,
- *     the piece after it as F0.3), with replicas one more below it with each chunk's
- *     gradient sum over the replicas ("reduce<c>", replica_reduce.c's start
- *     and end), and per worker two counters: the activation store's bytes
- *     and micro-batches in flight (activation_store.c), and the bytes its
- *     transport endpoint has sent and not yet handed over (transport.h);
+ *     and its tensor group's sums ("AF0.3/1": the sum before piece 1 of
+ *     F0.3, the piece after it as F0.3) and then the actions that close the
+ *     step ("T0-3", "L", "N", "S", "G0", category "step end"); with
+ *     replicas one more track below it with each chunk's gradient sum over
+ *     the replicas ("reduce<c>", replica_reduce.c's start and end); and per
+ *     worker two counters: the activation store's bytes and micro-batches
+ *     in flight (activation_store.c), and the bytes its transport endpoint
+ *     has sent and not yet handed over (transport.h);
  *   - the measured bubble per rank: idle time over the step's span (first
  *     action start to last action end over all ranks); a tensor sum counts
  *     as busy, as the simulator counts it in the pass;
@@ -81,6 +83,22 @@ static void add_reduces(pt_trace *t, const pt_pipeline *p, int r, double at, lon
                           "\"args\": {\"chunk\": %d, \"replicas\": %d, \"step\": %ld}}",
                           c, p->n_ranks + r, at + ch->t0 * 1e6, (ch->t1 - ch->t0) * 1e6, c, ch->n,
                           step);
+    }
+}
+
+/* Rank r's closing actions (TIED, SEQUENCE_SUM, NORM, STEP, GATHER) on its
+ * track after its compute, named as the program's text names them. */
+static void add_closing(pt_trace *t, const pt_worker *w, int r, double at, long step)
+{
+    char name[48];
+    for (int i = 0; i < w->n_closing; i++) {
+        const pt_trace_closing *c = &w->closing[i];
+        pt_prog_action_str(&c->action, name, sizeof name);
+        pt_textbuf_printf(&t->event,
+                          ",\n{\"name\": \"%s\", \"cat\": \"step end\", \"ph\": \"X\", "
+                          "\"pid\": 0, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, "
+                          "\"args\": {\"step\": %ld}}",
+                          name, r, at + c->t0 * 1e6, (c->t1 - c->t0) * 1e6, step);
     }
 }
 
@@ -155,6 +173,7 @@ int pt_trace_add_step(pt_trace *t, const pt_pipeline *p, long step)
             add_event(t, e, r, at, step);
         }
         add_reduces(t, p, r, at, step);
+        add_closing(t, w, r, at, step);
         add_counters(t, p, r);
     }
     if (last >= first)
