@@ -42,12 +42,19 @@ if command -v python3 >/dev/null; then
 import json, sys
 events = json.load(open(sys.argv[1]))
 events = events["traceEvents"] if isinstance(events, dict) else events
-actions = [e for e in events if e.get("ph") == "X" and e.get("cat") != "step"]
+actions = [e for e in events if e.get("ph") == "X" and e.get("cat") in ("F", "B", "W", "BW")]
 tracks = {e["tid"] for e in actions}
 assert len(tracks) == 2, tracks
 # worker 0: F and BW of 4 micro-batches; worker 1: F, B and W (its fused
 # backward runs as B, the gradient's send, W)
 assert len(actions) == 2 * 4 + 3 * 4, len(actions)
+# then on each track what closes the step: the tied copies' sum, the norm, the step
+for tid in tracks:
+    closing = sorted((e for e in events if e.get("cat") == "step end" and e["tid"] == tid),
+                     key=lambda e: e["ts"])
+    assert [e["name"] for e in closing] == ["T0-1", "N", "S"], (tid, closing)
+    last = max(e["ts"] + e["dur"] for e in actions if e["tid"] == tid)
+    assert closing[0]["ts"] >= last - 1e-3, (tid, closing[0]["ts"], last)
 steps = [e["args"]["step"] for e in events if e.get("cat") == "step"]
 assert steps == [4] and all(e["args"]["step"] == 4 for e in actions), steps
 print("trace: %d actions on %d tracks" % (len(actions), len(tracks)))
