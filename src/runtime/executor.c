@@ -113,10 +113,7 @@ static int post_streams(pt_worker *w, const pt_prog_action *acts, int n, int j)
         int s = stream_of(&acts[k]);
         if (ahead[s] == PT_RECEIVES_AHEAD)
             continue;
-        pt_slot *sl = slot_of(w, acts[k].chunk, acts[k].mb);
-        bool held = acts[k].kind == PT_PROG_RECV_GRAD ? sl->gin_posted || sl->gin_ready
-                                                      : sl->in_posted || sl->in_ready;
-        int rc = held ? PT_OK : post_receive(w, &acts[k]);
+        int rc = post_receive(w, &acts[k]); /* nothing to do when already posted */
         if (rc != PT_OK)
             return rc;
         full += ++ahead[s] == PT_RECEIVES_AHEAD;
