@@ -16,12 +16,13 @@
 
 #include "tensor/scratch.h"
 
-#define KC_MAX   384 /* an A panel of 12 x 384 floats is 18 KiB of L1 */
-#define NC_MAX   1024
-#define MC       192 /* a multiple of every MR */
-#define MAX_TILE (12 * 32)
-#define SLOT_A   4
-#define SLOT_B   5
+#define KC_MAX    384 /* an A panel of 12 x 384 floats is 18 KiB of L1 */
+#define NC_MAX    1024
+#define MC        192 /* a multiple of every MR */
+#define MAX_TILE  (12 * 32)
+#define MAX_PANEL 32 /* the widest panel: avx512's NR */
+#define SLOT_A    4
+#define SLOT_B    5
 
 /* Products smaller than this many multiply-adds run on one thread: waking
  * a helper costs more than it saves. */
@@ -40,46 +41,89 @@ typedef struct {
 
 static int min_int(int a, int b) { return a < b ? a : b; }
 
+/* n floats from src to dst: a copy of fixed size (a few moves, not a call
+ * per p) for the panel widths the micro-kernels use, memcpy for the rest */
+static inline void copy_floats(float *dst, const float *src, int n)
+{
+    switch (n) {
+    case 4: memcpy(dst, src, 4 * sizeof(float)); break;
+    case 6: memcpy(dst, src, 6 * sizeof(float)); break;
+    case 12: memcpy(dst, src, 12 * sizeof(float)); break;
+    case 16: memcpy(dst, src, 16 * sizeof(float)); break;
+    case 32: memcpy(dst, src, 32 * sizeof(float)); break;
+    default: memcpy(dst, src, sizeof(float) * (size_t)n);
+    }
+}
+
+/* A panel of mr streams that each advance one float per p (rows of a
+ * non-transposed A, columns of a transposed B): out[p][i] = src[i][p]. Kept
+ * inline so that each panel width's copy is unrolled for it. */
+static inline __attribute__((always_inline)) void interleave(float *out, const float *const *src,
+                                                             int kc, int mr)
+{
+    for (int p = 0; p < kc; p++, out += mr)
+        for (int i = 0; i < mr; i++)
+            out[i] = src[i][p];
+}
+
+static void interleave_panel(float *out, const float *const *src, int kc, int mr)
+{
+    switch (mr) {
+    case 4: interleave(out, src, kc, 4); break;
+    case 6: interleave(out, src, kc, 6); break;
+    case 12: interleave(out, src, kc, 12); break;
+    case 16: interleave(out, src, kc, 16); break;
+    case 32: interleave(out, src, kc, 32); break;
+    default: interleave(out, src, kc, mr);
+    }
+}
+
+/* One panel of `width` floats per p, `used` of them from the matrix X
+ * (zero past that): when along, X's row p holds them side by side from
+ * x + p ldx (a transposed A, a non-transposed B); otherwise each comes from a
+ * stream of its own, x + i ldx + p. */
+static void pack_panel(float *out, const float *x, long ldx, int along, int kc, int used, int width)
+{
+    if (along) {
+        for (int p = 0; p < kc; p++, out += width) {
+            copy_floats(out, x + (size_t)p * ldx, used);
+            for (int i = used; i < width; i++)
+                out[i] = 0.0f;
+        }
+        return;
+    }
+    static const float zeros[KC_MAX] = {0}; /* the streams past `used` */
+    const float *src[MAX_PANEL];
+    for (int i = 0; i < width; i++)
+        src[i] = i < used ? x + (size_t)i * ldx : zeros;
+    interleave_panel(out, src, kc, width);
+}
+
 /* op(A)'s rows i0 .. i0+m-1, columns p0 .. p0+kc-1, into panels of mr rows:
- * panel r holds, for each p, its mr rows' elements (zero past m). Each p's
- * elements are written together: a row of A when A is transposed, one
- * element of each of mr rows (mr streams along the rows) when not. */
+ * panel r holds, for each p, its mr rows' elements (zero past m). */
 static void pack_a(const gemm_job *g, int i0, int m, int p0, int kc, float *out)
 {
     int mr = g->k->mr;
     for (int r = 0; r < m; r += mr, out += (size_t)mr * kc) {
         int rows = min_int(mr, m - r);
-        for (int p = 0; p < kc; p++) {
-            float *dst = out + (size_t)p * mr;
-            if (g->trans_a) /* A is (K,M): op(A)[i][p] = A[p][i] */
-                memcpy(dst, g->A + (size_t)(p0 + p) * g->lda + i0 + r, sizeof(float) * rows);
-            else
-                for (int i = 0; i < rows; i++)
-                    dst[i] = g->A[(size_t)(i0 + r + i) * g->lda + p0 + p];
-            for (int i = rows; i < mr; i++)
-                dst[i] = 0.0f;
-        }
+        if (g->trans_a) /* A is (K,M): op(A)[i][p] = A[p][i] */
+            pack_panel(out, g->A + (size_t)p0 * g->lda + i0 + r, g->lda, 1, kc, rows, mr);
+        else
+            pack_panel(out, g->A + (size_t)(i0 + r) * g->lda + p0, g->lda, 0, kc, rows, mr);
     }
 }
 
 /* op(B)'s rows p0 .. p0+kc-1, columns j0 .. j0+n-1, into panels of nr
- * columns: panel c holds, for each p, its nr columns (zero past n), written
- * as pack_a writes A's. */
+ * columns: panel c holds, for each p, its nr columns (zero past n). */
 static void pack_b(const gemm_job *g, int p0, int kc, int j0, int n, float *out)
 {
     int nr = g->k->nr;
     for (int c = 0; c < n; c += nr, out += (size_t)nr * kc) {
         int cols = min_int(nr, n - c);
-        for (int p = 0; p < kc; p++) {
-            float *dst = out + (size_t)p * nr;
-            if (!g->trans_b)
-                memcpy(dst, g->B + (size_t)(p0 + p) * g->ldb + j0 + c, sizeof(float) * cols);
-            else /* B is (N,K): op(B)[p][j] = B[j][p] */
-                for (int j = 0; j < cols; j++)
-                    dst[j] = g->B[(size_t)(j0 + c + j) * g->ldb + p0 + p];
-            for (int j = cols; j < nr; j++)
-                dst[j] = 0.0f;
-        }
+        if (!g->trans_b)
+            pack_panel(out, g->B + (size_t)p0 * g->ldb + j0 + c, g->ldb, 1, kc, cols, nr);
+        else /* B is (N,K): op(B)[p][j] = B[j][p] */
+            pack_panel(out, g->B + (size_t)(j0 + c) * g->ldb + p0, g->ldb, 0, kc, cols, nr);
     }
 }
 
