@@ -78,53 +78,56 @@ static void interleave_panel(float *out, const float *const *src, int kc, int mr
     }
 }
 
-/* One panel of `width` floats per p, `used` of them from the matrix X
- * (zero past that): when along, X's row p holds them side by side from
- * x + p ldx (a transposed A, a non-transposed B); otherwise each comes from a
- * stream of its own, x + i ldx + p. */
-static void pack_panel(float *out, const float *x, long ldx, int along, int kc, int used, int width)
+/* n of X's values per p into panels `width` wide (zero past n) when X's
+ * row p holds them side by side from x + p ldx (a transposed A, a
+ * non-transposed B). Row by row across the panels, so X is read in order. */
+static void pack_rows(float *out, const float *x, long ldx, int kc, int n, int width)
 {
-    if (along) {
-        for (int p = 0; p < kc; p++, out += width) {
-            copy_floats(out, x + (size_t)p * ldx, used);
+    size_t panel = (size_t)width * kc;
+    for (int p = 0; p < kc; p++) {
+        const float *row = x + (size_t)p * ldx;
+        float *dst = out + (size_t)p * width;
+        for (int c = 0; c < n; c += width, dst += panel) {
+            int used = min_int(width, n - c);
+            copy_floats(dst, row + c, used);
             for (int i = used; i < width; i++)
-                out[i] = 0.0f;
+                dst[i] = 0.0f;
         }
-        return;
     }
-    static const float zeros[KC_MAX] = {0}; /* the streams past `used` */
+}
+
+/* n of X's values per p into panels `width` wide (zero past n) when each
+ * comes from a stream of its own, x + i ldx + p (a non-transposed A's rows,
+ * a transposed B's). */
+static void pack_streams(float *out, const float *x, long ldx, int kc, int n, int width)
+{
+    static const float zeros[KC_MAX] = {0}; /* the streams past n */
     const float *src[MAX_PANEL];
-    for (int i = 0; i < width; i++)
-        src[i] = i < used ? x + (size_t)i * ldx : zeros;
-    interleave_panel(out, src, kc, width);
+    for (int c = 0; c < n; c += width, out += (size_t)width * kc) {
+        for (int i = 0; i < width; i++)
+            src[i] = c + i < n ? x + (size_t)(c + i) * ldx : zeros;
+        interleave_panel(out, src, kc, width);
+    }
 }
 
 /* op(A)'s rows i0 .. i0+m-1, columns p0 .. p0+kc-1, into panels of mr rows:
  * panel r holds, for each p, its mr rows' elements (zero past m). */
 static void pack_a(const gemm_job *g, int i0, int m, int p0, int kc, float *out)
 {
-    int mr = g->k->mr;
-    for (int r = 0; r < m; r += mr, out += (size_t)mr * kc) {
-        int rows = min_int(mr, m - r);
-        if (g->trans_a) /* A is (K,M): op(A)[i][p] = A[p][i] */
-            pack_panel(out, g->A + (size_t)p0 * g->lda + i0 + r, g->lda, 1, kc, rows, mr);
-        else
-            pack_panel(out, g->A + (size_t)(i0 + r) * g->lda + p0, g->lda, 0, kc, rows, mr);
-    }
+    if (g->trans_a) /* A is (K,M): op(A)[i][p] = A[p][i] */
+        pack_rows(out, g->A + (size_t)p0 * g->lda + i0, g->lda, kc, m, g->k->mr);
+    else
+        pack_streams(out, g->A + (size_t)i0 * g->lda + p0, g->lda, kc, m, g->k->mr);
 }
 
 /* op(B)'s rows p0 .. p0+kc-1, columns j0 .. j0+n-1, into panels of nr
  * columns: panel c holds, for each p, its nr columns (zero past n). */
 static void pack_b(const gemm_job *g, int p0, int kc, int j0, int n, float *out)
 {
-    int nr = g->k->nr;
-    for (int c = 0; c < n; c += nr, out += (size_t)nr * kc) {
-        int cols = min_int(nr, n - c);
-        if (!g->trans_b)
-            pack_panel(out, g->B + (size_t)p0 * g->ldb + j0 + c, g->ldb, 1, kc, cols, nr);
-        else /* B is (N,K): op(B)[p][j] = B[j][p] */
-            pack_panel(out, g->B + (size_t)(j0 + c) * g->ldb + p0, g->ldb, 0, kc, cols, nr);
-    }
+    if (!g->trans_b)
+        pack_rows(out, g->B + (size_t)p0 * g->ldb + j0, g->ldb, kc, n, g->k->nr);
+    else /* B is (N,K): op(B)[p][j] = B[j][p] */
+        pack_streams(out, g->B + (size_t)j0 * g->ldb + p0, g->ldb, kc, n, g->k->nr);
 }
 
 /* the part of a tile inside C, from its sums: the micro-kernels' finish */
