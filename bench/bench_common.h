@@ -22,6 +22,13 @@ static inline double bench_now(void)
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
+/* sleeps s seconds */
+static inline void bench_pause(double s)
+{
+    struct timespec t = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&t, NULL);
+}
+
 static inline int bench_cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;

@@ -14,6 +14,7 @@
  * two threads in wall time: pipetrain's pool against OpenBLAS's.
  * Usage: bench_products [reps] (default 5). */
 #include <cblas.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,30 +55,36 @@ static double thread_seconds(void)
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
-/* GFLOP/s of each kernel in have[] on s, median of reps rounds that take
- * the kernels in turn (a shared machine's load then falls on all alike);
- * one thread's in its CPU time, several threads' in wall time */
+/* GFLOP/s of each kernel in have[] on s, median of reps rounds; one
+ * thread's in its CPU time, several threads' in wall time. On one thread
+ * the rounds take the kernels in turn (a shared machine's load then falls
+ * on all alike). On several, each kernel runs its rounds alone after a
+ * pause: OpenBLAS's threads spin for a while after a call, and taken in
+ * turn they would take the cores from the next kernel's threads. */
 static void rates(const shape *s, const int *have, int reps, float *a, float *b, float *c,
                   double *out)
 {
     int lda = s->lda ? s->lda : s->ta ? s->M : s->K, ldb = s->ldb ? s->ldb : s->tb ? s->K : s->N;
     double flops = 2.0 * s->M * s->N * s->K, t[N_KERNELS][32];
     int inner = (int)(1e8 / flops) + 1; /* about 0.1 GFLOP a timing */
-    for (int r = 0; r <= reps; r++)
-        for (int k = 0; k < N_KERNELS; k++) {
-            if (!have[k])
-                continue;
-            pt_fp32_set_kernel(kernel_names[k]);
-            const pt_kernels *kr = pt_kernels_cpu();
-            double (*clock)(void) = pt_blas_threads() == 1 ? thread_seconds : bench_now;
-            double t0 = clock();
-            for (int i = 0; i < inner; i++)
-                kr->matmul(s->ta, s->tb, s->M, s->N, s->K, 1.0f, pt_mat_of(a, lda, PT_F32),
-                           pt_mat_of(b, ldb, PT_F32), r ? 1.0f : 0.0f, pt_mat_of(c, s->N, PT_F32),
-                           NULL);
-            if (r) /* round 0 warms up */
-                t[k][r - 1] = inner * flops / (clock() - t0) / 1e9;
-        }
+    bool apart = pt_blas_threads() > 1;
+    for (int i = 0; i < (reps + 1) * N_KERNELS; i++) {
+        int r = apart ? i % (reps + 1) : i / N_KERNELS, k = apart ? i / (reps + 1) : i % N_KERNELS;
+        if (!have[k])
+            continue;
+        if (apart && r == 0)
+            bench_pause(0.5);
+        pt_fp32_set_kernel(kernel_names[k]);
+        const pt_kernels *kr = pt_kernels_cpu();
+        double (*clock)(void) = pt_blas_threads() == 1 ? thread_seconds : bench_now;
+        double t0 = clock();
+        for (int j = 0; j < inner; j++)
+            kr->matmul(s->ta, s->tb, s->M, s->N, s->K, 1.0f, pt_mat_of(a, lda, PT_F32),
+                       pt_mat_of(b, ldb, PT_F32), r ? 1.0f : 0.0f, pt_mat_of(c, s->N, PT_F32),
+                       NULL);
+        if (r) /* round 0 warms up */
+            t[k][r - 1] = inner * flops / (clock() - t0) / 1e9;
+    }
     for (int k = 0; k < N_KERNELS; k++)
         out[k] = have[k] ? bench_median(t[k], reps) : 0;
 }
