@@ -6,11 +6,14 @@
 #include "nn/attention.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "nn/block.h"
 #include "nn/linear.h"
+#include "tensor/gemm.h"
+#include "tensor/scratch.h"
 
 /* Attention runs one band of ATT_ROWS query rows at a time against every
  * key up to the band's diagonal: the band's scores and probabilities (ATT_ROWS
@@ -58,70 +61,148 @@ size_t pt_attention_scratch_floats(int T, int C, int H, pt_elem_type act)
 #define ACT(p, n, ld) pt_mat_of(pt_elems_at(p, n, k->act), ld, k->act)
 #define FLOATS(p, ld) pt_mat_of(p, ld, PT_F32)
 
+/* One call's heads, shared between the worker's threads: each (sample,
+ * head) pair is taken by whichever thread asks next and computed whole
+ * there, the same operations in the same order wherever it runs, so the
+ * bits do not depend on the thread count. The calling thread works in the
+ * caller's scratch, each helper in scratch of its own (a helper without it
+ * takes no pair). */
+typedef struct heads_job heads_job;
+struct heads_job {
+    const pt_kernels *k;
+    void *out;             /* y, or dqkv */
+    const float *stats_in; /* backward's */
+    float *stats_out;      /* forward's */
+    const void *dy, *qkv;
+    float *scratch;
+    int B, T, C, H;
+    float scale;
+    void (*head)(const heads_job *j, int b, int h, float *scratch);
+};
+
+static heads_job heads_of(const pt_kernels *k, void (*head)(const heads_job *, int, int, float *),
+                          void *out, float *scratch, const void *qkv, int B, int T, int C, int H,
+                          float scale)
+{
+    return (heads_job){.k = k,
+                       .out = out,
+                       .qkv = qkv,
+                       .scratch = scratch,
+                       .B = B,
+                       .T = T,
+                       .C = C,
+                       .H = H,
+                       .scale = scale,
+                       .head = head};
+}
+
+typedef struct {
+    const heads_job *j;
+    atomic_int next; /* the next pair, b H + h */
+} heads_run;
+
+static void heads_part(void *arg, int i)
+{
+    heads_run *r = arg;
+    const heads_job *j = r->j;
+    float *scratch = j->scratch;
+    if (i > 0) {
+        size_t floats = scratch_layout(j->T, j->C, j->H, j->k->act).floats;
+        if (!(scratch = pt_scratch(PT_SCRATCH_PIECE, sizeof(float) * floats)))
+            return;
+    }
+    for (int n; (n = atomic_fetch_add(&r->next, 1)) < j->B * j->H;)
+        j->head(j, n / j->H, n % j->H, scratch);
+}
+
+static void run_heads(const heads_job *j)
+{
+    int threads = pt_kernels_threads(j->k), pairs = j->B * j->H;
+    heads_run r = {.j = j};
+    atomic_init(&r.next, 0);
+    pt_gemm_parallel(threads < pairs ? threads : pairs, heads_part, &r);
+}
+
+static void forward_head(const heads_job *j, int b, int h, float *scratch)
+{
+    const pt_kernels *k = j->k;
+    int T = j->T, C = j->C;
+    attention_scratch sl = scratch_layout(T, C, j->H, k->act);
+    float *scores = scratch + sl.scores;
+    void *att = scratch + sl.att;
+    size_t hs = (size_t)(C / j->H), C3 = 3 * (size_t)C;
+    size_t q = (size_t)b * T * C3 + h * hs, kk = q + C, v = q + 2 * (size_t)C;
+    size_t yh = (size_t)b * T * C + h * hs;
+    const void *qkv = j->qkv;
+    void *y = j->out;
+    float *st = j->stats_out + ((size_t)b * j->H + h) * T * 2;
+    for (int r0 = 0; r0 < T; r0 += ATT_ROWS) {
+        int n = band(T, r0);
+        k->matmul(0, 1, n, r0 + n, (int)hs, 1.0f, ACT(qkv, q + r0 * C3, (int)C3),
+                  ACT(qkv, kk, (int)C3), 0.0f, FLOATS(scores, T), NULL);
+        k->softmax_causal_forward(att, scores, st + 2 * (size_t)r0, r0, n, T, j->scale);
+        k->matmul(0, 0, n, (int)hs, r0 + n, 1.0f, ACT(att, 0, T), ACT(qkv, v, (int)C3), 0.0f,
+                  ACT(y, yh + (size_t)r0 * C, C), NULL);
+    }
+}
+
 // qkv (B,T,3C) -> y (B,T,C); stats (B,H,T,2)
 void pt_attention_forward(const pt_kernels *k, void *y, float *stats, float *scratch,
                           const void *qkv, int B, int T, int C, int H, float scale)
 {
-    attention_scratch sl = scratch_layout(T, C, H, k->act);
-    float *scores = scratch + sl.scores;
-    void *att = scratch + sl.att;
-    size_t hs = (size_t)(C / H), C3 = 3 * (size_t)C;
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            size_t q = (size_t)b * T * C3 + h * hs, kk = q + C, v = q + 2 * (size_t)C;
-            size_t yh = (size_t)b * T * C + h * hs;
-            float *st = stats + ((size_t)b * H + h) * T * 2;
-            for (int r0 = 0; r0 < T; r0 += ATT_ROWS) {
-                int n = band(T, r0);
-                k->matmul(0, 1, n, r0 + n, (int)hs, 1.0f, ACT(qkv, q + r0 * C3, (int)C3),
-                          ACT(qkv, kk, (int)C3), 0.0f, FLOATS(scores, T), NULL);
-                k->softmax_causal_forward(att, scores, st + 2 * (size_t)r0, r0, n, T, scale);
-                k->matmul(0, 0, n, (int)hs, r0 + n, 1.0f, ACT(att, 0, T), ACT(qkv, v, (int)C3),
-                          0.0f, ACT(y, yh + (size_t)r0 * C, C), NULL);
-            }
-        }
+    heads_job j = heads_of(k, forward_head, y, scratch, qkv, B, T, C, H, scale);
+    j.stats_out = stats;
+    run_heads(&j);
+}
+
+static void backward_head(const heads_job *j, int b, int h, float *scratch)
+{
+    const pt_kernels *k = j->k;
+    int T = j->T, C = j->C;
+    attention_scratch sl = scratch_layout(T, C, j->H, k->act);
+    float *scores = scratch + sl.scores, *dprob = scores; /* scores die once att has them */
+    float *dk_sum = scratch + sl.dk, *dv_sum = scratch + sl.dv;
+    void *att = scratch + sl.att, *dqkv = j->out;
+    const void *qkv = j->qkv, *dy = j->dy;
+    size_t hs = (size_t)(C / j->H), C3 = 3 * (size_t)C;
+    size_t q = (size_t)b * T * C3 + h * hs, kk = q + C, v = q + 2 * (size_t)C;
+    size_t dq = q, dk = kk, dv = v; /* dqkv is laid out as qkv */
+    size_t dyh = (size_t)b * T * C + h * hs;
+    const float *st = j->stats_in + ((size_t)b * j->H + h) * T * 2;
+    memset(dk_sum, 0, sizeof(float) * T * hs);
+    memset(dv_sum, 0, sizeof(float) * T * hs);
+    for (int r0 = 0; r0 < T; r0 += ATT_ROWS) {
+        int n = band(T, r0);
+        pt_mat qb = ACT(qkv, q + r0 * C3, (int)C3), dyb = ACT(dy, dyh + (size_t)r0 * C, C);
+        /* the forward's probabilities; dP = dy v^T; dv += P^T dy */
+        k->matmul(0, 1, n, r0 + n, (int)hs, 1.0f, qb, ACT(qkv, kk, (int)C3), 0.0f,
+                  FLOATS(scores, T), NULL);
+        k->softmax_causal_recompute(att, scores, st + 2 * (size_t)r0, r0, n, T, j->scale);
+        k->matmul(0, 1, n, r0 + n, (int)hs, 1.0f, dyb, ACT(qkv, v, (int)C3), 0.0f, FLOATS(dprob, T),
+                  NULL);
+        k->matmul(1, 0, r0 + n, (int)hs, n, 1.0f, ACT(att, 0, T), dyb, 1.0f,
+                  FLOATS(dv_sum, (int)hs), NULL);
+        /* dS, in place; dq = dS k; dk += dS^T q */
+        k->softmax_causal_backward(att, att, dprob, r0, n, T, j->scale);
+        k->matmul(0, 0, n, (int)hs, r0 + n, 1.0f, ACT(att, 0, T), ACT(qkv, kk, (int)C3), 0.0f,
+                  ACT(dqkv, dq + (size_t)r0 * C3, (int)C3), NULL);
+        k->matmul(1, 0, r0 + n, (int)hs, n, 1.0f, ACT(att, 0, T), qb, 1.0f, FLOATS(dk_sum, (int)hs),
+                  NULL);
+    }
+    for (int t = 0; t < T; t++) {
+        k->store_floats(pt_elems_at(dqkv, dk + t * C3, k->act), dk_sum + t * hs, hs);
+        k->store_floats(pt_elems_at(dqkv, dv + t * C3, k->act), dv_sum + t * hs, hs);
+    }
 }
 
 // dy (B,T,C) -> dqkv (B,T,3C)
 void pt_attention_backward(const pt_kernels *k, void *dqkv, const float *stats, float *scratch,
                            const void *dy, const void *qkv, int B, int T, int C, int H, float scale)
 {
-    attention_scratch sl = scratch_layout(T, C, H, k->act);
-    float *scores = scratch + sl.scores, *dprob = scores; /* scores die once att has them */
-    float *dk_sum = scratch + sl.dk, *dv_sum = scratch + sl.dv;
-    void *att = scratch + sl.att;
-    size_t hs = (size_t)(C / H), C3 = 3 * (size_t)C;
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
-            size_t q = (size_t)b * T * C3 + h * hs, kk = q + C, v = q + 2 * (size_t)C;
-            size_t dq = q, dk = kk, dv = v; /* dqkv is laid out as qkv */
-            size_t dyh = (size_t)b * T * C + h * hs;
-            const float *st = stats + ((size_t)b * H + h) * T * 2;
-            memset(dk_sum, 0, sizeof(float) * T * hs);
-            memset(dv_sum, 0, sizeof(float) * T * hs);
-            for (int r0 = 0; r0 < T; r0 += ATT_ROWS) {
-                int n = band(T, r0);
-                pt_mat qb = ACT(qkv, q + r0 * C3, (int)C3), dyb = ACT(dy, dyh + (size_t)r0 * C, C);
-                /* the forward's probabilities; dP = dy v^T; dv += P^T dy */
-                k->matmul(0, 1, n, r0 + n, (int)hs, 1.0f, qb, ACT(qkv, kk, (int)C3), 0.0f,
-                          FLOATS(scores, T), NULL);
-                k->softmax_causal_recompute(att, scores, st + 2 * (size_t)r0, r0, n, T, scale);
-                k->matmul(0, 1, n, r0 + n, (int)hs, 1.0f, dyb, ACT(qkv, v, (int)C3), 0.0f,
-                          FLOATS(dprob, T), NULL);
-                k->matmul(1, 0, r0 + n, (int)hs, n, 1.0f, ACT(att, 0, T), dyb, 1.0f,
-                          FLOATS(dv_sum, (int)hs), NULL);
-                /* dS, in place; dq = dS k; dk += dS^T q */
-                k->softmax_causal_backward(att, att, dprob, r0, n, T, scale);
-                k->matmul(0, 0, n, (int)hs, r0 + n, 1.0f, ACT(att, 0, T), ACT(qkv, kk, (int)C3),
-                          0.0f, ACT(dqkv, dq + (size_t)r0 * C3, (int)C3), NULL);
-                k->matmul(1, 0, r0 + n, (int)hs, n, 1.0f, ACT(att, 0, T), qb, 1.0f,
-                          FLOATS(dk_sum, (int)hs), NULL);
-            }
-            for (int t = 0; t < T; t++) {
-                k->store_floats(pt_elems_at(dqkv, dk + t * C3, k->act), dk_sum + t * hs, hs);
-                k->store_floats(pt_elems_at(dqkv, dv + t * C3, k->act), dv_sum + t * hs, hs);
-            }
-        }
+    heads_job j = heads_of(k, backward_head, dqkv, scratch, qkv, B, T, C, H, scale);
+    j.stats_in = stats;
+    j.dy = dy;
+    run_heads(&j);
 }
 
 double pt_attention_forward_flops(int T, int C) { return 4.0 * T * T * C; }

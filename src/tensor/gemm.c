@@ -240,7 +240,7 @@ int pt_gemm(const pt_gemm_kernel *k, int threads, int trans_a, int trans_b, int 
                   .parts = 1,
                   .split_rows = 1};
     int row_tiles = (M + k->mr - 1) / k->mr, col_tiles = (N + k->nr - 1) / k->nr;
-    if (threads > 1 && (long)M * N * K >= PARALLEL_MIN_FMAS) {
+    if (threads > 1 && (long)M * N * K >= PARALLEL_MIN_FMAS && !pt_gemm_in_part()) {
         g.split_rows = row_tiles >= threads || row_tiles >= col_tiles;
         int tiles = g.split_rows ? row_tiles : col_tiles;
         g.parts = min_int(threads, tiles);

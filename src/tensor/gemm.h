@@ -51,7 +51,9 @@ int pt_gemm(const pt_gemm_kernel *k, int threads, int trans_a, int trans_b, int 
  * others on helpers the calling thread keeps (started on first use, they
  * spin a little after each job and then sleep; they end with it). Returns
  * when every part has. Helpers that cannot be started leave their parts to
- * the calling thread. */
+ * the calling thread; called inside a part, it runs the parts itself. */
 void pt_gemm_parallel(int n, void (*part)(void *arg, int i), void *arg);
+/* 1 while the calling thread runs a part of pt_gemm_parallel */
+int pt_gemm_in_part(void);
 
 #endif

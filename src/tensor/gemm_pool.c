@@ -8,7 +8,9 @@
  * helper spins on it for SPIN_NS after its last job (products come back to
  * back, separated by short elementwise passes) and then sleeps on a
  * condition variable, so an idle worker costs no core. The caller runs part
- * 0 itself and spins until the helpers' count of parts left reaches zero. */
+ * 0 itself and spins until the helpers' count of parts left reaches zero.
+ * A part that asks for parts of its own (a product inside one of
+ * attention's heads) runs them itself, one after the other. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -47,6 +49,11 @@ typedef struct {
     unsigned seen; /* the generation when it was started: jobs come after */
 } helper_arg;
 
+/* 1 on a thread while it runs a part (helpers: always) */
+static _Thread_local int in_part;
+
+int pt_gemm_in_part(void) { return in_part; }
+
 static long now_ns(void)
 {
     struct timespec ts;
@@ -80,6 +87,7 @@ static void *helper_main(void *arg)
 {
     helper_arg h = *(helper_arg *)arg;
     free(arg);
+    in_part = 1;
     unsigned seen = h.seen;
     for (;;) {
         seen = next_job(h.p, seen);
@@ -142,10 +150,13 @@ static pool *pool_of_thread(int helpers)
 
 void pt_gemm_parallel(int n, void (*part)(void *arg, int i), void *arg)
 {
-    pool *p = n > 1 ? pool_of_thread(n - 1) : NULL;
+    pool *p = n > 1 && !in_part ? pool_of_thread(n - 1) : NULL;
+    int was = in_part;
+    in_part = 1;
     if (!p || p->n == 0) {
         for (int i = 0; i < n; i++)
             part(arg, i);
+        in_part = was;
         return;
     }
     p->part = part, p->arg = arg, p->parts = n;
@@ -158,6 +169,7 @@ void pt_gemm_parallel(int n, void (*part)(void *arg, int i), void *arg)
     part(arg, 0);
     for (int i = p->n + 1; i < n; i++) /* parts no helper could take */
         part(arg, i);
+    in_part = was;
     /* a helper that the machine's other jobs keep off its core is given
      * this one's time after a short spin */
     for (int spins = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0; spins++)

@@ -76,6 +76,11 @@ typedef struct pt_kernels {
      * bf16 C is rounded once at the end. */
     void (*matmul)(int trans_a, int trans_b, int M, int N, int K, float alpha, pt_mat A, pt_mat B,
                    float beta, pt_mat C, const float *bias);
+    /* The threads a block may share independent pieces of its work between
+     * (attention's heads) with pt_gemm_parallel; the products inside a piece
+     * then run on its thread alone. NULL: one (the products thread
+     * themselves, as OpenBLAS's do). */
+    int (*threads)(void);
 
     /* out (N,C) = normalise(inp) * w + b, with rstd = 1 / sqrt(var + eps);
      * mean, rstd (N) kept for backward */
@@ -212,6 +217,8 @@ typedef struct pt_kernels {
  * default the fastest this CPU runs that passes the start-up check:
  * kernels_cpu.c), the rest in single passes. */
 const pt_kernels *pt_kernels_cpu(void);
+/* k->threads(), or 1 */
+static inline int pt_kernels_threads(const pt_kernels *k) { return k->threads ? k->threads() : 1; }
 /* The start-up check of an fp32 table's product on (M,N,K), every
  * transpose, strides, alpha, beta and bias: the largest error against a
  * sum in double, in units of the bound a correct float sum keeps (<= 1:

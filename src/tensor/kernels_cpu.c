@@ -83,17 +83,21 @@ static void openblas_matmul(int trans_a, int trans_b, int M, int N, int K, float
     }
 }
 
-#define F32_KERNELS(products_, matmul_)                                              \
+/* pipetrain's own products share a worker's threads; a block's pieces
+ * running on them take one each (gemm_pool.c runs nested parts serially) */
+static int own_threads(void) { return product_threads; }
+
+#define F32_KERNELS(products_, matmul_, threads_)                                    \
     {                                                                                \
         .name = "cpu-fp32", .products = products_, .act = PT_F32, .matmul = matmul_, \
-        PT_KERNELS_BODY                                                              \
+        .threads = threads_, PT_KERNELS_BODY                                         \
     }
 
 static const pt_kernels tables[] = {
-    F32_KERNELS("gemm-avx512", avx512_matmul),
-    F32_KERNELS("gemm-avx2", avx2_matmul),
-    F32_KERNELS("gemm-generic", generic_matmul),
-    F32_KERNELS("openblas", openblas_matmul),
+    F32_KERNELS("gemm-avx512", avx512_matmul, own_threads),
+    F32_KERNELS("gemm-avx2", avx2_matmul, own_threads),
+    F32_KERNELS("gemm-generic", generic_matmul, own_threads),
+    F32_KERNELS("openblas", openblas_matmul, NULL),
 };
 
 /* The product kernels by name, auto's order first. */

@@ -3,13 +3,15 @@
  * A product that packs or converts its operands needs room the size of
  * them. Each thread keeps a few slots, each grown to the largest request it
  * has seen (so after a model's first step nothing is allocated again) and
- * freed when the thread ends. Called by the bf16 products. */
+ * freed when the thread ends. */
 #ifndef PT_TENSOR_SCRATCH_H
 #define PT_TENSOR_SCRATCH_H
 
 #include <stddef.h>
 
-enum { PT_SCRATCH_SLOTS = 6 }; /* 0-3: the bf16 products, 4-5: gemm.c */
+/* 0-3: the bf16 products, 4-5: gemm.c, 6: a block's piece of work on a
+ * helper thread (attention.c) */
+enum { PT_SCRATCH_SLOTS = 7, PT_SCRATCH_PIECE = 6 };
 
 /* At least `bytes` bytes of slot `slot` (0 .. PT_SCRATCH_SLOTS-1) of the
  * calling thread, 64-byte aligned; NULL when they cannot be allocated. The
