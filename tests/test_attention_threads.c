@@ -2,7 +2,8 @@
  * threads (pt_kernels.threads) store the same bits as on one thread, in
  * forward (the output and the softmax statistics) and in backward (the
  * gradient of q, k and v), for the product kernel `auto` picks and for the
- * portable one, on 2, 3 and 5 threads; and pipetrain's own products say
+ * portable one, in fp32 and in bf16 on its portable products (which run on
+ * that kernel), on 2, 3 and 5 threads; and pipetrain's own products say
  * the heads may be shared between as many threads as the products use.
  * Shapes with a partial band of query rows, more pairs of sample and head
  * than threads. */
@@ -12,6 +13,7 @@
 
 #include "nn/attention.h"
 #include "pipetrain.h"
+#include "tensor/bf16.h"
 #include "tensor/kernels.h"
 #include "tensor/rng.h"
 
@@ -27,32 +29,62 @@ static int failures;
     } while (0)
 
 typedef struct {
-    float *y, *stats, *dqkv;
+    void *y, *dqkv;
+    float *stats;
 } result;
 
 enum { B = 2, T = 150, C = 48, H = 6 };
 
-/* returns the threads the heads were shared between */
-static int run(const float *qkv, const float *dy, int threads, result *r)
+/* n floats as the table's activations */
+static void *activations(const pt_kernels *k, const float *x, size_t n)
 {
-    const pt_kernels *k = pt_kernels_cpu();
-    size_t n = (size_t)B * T;
-    float *scratch = calloc(pt_attention_scratch_floats(T, C, H, PT_F32), sizeof(float));
-    r->y = calloc(n * C, sizeof(float));
+    void *out = malloc(n * pt_elem_size(k->act));
+    if (k->act == PT_BF16)
+        pt_bf16_from_floats(out, x, n);
+    else
+        memcpy(out, x, n * sizeof(float));
+    return out;
+}
+
+/* returns the threads the heads were shared between */
+static int run(const pt_kernels *k, const float *qkv_f, const float *dy_f, int threads, result *r)
+{
+    size_t n = (size_t)B * T, e = pt_elem_size(k->act);
+    void *qkv = activations(k, qkv_f, n * 3 * C), *dy = activations(k, dy_f, n * C);
+    float *scratch = calloc(pt_attention_scratch_floats(T, C, H, k->act), sizeof(float));
+    r->y = calloc(n * C, e);
     r->stats = calloc((size_t)B * H * T * 2, sizeof(float));
-    r->dqkv = calloc(n * 3 * C, sizeof(float));
+    r->dqkv = calloc(n * 3 * C, e);
     pt_blas_set_threads(threads);
     int shared = pt_kernels_threads(k);
     pt_attention_forward(k, r->y, r->stats, scratch, qkv, B, T, C, H, 0.35f);
     pt_attention_backward(k, r->dqkv, r->stats, scratch, dy, qkv, B, T, C, H, 0.35f);
     pt_blas_set_threads(1);
-    free(scratch);
+    free(scratch), free(qkv), free(dy);
     return shared;
 }
 
-static int same(const float *a, const float *b, size_t n)
+static void check_table(const char *what, const pt_kernels *(*table)(void), const float *qkv,
+                        const float *dy)
 {
-    return memcmp(a, b, n * sizeof(float)) == 0;
+    const pt_kernels *k = table();
+    result one, many;
+    run(k, qkv, dy, 1, &one);
+    size_t n = (size_t)B * T, e = pt_elem_size(k->act);
+    static const int threads[] = {2, 3, 5};
+    for (int i = 0; i < 3; i++) {
+        int shared = run(k, qkv, dy, threads[i], &many);
+        printf("  %s (%s), %d threads: heads shared between %d\n", what, k->products, threads[i],
+               shared);
+        CHECK(!memcmp(one.y, many.y, n * C * e), "%s: %d threads change the output", what,
+              threads[i]);
+        CHECK(!memcmp(one.stats, many.stats, (size_t)B * H * T * 2 * sizeof(float)),
+              "%s: %d threads change the softmax statistics", what, threads[i]);
+        CHECK(!memcmp(one.dqkv, many.dqkv, n * 3 * C * e), "%s: %d threads change the gradient",
+              what, threads[i]);
+        free(many.y), free(many.stats), free(many.dqkv);
+    }
+    free(one.y), free(one.stats), free(one.dqkv);
 }
 
 static void check_kernel(const char *kernel, const float *qkv, const float *dy)
@@ -61,22 +93,9 @@ static void check_kernel(const char *kernel, const float *qkv, const float *dy)
         printf("  %s: not on this CPU\n", kernel);
         return;
     }
-    result one, many;
-    run(qkv, dy, 1, &one);
-    size_t n = (size_t)B * T;
-    static const int threads[] = {2, 3, 5};
-    for (int i = 0; i < 3; i++) {
-        int shared = run(qkv, dy, threads[i], &many);
-        printf("  %s (%s), %d threads: heads shared between %d\n", kernel,
-               pt_kernels_cpu()->products, threads[i], shared);
-        CHECK(same(one.y, many.y, n * C), "%s: %d threads change the output", kernel, threads[i]);
-        CHECK(same(one.stats, many.stats, (size_t)B * H * T * 2),
-              "%s: %d threads change the softmax statistics", kernel, threads[i]);
-        CHECK(same(one.dqkv, many.dqkv, n * 3 * C), "%s: %d threads change the gradient", kernel,
-              threads[i]);
-        free(many.y), free(many.stats), free(many.dqkv);
-    }
-    free(one.y), free(one.stats), free(one.dqkv);
+    check_table(kernel, pt_kernels_cpu, qkv, dy);
+    /* bf16's portable products run on the fp32 kernel */
+    check_table(kernel, pt_kernels_bf16_portable, qkv, dy);
 }
 
 int main(void)

@@ -61,16 +61,20 @@ void pt_matmul_bf16_portable(int trans_a, int trans_b, int M, int N, int K, floa
             pt_matmul_finish(C, i, j, sum[(size_t)i * N + j], alpha, beta, bias);
 }
 
+/* the portable products are the fp32 kernel's, and share what it shares */
+static int portable_threads(void) { return pt_kernels_threads(pt_kernels_cpu()); }
+
 /* a bf16 table: the shared kernels and one product */
-#define BF16_KERNELS(products_, matmul_)                                                         \
+#define BF16_KERNELS(products_, matmul_, threads_)                                               \
     {                                                                                            \
         .name = "cpu-bf16-" products_, .products = products_, .act = PT_BF16, .matmul = matmul_, \
-        PT_KERNELS_BODY                                                                          \
+        .threads = threads_, PT_KERNELS_BODY                                                     \
     }
 
-static const pt_kernels portable = BF16_KERNELS("portable", pt_matmul_bf16_portable);
-static const pt_kernels amx = BF16_KERNELS("amx", pt_matmul_bf16_amx);
-static const pt_kernels avx512 = BF16_KERNELS("avx512bf16", pt_matmul_bf16_avx512);
+static const pt_kernels portable =
+    BF16_KERNELS("portable", pt_matmul_bf16_portable, portable_threads);
+static const pt_kernels amx = BF16_KERNELS("amx", pt_matmul_bf16_amx, NULL);
+static const pt_kernels avx512 = BF16_KERNELS("avx512bf16", pt_matmul_bf16_avx512, NULL);
 
 const pt_kernels *pt_kernels_bf16_portable(void) { return &portable; }
 
