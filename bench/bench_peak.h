@@ -147,8 +147,7 @@ static inline double bench_fma_peak_try(int n)
 static inline double bench_fma_peak_cores(int n)
 {
     double best = 0;
-    struct timespec pause = {0, 300000000};
-    nanosleep(&pause, NULL);
+    bench_pause(0.3);
     n = n < 1 ? 1 : n > 64 ? 64 : n;
     for (int i = 0; i < 5; i++) {
         double r = bench_fma_peak_try(n);

@@ -23,12 +23,10 @@ AVX2 static void tile_avx2(int kc, const float *a, const float *b, float *c, lon
                            float beta, const float *bias)
 {
     __m256 s0[MR], s1[MR];
-#pragma GCC unroll 6
-    for (int i = 0; i < MR; i++)
-        s0[i] = s1[i] = _mm256_setzero_ps();
-        /* the tile of C, wanted when the sums are done (beta != 0 reads it) */
+    /* the tile of C, wanted when the sums are done (beta != 0 reads it) */
 #pragma GCC unroll 6
     for (int i = 0; i < MR; i++) {
+        s0[i] = s1[i] = _mm256_setzero_ps();
         _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
         _mm_prefetch((const char *)(c + i * ldc + NR - 1), _MM_HINT_T0);
     }
