@@ -160,12 +160,6 @@ static int peaks(const char *schedule, int M, int ckpt, size_t *peak)
     return rc != PT_OK;
 }
 
-static int near(size_t got, size_t want)
-{
-    double d = (double)got - (double)want;
-    return d * d <= 0.01 * (double)want * (double)want;
-}
-
 /* The precision memory_matches runs in, and the activation bytes (records
  * and boundary buffers) each of its workers allocated. */
 static pt_precision precision = PT_PRECISION_FP32;
@@ -223,9 +217,8 @@ static int memory_matches(const char *schedule, int stages, int D, int v, int M,
         const size_t e[6] = {want[w].params, want[w].grads,       want[w].moments,
                              want[w].stash,  want[w].activations, want[w].comm};
         for (int k = 0; k < 6; k++)
-            CHECK(near(g[k], e[k]),
-                  "%s D=%d ckpt=%d worker %d kind %d: allocated %zu, predicted %zu", schedule, D,
-                  ckpt, w, k, g[k], e[k]);
+            CHECK(g[k] == e[k], "%s D=%d ckpt=%d worker %d kind %d: allocated %zu, predicted %zu",
+                  schedule, D, ckpt, w, k, g[k], e[k]);
         CHECK(replicated || pt_memory_total(&planned[w]) == pt_memory_total(&want[w]),
               "%s worker %d: the schedule's prediction %zu differs from the pipeline's %zu",
               schedule, w, pt_memory_total(&planned[w]), pt_memory_total(&want[w]));

@@ -54,13 +54,23 @@ void pt_plan_worker_records(const pt_schedule *s, int worker, bool checkpoint, i
     free(live);
 }
 
-int pt_plan_worker_buffers(const pt_schedule *s, int worker, const int *records)
+int pt_plan_worker_buffers(const pt_schedule *s, int worker)
 {
+    /* a chunk's input stays from its forward to its last backward piece,
+     * recomputed or not: the records a list without checkpointing keeps */
+    int *in_flight = calloc((size_t)s->n_chunks, sizeof(int));
+    if (!in_flight)
+        return -1;
+    pt_plan_worker_records(s, worker, false, in_flight);
     int most = 0;
     for (int c = 0; c < s->n_chunks; c++)
-        if (pt_sched_holds(s, worker, c, NULL) && records[c] > most)
-            most = records[c];
-    return most + 2;
+        if (pt_sched_holds(s, worker, c, NULL) && in_flight[c] > most)
+            most = in_flight[c];
+    free(in_flight);
+    /* and the next compute action's receive, the receive posted ahead of
+     * it (the executor's PT_RECEIVES_AHEAD), the input gradient a backward
+     * writes until its send is done */
+    return most + 3;
 }
 
 /* Most distinct weight versions of chunk c alive at once on worker w: a
@@ -99,13 +109,13 @@ int pt_plan_worker_memory(const pt_memory_plan *mp, int worker, pt_memory_use *o
     int K = s->n_chunks, B = mp->micro_batch_size;
     int *records = calloc((size_t)K, sizeof(int));
     bool *buffered = calloc((size_t)K + 1, sizeof(bool));
-    if (!records || !buffered) {
+    int buffers = records && buffered ? pt_plan_worker_buffers(s, worker) : -1;
+    if (buffers < 0) {
         free(records);
         free(buffered);
         return pt_fail(PT_ENOMEM, "cannot allocate the memory plan");
     }
     pt_plan_worker_records(s, worker, mp->checkpoint_activations, records);
-    int buffers = pt_plan_worker_buffers(s, worker, records);
     bool async = pt_sched_is_async(s);
     bool copies = s->replicas == 1 && mp->replicas > 1; /* s is one replica's */
     int D = copies ? mp->replicas : s->replicas;

@@ -31,9 +31,11 @@ typedef struct {
 /* Activation records chunk c needs at once on worker w (records[chunks]),
  * found by walking w's list as the executor will. */
 void pt_plan_worker_records(const pt_schedule *s, int worker, bool checkpoint, int *records);
-/* Boundary buffers each side of an own chunk needs: the most records any
- * own chunk holds, plus one receive posted ahead and one send in flight. */
-int pt_plan_worker_buffers(const pt_schedule *s, int worker, const int *records);
+/* Boundary buffers each side of an own chunk needs: the most micro-batches
+ * any own chunk has in flight (its inputs, kept for the backward even when
+ * the records are recomputed), plus the next compute action's receive, one
+ * posted ahead of it and the input gradient being sent; -1 without memory. */
+int pt_plan_worker_buffers(const pt_schedule *s, int worker);
 /* Predicted bytes of worker w by kind. */
 int pt_plan_worker_memory(const pt_memory_plan *mp, int worker, pt_memory_use *out);
 

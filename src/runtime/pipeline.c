@@ -569,7 +569,9 @@ static int make_worker(pt_pipeline *p, int global)
         pt_plan_worker_records(p->s, r, p->checkpoint, records);
         for (int c = 0; c < p->n_chunks; c++)
             own[c] = pt_sched_holds(p->s, r, c, NULL);
-        rc = pt_store_reserve(&w->store, own, records, pt_plan_worker_buffers(p->s, r, records));
+        int buffers = pt_plan_worker_buffers(p->s, r);
+        rc = buffers < 0 ? pt_fail(PT_ENOMEM, "cannot allocate worker %d", r)
+                         : pt_store_reserve(&w->store, own, records, buffers);
     }
     if (rc == PT_OK) /* every action takes or gives at most a few things */
         rc = pt_store_keep_samples(&w->store, 6 * p->train_program->n_actions[r] + 16);
