@@ -170,11 +170,11 @@ static void check_products(const char *what, product_fn *run, void *ctx, pt_rng 
 }
 
 /* beta 0 with NaN in C, and the same bits from every thread count (or,
- * with only_say, 0 where the bits differ, without a failure) */
-static int check_nan_and_threads(const char *what, product_fn *run, void *ctx, pt_rng *r,
-                                 int only_say)
+ * with only_say, 0 where the bits differ, without a failure), on a product
+ * of two blocks of K, and on one of several blocks of M, N and K each */
+static int check_nan_and_threads_at(const char *what, product_fn *run, void *ctx, pt_rng *r,
+                                    int only_say, dims d)
 {
-    dims d = {149, 203, 401};
     operands o;
     if (make(&o, d, r)) {
         CHECK(0, "cannot allocate the operands");
@@ -208,6 +208,13 @@ static int check_nan_and_threads(const char *what, product_fn *run, void *ctx, p
     drop(&o);
     pt_blas_set_threads(1);
     return same;
+}
+
+static int check_nan_and_threads(const char *what, product_fn *run, void *ctx, pt_rng *r,
+                                 int only_say)
+{
+    int same = check_nan_and_threads_at(what, run, ctx, r, only_say, (dims){149, 203, 401});
+    return check_nan_and_threads_at(what, run, ctx, r, only_say, (dims){211, 1061, 397}) && same;
 }
 
 /* a product that leaves out the last term of every sum: the check must
