@@ -9,12 +9,7 @@
  * A tile that runs past M or N is computed whole into a buffer (the packing
  * pads with zeros) and only its part inside C is finished, by the same
  * expression the micro-kernels use. Packing goes to the calling thread's
- * scratch slots (scratch.h).
- *
- * Threads split C into whole tiles of rows, or of columns where there are
- * too few rows. A row split packs each block of op(B) once, its panels
- * shared out between the threads, and every thread then runs its rows
- * against all of it: a weight is not packed again by every thread. */
+ * scratch slots (scratch.h). */
 #include "tensor/gemm.h"
 
 #include <string.h>
@@ -43,12 +38,6 @@ typedef struct {
     int parts, split_rows; /* the split of C: rows or columns, in whole tiles */
     int failed;
 } gemm_job;
-
-/* where a packed block of op(B) sits: columns jc .. jc+nb-1, K's rows
- * pc .. pc+kb-1 */
-typedef struct {
-    int jc, nb, pc, kb;
-} gemm_block_at;
 
 static int min_int(int a, int b) { return a < b ? a : b; }
 
@@ -156,130 +145,65 @@ static void finish_edge(const float *acc, int nr, float *c, long ldc, int rows, 
         }
 }
 
-/* One block of op(B), packed, against C's rows m0 .. m1-1: rows in blocks
- * of MC packed into ap, each A panel against every B panel of the block. */
-static void block_rows(const gemm_job *g, const gemm_block_at *at, const float *bp, float *ap,
-                       int m0, int m1)
+/* C's rows m0 .. m1-1 and columns n0 .. n1-1 */
+static void gemm_block(gemm_job *g, int m0, int m1, int n0, int n1)
 {
     const pt_gemm_kernel *k = g->k;
-    int mr = k->mr, nr = k->nr, kb = at->kb, nb = at->nb, mcb = MC / mr * mr;
-    /* the first block of K brings in beta and the bias, the others add */
-    float beta = at->pc == 0 ? g->beta : 1.0f;
-    const float *bias = at->pc == 0 && g->bias ? g->bias + at->jc : NULL;
+    int mr = k->mr, nr = k->nr, kc = g->kc, mcb = MC / mr * mr;
+    int nc = min_int(NC_MAX, ((n1 - n0) + nr - 1) / nr * nr);
+    float *ap = pt_scratch(SLOT_A, sizeof(float) * (size_t)mcb * kc);
+    float *bp = pt_scratch(SLOT_B, sizeof(float) * (size_t)nc * kc);
+    if (!ap || !bp) {
+        __atomic_store_n(&g->failed, 1, __ATOMIC_RELAXED);
+        return;
+    }
     _Alignas(64) float edge[MAX_TILE];
-    for (int ic = m0; ic < m1; ic += mcb) {
-        int mb = min_int(mcb, m1 - ic);
-        pack_a(g, ic, mb, at->pc, kb, ap);
-        for (int ir = 0; ir < mb; ir += mr) {
-            const float *a = ap + (size_t)ir * kb;
-            int rows = min_int(mr, mb - ir);
-            for (int jr = 0; jr < nb; jr += nr) {
-                const float *b = bp + (size_t)jr * kb;
-                float *c = g->C + (size_t)(ic + ir) * g->ldc + at->jc + jr;
-                int cols = min_int(nr, nb - jr);
-                const float *bj = bias ? bias + jr : NULL;
-                if (rows == mr && cols == nr) {
-                    k->tile(kb, a, b, c, g->ldc, g->alpha, beta, bj);
-                } else {
-                    k->tile(kb, a, b, edge, nr, 1.0f, 0.0f, NULL);
-                    finish_edge(edge, nr, c, g->ldc, rows, cols, g->alpha, beta, bj);
+    for (int jc = n0; jc < n1; jc += nc) {
+        int nb = min_int(nc, n1 - jc);
+        for (int pc = 0; pc < g->K; pc += kc) {
+            int kb = min_int(kc, g->K - pc);
+            /* the first block of K brings in beta and the bias, the others add */
+            float beta = pc == 0 ? g->beta : 1.0f;
+            const float *bias = pc == 0 && g->bias ? g->bias + jc : NULL;
+            pack_b(g, pc, kb, jc, nb, bp);
+            for (int ic = m0; ic < m1; ic += mcb) {
+                int mb = min_int(mcb, m1 - ic);
+                pack_a(g, ic, mb, pc, kb, ap);
+                for (int ir = 0; ir < mb; ir += mr) {
+                    const float *a = ap + (size_t)ir * kb;
+                    int rows = min_int(mr, mb - ir);
+                    for (int jr = 0; jr < nb; jr += nr) {
+                        const float *b = bp + (size_t)jr * kb;
+                        float *c = g->C + (size_t)(ic + ir) * g->ldc + jc + jr;
+                        int cols = min_int(nr, nb - jr);
+                        const float *bj = bias ? bias + jr : NULL;
+                        if (rows == mr && cols == nr) {
+                            k->tile(kb, a, b, c, g->ldc, g->alpha, beta, bj);
+                        } else {
+                            k->tile(kb, a, b, edge, nr, 1.0f, 0.0f, NULL);
+                            finish_edge(edge, nr, c, g->ldc, rows, cols, g->alpha, beta, bj);
+                        }
+                    }
                 }
             }
         }
     }
 }
 
-/* the widest block of op(B) columns a block of C's columns n0 .. n1-1 takes */
-static int block_columns(const gemm_job *g, int n0, int n1)
-{
-    int nr = g->k->nr;
-    return min_int(NC_MAX, ((n1 - n0) + nr - 1) / nr * nr);
-}
-
-/* C's rows m0 .. m1-1 and columns n0 .. n1-1, on the calling thread alone */
-static void gemm_block(gemm_job *g, int m0, int m1, int n0, int n1)
-{
-    int nc = block_columns(g, n0, n1), mcb = MC / g->k->mr * g->k->mr;
-    float *ap = pt_scratch(SLOT_A, sizeof(float) * (size_t)mcb * g->kc);
-    float *bp = pt_scratch(SLOT_B, sizeof(float) * (size_t)nc * g->kc);
-    if (!ap || !bp) {
-        __atomic_store_n(&g->failed, 1, __ATOMIC_RELAXED);
-        return;
-    }
-    for (int jc = n0; jc < n1; jc += nc)
-        for (int pc = 0; pc < g->K; pc += g->kc) {
-            gemm_block_at at = {
-                .jc = jc, .nb = min_int(nc, n1 - jc), .pc = pc, .kb = min_int(g->kc, g->K - pc)};
-            pack_b(g, pc, at.kb, jc, at.nb, bp);
-            block_rows(g, &at, bp, ap, m0, m1);
-        }
-}
-
-/* part i of n's share of `len` in whole units: lo .. hi-1 */
-static void share(int len, int unit, int i, int n, int *lo, int *hi)
-{
-    long units = (len + unit - 1) / unit;
-    *lo = (int)(units * i / n) * unit;
-    *hi = min_int(len, (int)(units * (i + 1) / n) * unit);
-}
-
-/* part i of a column split: whole tiles of columns, each part packing its
- * own blocks */
-static void columns_part(void *arg, int i)
+/* part i of the split: whole tiles of rows or of columns */
+static void gemm_part(void *arg, int i)
 {
     gemm_job *g = arg;
-    int lo, hi;
-    share(g->N, g->k->nr, i, g->parts, &lo, &hi);
-    if (lo < hi)
-        gemm_block(g, 0, g->M, lo, hi);
-}
-
-/* A row split shares each block of op(B): the parts pack its panels
- * between them, then each runs its whole tiles of rows against all of it. */
-typedef struct {
-    gemm_job *g;
-    gemm_block_at at;
-    float *bp; /* the calling thread's packing of the block */
-} shared_block;
-
-static void pack_part(void *arg, int i)
-{
-    shared_block *sb = arg;
-    const gemm_job *g = sb->g;
-    int lo, hi;
-    share(sb->at.nb, g->k->nr, i, g->parts, &lo, &hi);
-    if (lo < hi)
-        pack_b(g, sb->at.pc, sb->at.kb, sb->at.jc + lo, hi - lo, sb->bp + (size_t)lo * sb->at.kb);
-}
-
-static void rows_part(void *arg, int i)
-{
-    shared_block *sb = arg;
-    gemm_job *g = sb->g;
-    int lo, hi;
-    share(g->M, g->k->mr, i, g->parts, &lo, &hi);
-    float *ap = pt_scratch(SLOT_A, sizeof(float) * (size_t)(MC / g->k->mr * g->k->mr) * g->kc);
-    if (!ap)
-        __atomic_store_n(&g->failed, 1, __ATOMIC_RELAXED);
-    else if (lo < hi)
-        block_rows(g, &sb->at, sb->bp, ap, lo, hi);
-}
-
-static void gemm_rows_shared(gemm_job *g)
-{
-    int nc = block_columns(g, 0, g->N);
-    shared_block sb = {.g = g, .bp = pt_scratch(SLOT_B, sizeof(float) * (size_t)nc * g->kc)};
-    if (!sb.bp) {
-        g->failed = 1;
+    int unit = g->split_rows ? g->k->mr : g->k->nr, len = g->split_rows ? g->M : g->N;
+    long tiles = (len + unit - 1) / unit;
+    int lo = (int)(tiles * i / g->parts) * unit,
+        hi = min_int(len, (int)(tiles * (i + 1) / g->parts) * unit);
+    if (lo >= hi)
         return;
-    }
-    for (int jc = 0; jc < g->N; jc += nc)
-        for (int pc = 0; pc < g->K; pc += g->kc) {
-            sb.at = (gemm_block_at){
-                .jc = jc, .nb = min_int(nc, g->N - jc), .pc = pc, .kb = min_int(g->kc, g->K - pc)};
-            pt_gemm_parallel(g->parts, pack_part, &sb);
-            pt_gemm_parallel(g->parts, rows_part, &sb);
-        }
+    if (g->split_rows)
+        gemm_block(g, lo, hi, 0, g->N);
+    else
+        gemm_block(g, 0, g->M, lo, hi);
 }
 
 int pt_gemm(const pt_gemm_kernel *k, int threads, int trans_a, int trans_b, int M, int N, int K,
@@ -321,10 +245,8 @@ int pt_gemm(const pt_gemm_kernel *k, int threads, int trans_a, int trans_b, int 
         int tiles = g.split_rows ? row_tiles : col_tiles;
         g.parts = min_int(threads, tiles);
     }
-    if (g.parts > 1 && g.split_rows)
-        gemm_rows_shared(&g);
-    else if (g.parts > 1)
-        pt_gemm_parallel(g.parts, columns_part, &g);
+    if (g.parts > 1)
+        pt_gemm_parallel(g.parts, gemm_part, &g);
     else
         gemm_block(&g, 0, M, 0, N);
     return g.failed ? -1 : 0;
