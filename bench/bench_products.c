@@ -8,12 +8,16 @@
  * this run. Then, for each product of GPT 4 layers / 384 / 6 heads and
  * 12 / 768 / 12 at context 256 and micro-batches of 2 sequences (512 rows;
  * forward, dX = dY W^T, dW = X^T dY, one head's attention in place in its
- * (T, 3C) rows), every kernel of the seam this CPU runs on one thread:
- * GFLOP/s in the thread's CPU time (the machine may be shared), median of
- * repeats, and its share of the one-core peak. Last, the MLP product on
- * two threads in wall time: pipetrain's pool against OpenBLAS's.
+ * (T, 3C) rows), every kernel of the seam this CPU runs on one thread, and
+ * beside them BLIS, oneDNN and libxsmm where their packages are installed
+ * (bench_peers.h): GFLOP/s in the thread's CPU time (the machine may be
+ * shared), median of repeats, and its share of the one-core peak; a result
+ * that differs from the first kernel's is printed as wrong. Last, the MLP
+ * product on two threads in wall time: pipetrain's pool against the
+ * libraries' own threading.
  * Usage: bench_products [reps] (default 5). */
 #include <cblas.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +25,7 @@
 
 #include "bench_common.h"
 #include "bench_peak.h"
+#include "bench_peers.h"
 
 typedef struct {
     const char *what;
@@ -44,7 +49,51 @@ static const shape large[] = {GPT_SHAPES(768, 256, 512)};
 
 /* the generic kernel is left out: plain C, a fallback, far behind */
 static const char *kernel_names[] = {"avx512", "avx2", "openblas"};
-enum { N_KERNELS = 3 };
+enum { N_SEAM = 3, N_KERNELS = N_SEAM + 3 };
+
+/* the other libraries this machine has (bench_peers.h), after the seam's
+ * kernels in every table */
+static bench_peer peers[3];
+static int n_peers;
+
+static const char *column_name(int k)
+{
+    return k < N_SEAM ? kernel_names[k] : peers[k - N_SEAM].name;
+}
+
+static void set_threads(int n)
+{
+    pt_blas_set_threads(n);
+    for (int i = 0; i < n_peers; i++)
+        peers[i].set_threads(n);
+}
+
+/* one product on column k's kernel; -1 where it does not take it */
+static int product(int k, const shape *s, int lda, int ldb, const float *a, const float *b,
+                   float beta, float *c)
+{
+    if (k >= N_SEAM)
+        return peers[k - N_SEAM].sgemm(s->ta, s->tb, s->M, s->N, s->K, a, lda, b, ldb, beta, c,
+                                       s->N);
+    pt_kernels_cpu()->matmul(s->ta, s->tb, s->M, s->N, s->K, 1.0f, pt_mat_of(a, lda, PT_F32),
+                             pt_mat_of(b, ldb, PT_F32), beta, pt_mat_of(c, s->N, PT_F32), NULL);
+    return 0;
+}
+
+/* the largest difference from ref, as a fraction of ref's largest value */
+static double difference(const float *c, const float *ref, size_t n)
+{
+    double most = 0, top = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)c[i] - ref[i]);
+        most = d > most ? d : most;
+        top = fabs(ref[i]) > top ? fabs(ref[i]) : top;
+    }
+    return top > 0 ? most / top : most;
+}
+
+/* what a column's rate holds where it has none */
+enum { NOT_TAKEN = -1, WRONG = -2 };
 
 /* the calling thread's CPU seconds: on a machine shared with other jobs, a
  * one-thread product's time without the time it was descheduled */
@@ -68,25 +117,39 @@ static void rates(const shape *s, const int *have, int reps, float *a, float *b,
     double flops = 2.0 * s->M * s->N * s->K, t[N_KERNELS][32];
     int inner = (int)(1e8 / flops) + 1; /* about 0.1 GFLOP a timing */
     bool apart = pt_blas_threads() > 1;
-    for (int i = 0; i < (reps + 1) * N_KERNELS; i++) {
+    size_t nc = (size_t)s->M * s->N;
+    float *ref = malloc(sizeof(float) * nc);
+    int first = -1;
+    for (int k = 0; k < N_KERNELS; k++)
+        out[k] = have[k] ? 0 : NOT_TAKEN;
+    for (int i = 0; ref && i < (reps + 1) * N_KERNELS; i++) {
         int r = apart ? i % (reps + 1) : i / N_KERNELS, k = apart ? i / (reps + 1) : i % N_KERNELS;
-        if (!have[k])
+        if (!have[k] || out[k] < 0)
             continue;
         if (apart && r == 0)
             bench_pause(0.5);
-        pt_fp32_set_kernel(kernel_names[k]);
-        const pt_kernels *kr = pt_kernels_cpu();
+        if (k < N_SEAM)
+            pt_fp32_set_kernel(kernel_names[k]);
         double (*clock)(void) = pt_blas_threads() == 1 ? thread_seconds : bench_now;
         double t0 = clock();
-        for (int j = 0; j < inner; j++)
-            kr->matmul(s->ta, s->tb, s->M, s->N, s->K, 1.0f, pt_mat_of(a, lda, PT_F32),
-                       pt_mat_of(b, ldb, PT_F32), r ? 1.0f : 0.0f, pt_mat_of(c, s->N, PT_F32),
-                       NULL);
-        if (r) /* round 0 warms up */
+        for (int j = 0; j < inner && out[k] == 0; j++)
+            if (product(k, s, lda, ldb, a, b, r ? 1.0f : 0.0f, c))
+                out[k] = NOT_TAKEN;
+        if (out[k] < 0)
+            continue;
+        if (r) { /* round 0 warms up, and checks the product against the first kernel's */
             t[k][r - 1] = inner * flops / (clock() - t0) / 1e9;
+        } else if (first < 0) {
+            first = k;
+            memcpy(ref, c, sizeof(float) * nc);
+        } else if (difference(c, ref, nc) > 1e-4) {
+            out[k] = WRONG;
+        }
     }
     for (int k = 0; k < N_KERNELS; k++)
-        out[k] = have[k] ? bench_median(t[k], reps) : 0;
+        if (out[k] == 0)
+            out[k] = bench_median(t[k], reps);
+    free(ref);
 }
 
 static void cpu_model(char *out, size_t n)
@@ -110,7 +173,7 @@ static void table(const char *title, const shape *s, int n, const int *have, int
     printf("\n%s\n%-18s %-16s", title, "product", "M x N x K");
     for (int k = 0; k < N_KERNELS; k++)
         if (have[k])
-            printf(" %15s", kernel_names[k]);
+            printf(" %15s", column_name(k));
     printf("   best\n");
     for (int i = 0; i < n; i++) {
         char dims[32];
@@ -124,9 +187,12 @@ static void table(const char *title, const shape *s, int n, const int *have, int
                 continue;
             if (g[k] > best)
                 best = g[k], bk = k;
-            printf(" %7.1f (%3.0f%%)", g[k], 100 * g[k] / peak1);
+            if (g[k] < 0)
+                printf(" %15s", g[k] == WRONG ? "wrong" : "-");
+            else
+                printf(" %7.1f (%3.0f%%)", g[k], 100 * g[k] / peak1);
         }
-        printf("   %s\n", kernel_names[bk]);
+        printf("   %s\n", column_name(bk));
     }
 }
 
@@ -146,9 +212,19 @@ int main(int argc, char **argv)
     pt_blas_set_threads(1);
     double p1 = bench_fma_peak(), p2 = bench_fma_peak_cores(2);
 
-    int have[N_KERNELS];
-    for (int k = 0; k < N_KERNELS; k++)
+    int have[N_KERNELS] = {0};
+    for (int k = 0; k < N_SEAM; k++)
         have[k] = pt_fp32_set_kernel(kernel_names[k]) == PT_OK;
+    n_peers = bench_peers_load(peers);
+    for (int i = 0; i < n_peers; i++)
+        have[N_SEAM + i] = 1;
+    printf("other libraries: ");
+    for (int i = 0; i < n_peers; i++)
+        printf("%s%s", i ? ", " : "", peers[i].name);
+    printf("%s (a - where one does not take the product, wrong where its result differs from the "
+           "first column's)\n",
+           n_peers ? "" : "none installed (apt-get install libblis-dev libdnnl-dev libxsmm-dev)");
+    set_threads(1);
     size_t big = (size_t)4 * 768 * 3072 + 4096;
     float *a = pt_alloc_floats(big), *b = pt_alloc_floats(big), *c = pt_alloc_floats(big);
     pt_rng r;
@@ -166,14 +242,14 @@ int main(int argc, char **argv)
           sizeof large / sizeof large[0], have, reps, p1, a, b, c);
 
     printf("\ntwo threads, %s (%% of the two-core peak):\n", small[1].what);
-    pt_blas_set_threads(2);
+    set_threads(2);
     double g2[N_KERNELS], g1[N_KERNELS];
     rates(&small[1], have, reps, a, b, c, g2);
-    pt_blas_set_threads(1);
+    set_threads(1);
     rates(&small[1], have, reps, a, b, c, g1);
     for (int k = 0; k < N_KERNELS; k++)
-        if (have[k])
-            printf("%-10s %7.1f GFLOP/s (%3.0f%%), %.2fx its one thread\n", kernel_names[k], g2[k],
+        if (have[k] && g2[k] > 0 && g1[k] > 0)
+            printf("%-10s %7.1f GFLOP/s (%3.0f%%), %.2fx its one thread\n", column_name(k), g2[k],
                    100 * g2[k] / p2, g2[k] / g1[k]);
     pt_fp32_set_kernel("auto");
     double p1b = bench_fma_peak(), p2b = bench_fma_peak_cores(2);
