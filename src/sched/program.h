@@ -25,11 +25,11 @@
  *              workers holding chunk and chunk2 (in each replica), after
  *              their backward work and before NORM; [TM0-3] (mean) in an
  *              asynchronous program: the two copies' values averaged, last
+ *   SEQUENCE_SUM [L]      sequence parallelism: the LayerNorms' gradients
+ *              (each slice's covers its positions) summed over the tensor
+ *              group, after TIED and before NORM; synchronous only
  *   NORM       [N]        the global gradient norm over every worker (for
- *              clipping and the NaN/Inf check), synchronous only; under
- *              sequence parallelism it first sums the LayerNorms'
- *              gradients (each slice's positions' part) over the tensor
- *              group
+ *              clipping and the NaN/Inf check), synchronous only
  *   STEP       [S] [S2]   the optimizer step: synchronous, one S of all the
  *              worker's chunks after NORM, last; asynchronous, S CHUNK right
  *              after each backward that carries an update (and its REDUCE)
