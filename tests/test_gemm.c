@@ -170,8 +170,7 @@ static void check_products(const char *what, product_fn *run, void *ctx, pt_rng 
 }
 
 /* beta 0 with NaN in C, and the same bits from every thread count (or,
- * with only_say, 0 where the bits differ, without a failure), on a product
- * of two blocks of K, and on one of several blocks of M, N and K each */
+ * with only_say, 0 where the bits differ, without a failure) */
 static int check_nan_and_threads_at(const char *what, product_fn *run, void *ctx, pt_rng *r,
                                     int only_say, dims d)
 {
@@ -210,6 +209,8 @@ static int check_nan_and_threads_at(const char *what, product_fn *run, void *ctx
     return same;
 }
 
+/* the same on a product of two blocks of K, and on one of several blocks
+ * of M, N and K each (every thread's rows against every block) */
 static int check_nan_and_threads(const char *what, product_fn *run, void *ctx, pt_rng *r,
                                  int only_say)
 {

@@ -67,10 +67,9 @@ int pt_plan_worker_buffers(const pt_schedule *s, int worker)
         if (pt_sched_holds(s, worker, c, NULL) && in_flight[c] > most)
             most = in_flight[c];
     free(in_flight);
-    /* and the next compute action's receive, the receive posted ahead of
-     * it (the executor's PT_RECEIVES_AHEAD), the input gradient a backward
-     * writes until its send is done */
-    return most + 3;
+    /* and the next compute action's receive, the receives posted ahead of
+     * it, the input gradient a backward writes until its send is done */
+    return most + 1 + PT_RECEIVES_AHEAD + 1;
 }
 
 /* Most distinct weight versions of chunk c alive at once on worker w: a

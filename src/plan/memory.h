@@ -28,6 +28,12 @@ typedef struct {
     int replicas, replica;
 } pt_memory_plan;
 
+/* Receives each of a worker's streams keeps posted beyond those of its next
+ * compute action, so that a stream's next message moves while the list
+ * computes (runtime/executor.c); each holds a boundary buffer, which
+ * pt_plan_worker_buffers() counts. */
+#define PT_RECEIVES_AHEAD 1
+
 /* Activation records chunk c needs at once on worker w (records[chunks]),
  * found by walking w's list as the executor will. */
 void pt_plan_worker_records(const pt_schedule *s, int worker, bool checkpoint, int *records);

@@ -35,6 +35,7 @@
 
 #include "comm/transport.h"
 #include "model/model.h"
+#include "plan/memory.h" /* PT_RECEIVES_AHEAD */
 #include "runtime/optimizer.h"
 #include "sched/program.h"
 #include "sched/schedule.h"
@@ -198,11 +199,6 @@ typedef struct {
 } pt_replica_reduce;
 
 /* ---- the pipeline ---- */
-
-/* Receives each of a worker's streams keeps posted beyond those of its next
- * compute action, so that a stream's next message moves while the list
- * computes (executor.c). */
-#define PT_RECEIVES_AHEAD 1
 
 enum {
     PT_JOB_NONE,
