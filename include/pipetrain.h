@@ -602,7 +602,12 @@ typedef struct {
                                  0): synchronous programs with replicas end with a
                                  GATHER of every chunk the worker holds after STEP,
                                  the parameters each replica updated brought to
-                                 every other (docs/layouts.md) */
+                                 every other (docs/layouts.md); at 2 with
+                                 weight_pieces, every weight pass is followed by
+                                 its pieces' SCATTERs instead of one REDUCE */
+    const int *weight_pieces; /* zero 2: NULL, or [c] the pieces chunk c's weight
+                                 pass runs in (one per block with parameters);
+                                 a SCATTER after each */
     const int *tensor_pieces; /* tensor parallelism: NULL, or 2 x the chunks:
                                  [c] the pieces chunk c's forward runs in,
                                  [chunks + c] its backward's; the tensor group's
@@ -1008,12 +1013,20 @@ pt_optimizer *pt_pipeline_stage_optimizer(pt_pipeline *p, int worker);
 /* Sharded optimizer state (zero): called on every worker in a
  * pt_pipeline_run job, gathers each stage's moments to its replica 0, whose
  * pt_pipeline_stage_optimizer() then answers with the whole stage's until
- * pt_pipeline_release_moments(); nothing to do without zero. */
+ * pt_pipeline_release_moments(); nothing to do without zero. In bf16 runs
+ * the float master weights, sharded too, are gathered the same way (with
+ * pt_pipeline_gather_master alone when no moments are wanted) into replica
+ * 0's stage, which holds them whole until the release. */
 int pt_pipeline_gather_moments(pt_pipeline *p, int worker);
+int pt_pipeline_gather_master(pt_pipeline *p, int worker);
 void pt_pipeline_release_moments(pt_pipeline *p, int worker);
 /* Sharded: worker w keeps its shards of `full`, an optimizer of its whole
  * stage (a checkpoint read into it). */
 void pt_pipeline_take_moments(pt_pipeline *p, int worker, pt_optimizer *full);
+/* After the caller wrote worker w's whole stage (a checkpoint read into
+ * it): in bf16 runs with sharded state the products' copy follows and the
+ * float master keeps only the worker's shards again. */
+int pt_pipeline_params_loaded(pt_pipeline *p, int worker);
 /* The pipeline stage rank r is a replica of (0 .. stages-1), and which
  * replica (*replica, may be NULL); -1 for a rank that holds no chunk. */
 int pt_pipeline_worker_stage(const pt_pipeline *p, int rank, int *replica);

@@ -1,6 +1,12 @@
 # test_mpi_train_zero: `pipetrain train --replicas D --zero 1|2`, on threads and
-# under mpirun: the checkpoint is byte-identical to --zero 0's (fp32 and
-# bf16), and a sharded checkpoint set resumes under another layout; --zero
+# under mpirun: at --zero 1 the checkpoint is byte-identical to --zero 0's
+# (fp32 and bf16); at --zero 2 (each micro-batch's gradient reduce-scattered,
+# so summed in another order: tests/test_zero_matches_unsharded holds it close
+# to zero 0) the threads and mpirun checkpoints are byte-identical to each
+# other; a sharded checkpoint set resumes under another layout; in bf16
+# (where each replica keeps the float master weights of its shards alone) a
+# run resumed at zero 1 from a set saved at zero 1 ends byte-identical to
+# the uninterrupted run, on threads and under mpirun; --zero
 # without replicas, --zero 3 and --zero under pipedream are refused with a
 # message naming the problem.
 set -u
@@ -20,17 +26,19 @@ for prec in fp32 bf16; do
     for z in 1 2; do
         "$PIPETRAIN" train "${common[@]}" --precision $prec --stages 2 --replicas 2 --zero $z \
             --save "$dir/z$z.safetensors" >/dev/null || { echo "FAIL: zero $z ($prec)"; exit 1; }
-        cmp -s "$dir/z0.safetensors" "$dir/z$z.safetensors" ||
-            { echo "FAIL: $prec zero $z on threads differs from zero 0"; exit 1; }
+        want="$dir/z0.safetensors"
+        [ $z = 2 ] && want="$dir/z2.safetensors"
+        [ $z = 1 ] && { cmp -s "$want" "$dir/z1.safetensors" ||
+            { echo "FAIL: $prec zero 1 on threads differs from zero 0"; exit 1; }; }
         if command -v mpirun >/dev/null; then
             mpirun --oversubscribe -np 4 "$PIPETRAIN" train "${common[@]}" --precision $prec \
                 --stages 2 --replicas 2 --zero $z --save "$dir/m$z.safetensors" >/dev/null ||
                 { echo "FAIL: zero $z ($prec) under mpirun"; exit 1; }
-            cmp -s "$dir/z0.safetensors" "$dir/m$z.safetensors" ||
-                { echo "FAIL: $prec zero $z under mpirun differs from zero 0"; exit 1; }
+            cmp -s "$want" "$dir/m$z.safetensors" ||
+                { echo "FAIL: $prec zero $z under mpirun differs from $want"; exit 1; }
         fi
     done
-    echo "$prec: --zero 1 and 2 byte-identical to --zero 0 ($where)"
+    echo "$prec: --zero 1 byte-identical to --zero 0, --zero 2 on threads to --zero 2 ($where)"
 done
 
 # a sharded set resumes at another layout
@@ -38,6 +46,30 @@ done
     "$PIPETRAIN" train "${common[@]}" --steps 5 --replicas 2 --resume "$dir/set" >/dev/null ||
     { echo "FAIL: a set saved at zero 1 does not resume at 1 stage x 2 replicas, zero 0"; exit 1; }
 echo "a set saved at P=2 D=2 zero 1 resumes at P=1 D=2 zero 0"
+"$PIPETRAIN" train "${common[@]}" --stages 2 --replicas 2 --zero 2 --save "$dir/set2" >/dev/null &&
+    "$PIPETRAIN" train "${common[@]}" --steps 5 --stages 2 --replicas 2 --zero 1 \
+        --resume "$dir/set2" >/dev/null ||
+    { echo "FAIL: a set saved at zero 2 does not resume at zero 1"; exit 1; }
+echo "a set saved at P=2 D=2 zero 2 resumes at zero 1"
+
+# bf16, zero 1: the float master is sharded; saves gather it, loads shard it
+sched=(--precision bf16 --stages 2 --replicas 2 --zero 1 --warmup 2 --decay-steps 6)
+launchers=("")
+command -v mpirun >/dev/null && launchers+=("mpirun --oversubscribe -np 4")
+for launch in "${launchers[@]}"; do
+    $launch "$PIPETRAIN" train "${common[@]}" "${sched[@]}" --steps 6 \
+        --save "$dir/bf_full.safetensors" >/dev/null &&
+        $launch "$PIPETRAIN" train "${common[@]}" "${sched[@]}" --steps 3 \
+            --save "$dir/bf_half" >/dev/null &&
+        $launch "$PIPETRAIN" train "${common[@]}" "${sched[@]}" --steps 6 \
+            --resume "$dir/bf_half" --save "$dir/bf_resumed.safetensors" >/dev/null ||
+        { echo "FAIL: bf16 zero 1 save and resume (${launch:-threads})"; exit 1; }
+    cmp -s "$dir/bf_full.safetensors" "$dir/bf_resumed.safetensors" ||
+        { echo "FAIL: bf16 zero 1 resumed differs from the uninterrupted run (${launch:-threads})"
+          exit 1; }
+    rm -rf "$dir/bf_half"
+done
+echo "bf16 zero 1: resumed from a set, byte-identical to the uninterrupted run ($where)"
 
 refuse() { # expected words, then the flags
     local want=$1; shift

@@ -1,5 +1,6 @@
 /* test_mpi_zero: sharded optimizer state under MPI takes bit for bit the
- * steps it takes on threads, and those of the unsharded run.
+ * steps it takes on threads, and those of the unsharded run (zero 2: close
+ * to them).
  *
  * mpi-ranks: 4
  *
@@ -10,7 +11,9 @@
  * rank) and the same layout on threads in its own process:
  *   - the MPI run's losses, and the parameters and (gathered) moments its
  *     rank holds, are bit-identical to the threads run's;
- *   - zero 1 and 2 over MPI are bit-identical to zero 0 over MPI;
+ *   - zero 1 over MPI is bit-identical to zero 0 over MPI, and zero 2
+ *     (its gradients reduce-scattered after every micro-batch) within
+ *     zero_runs.h's tolerances of it;
  *   - each rank's moments at zero 1 are 1/D of zero 0's (allocated). */
 #include <stdio.h>
 #include <string.h>
@@ -44,7 +47,8 @@ static int layout(const char *schedule, int P, int D, size_t bucket)
         }
         snprintf(what, sizeof what, "%s P=%d D=%d bucket %zu: zero %d against 0 over MPI", schedule,
                  P, D, bucket, zero);
-        if (zr_same(&mpi, &base, what))
+        double worst[2];
+        if (zero == 1 ? zr_same(&mpi, &base, what) : zr_close(&mpi, &base, what, worst))
             return 1;
         size_t want = base.moment_bytes / (size_t)D, slack = 2 * 64 * 2 * 2;
         CHECK(mpi.moment_bytes <= want + slack && mpi.moment_bytes + slack >= want,
@@ -55,7 +59,7 @@ static int layout(const char *schedule, int P, int D, size_t bucket)
     zr_end(&base);
     if (rank_ == 0) {
         printf("ok %-11s P=%d D=%d buckets of %zu floats: zero 0, 1, 2 over MPI bit-identical to "
-               "threads and to each other\n",
+               "threads, zero 1 to zero 0, zero 2 close to it\n",
                schedule, P, D, bucket ? bucket : PT_BUCKET_FLOATS);
         fflush(stdout);
     }

@@ -14,9 +14,12 @@
  *   - pipedream: a STEP(chunk) after every backward carrying an update, with
  *     a REDUCE before it when replicated, and no NORM; pipedream whose
  *     replicas cannot pair their updates (M not a multiple of R) is refused;
- *   - forward-only: forwards and their activations' transfers alone.
- * And the validator refuses the lowered program of small schedules with any
- * one non-compute action dropped. */
+ *   - forward-only: forwards and their activations' transfers alone;
+ *   - zero 2 (1f1b-rr, 2 replicas, 1 to 3 weight pieces per chunk): after every W or BW, past its
+ * sends, one SCATTER per piece in order, no REDUCE, a GATHER per held chunk after STEP; the program
+ * validates, simulates, and reads back from its text. And the validator refuses the lowered program
+ * of small schedules with any one non-compute action dropped (zero 2's too), and a SCATTER moved
+ * before its weight pass. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,17 +228,97 @@ static void check_one(const char *name, int P, int M, int v, int R)
     pt_schedule_destroy(s);
 }
 
-/* Dropping any one non-compute action must be refused. */
-static void check_drops(const char *name, int P, int M, int v, int R)
+/* zero 2: the SCATTERs of every weight pass, in order, right after it. */
+static void check_scatters(const pt_program *p, int pieces, const char *what)
+{
+    for (int w = 0; w < p->shape->n_workers; w++) {
+        CHECK(count_kind(p, w, PT_PROG_REDUCE) == 0, "%s: worker %d has a REDUCE", what, w);
+        for (int i = 0; i < p->n_actions[w]; i++) {
+            const pt_prog_action *a = &p->actions[w][i];
+            if (a->kind != PT_PROG_W && a->kind != PT_PROG_BW)
+                continue;
+            int j = i + 1;
+            while (j < p->n_actions[w] && pt_prog_is_send(p->actions[w][j].kind))
+                j++;
+            for (int k = 0; k < pieces; k++, j++) {
+                const pt_prog_action *x = j < p->n_actions[w] ? &p->actions[w][j] : NULL;
+                CHECK(x && x->kind == PT_PROG_SCATTER && x->chunk == a->chunk && x->mb == a->mb &&
+                          x->peer == k,
+                      "%s: worker %d: SCATTER %d of the weight pass at %d is not at %d", what, w, k,
+                      i, j);
+            }
+        }
+        int held = 0;
+        for (int c = 0; c < p->shape->n_chunks; c++)
+            held += pt_sched_holds(p->shape, w, c, NULL);
+        CHECK(count_kind(p, w, PT_PROG_GATHER) == held, "%s: worker %d: %d GATHERs, %d chunks",
+              what, w, count_kind(p, w, PT_PROG_GATHER), held);
+    }
+}
+
+static pt_lower_options zero2_options(const pt_schedule *s, int *tied, int *pieces, int n)
+{
+    pt_lower_options o = pt_lower_options_default();
+    tied[0] = 0, tied[1] = s->n_chunks - 1;
+    o.tied = tied, o.n_tied = s->n_chunks > 1;
+    for (int c = 0; c < s->n_chunks && c < 64; c++)
+        pieces[c] = n;
+    o.zero = 2, o.weight_pieces = pieces;
+    return o;
+}
+
+static void check_zero2(const char *name, int P, int M, int v, int R, int n)
+{
+    char what[96];
+    snprintf(what, sizeof what, "zero 2 %s P=%d M=%d v=%d R=%d pieces %d", name, P, M, v, R, n);
+    pt_schedule_config cfg = {
+        .name = name, .stages = P, .microbatches = M, .virtual_stages = v, .replicas = R};
+    pt_schedule *s = NULL;
+    pt_program *p = NULL, *back = NULL;
+    pt_schedule_sim *sim = NULL;
+    char *text = NULL;
+    int tied[2], pieces[64];
+    if (pt_schedule_create(&cfg, &s) != PT_OK) {
+        CHECK(0, "%s: generate: %s", what, pt_last_error());
+        return;
+    }
+    pt_lower_options o = zero2_options(s, tied, pieces, n);
+    int rc = pt_program_lower(s, &o, &p);
+    CHECK(rc == PT_OK, "%s: lower: %s", what, pt_last_error());
+    if (rc == PT_OK) {
+        CHECK(pt_program_validate(p) == PT_OK, "%s: refused: %s", what, pt_last_error());
+        check_scatters(p, n, what);
+        CHECK(pt_program_simulate(p, NULL, &sim) == PT_OK, "%s: simulate: %s", what,
+              pt_last_error());
+        CHECK(pt_program_format(p, &text) == PT_OK && pt_program_parse(text, &back) == PT_OK &&
+                  pt_prog_equal(p, back),
+              "%s: the text does not read back: %s", what, pt_last_error());
+    }
+    checked++;
+    free(text);
+    pt_schedule_sim_destroy(sim);
+    pt_program_destroy(back);
+    pt_program_destroy(p);
+    pt_schedule_destroy(s);
+}
+
+/* Dropping any one non-compute action must be refused (zero: at zero 2
+ * with 2 weight pieces per chunk). */
+static void check_drops(const char *name, int P, int M, int v, int R, int zero)
 {
     pt_schedule_config cfg = {
         .name = name, .stages = P, .microbatches = M, .virtual_stages = v, .replicas = R};
     pt_schedule *s = NULL;
     pt_program *p = NULL;
-    int tied[2] = {0, 1};
+    int tied[2] = {0, 1}, pieces[64];
     pt_lower_options o = pt_lower_options_default();
     o.tied = tied;
     o.n_tied = 1;
+    if (zero && pt_schedule_create(&cfg, &s) == PT_OK) {
+        o = zero2_options(s, tied, pieces, 2);
+        pt_schedule_destroy(s);
+        s = NULL;
+    }
     if (pt_schedule_create(&cfg, &s) != PT_OK || pt_program_lower(s, &o, &p) != PT_OK) {
         CHECK(0, "%s: %s", name, pt_last_error());
         pt_schedule_destroy(s);
@@ -259,6 +342,14 @@ static void check_drops(const char *name, int P, int M, int v, int R)
     CHECK(tried > 0 && refused == tried, "%s: %d of %d programs missing an action refused", name,
           refused, tried);
     CHECK(pt_program_validate(p) == PT_OK, "%s: restored program refused", name);
+    for (int i = 0; zero && i < p->n_actions[0]; i++) /* a SCATTER before its weight pass */
+        if (p->actions[0][i].kind == PT_PROG_SCATTER) {
+            pt_prog_action x = p->actions[0][i], before = p->actions[0][i - 1];
+            p->actions[0][i - 1] = x, p->actions[0][i] = before;
+            CHECK(pt_program_validate(p) != PT_OK && strstr(pt_last_error(), "weight pass"),
+                  "%s: a SCATTER before its weight pass accepted: %s", name, pt_last_error());
+            break;
+        }
     pt_program_destroy(p);
     pt_schedule_destroy(s);
 }
@@ -281,10 +372,15 @@ int main(void)
             }
             check_one("zbv", P, M, 2, 1);
         }
-    check_drops("1f1b-rr", 2, 4, 1, 2);
-    check_drops("pipedream", 2, 4, 1, 2);
-    check_drops("interleaved", 2, 4, 2, 1);
-    check_drops("zbv", 2, 3, 2, 1);
+    for (int P = 1; P <= 4; P++)
+        for (int M = 2; M <= 8; M += 2)
+            for (int n = 1; n <= 3; n++)
+                check_zero2("1f1b-rr", P, M, 1, 2, n);
+    check_drops("1f1b-rr", 2, 4, 1, 2, 0);
+    check_drops("1f1b-rr", 2, 4, 1, 2, 2);
+    check_drops("pipedream", 2, 4, 1, 2, 0);
+    check_drops("interleaved", 2, 4, 2, 1, 0);
+    check_drops("zbv", 2, 3, 2, 1, 0);
     /* replicas placed across stages: the schedule validates, its program
      * would wait on itself; lowering refuses it */
     pt_schedule *odd;

@@ -7,6 +7,7 @@
 #ifndef PT_TESTS_ZERO_RUNS_H
 #define PT_TESTS_ZERO_RUNS_H
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,13 @@
 #define ZR_MBS   2
 #define ZR_M     8
 #define ZR_LR    1e-2f
+/* zero 2 against zero 0 (zr_close): the losses as the layouts of a run are
+ * held to each other; parameters and moments looser, as AdamW's first
+ * steps move a weight by lr whatever the size of its gradient, and the
+ * key bias's gradient (zero in exact arithmetic) is float noise whose
+ * sign follows the order of the sums (measured: 2e-5 to 6e-5) */
+#define ZR_LOSS_TOL   1e-5
+#define ZR_TENSOR_TOL 2e-4
 
 typedef struct {
     const char *schedule;
@@ -159,6 +167,52 @@ static inline int zr_same(const zr_run *a, const zr_run *b, const char *what)
             REQUIRE(!memcmp(&a->losses[s][k], &b->losses[s][k], sizeof(float)),
                     "%s: step %d micro-batch %d: loss %.9g against %.9g", what, s, k,
                     a->losses[s][k], b->losses[s][k]);
+    return 0;
+}
+
+/* Largest |x - y| over a tensor, relative to the tensor's largest |y|. */
+static inline double zr_relative(const float *x, const float *y, size_t n)
+{
+    double most = 0, scale = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)x[i] - (double)y[i];
+        most = fabs(d) > most ? fabs(d) : most;
+        scale = fabs((double)y[i]) > scale ? fabs((double)y[i]) : scale;
+    }
+    return scale > 0 ? most / scale : most;
+}
+
+/* zero 2 against zero 0: the replicas' sums fold the micro-batches in
+ * another order, so every loss within ZR_LOSS_TOL and every parameter and
+ * moment within ZR_TENSOR_TOL (relative to each tensor's largest value)
+ * instead of bit for bit; the largest differences into worst[0] (losses)
+ * and worst[1] (tensors). */
+static inline int zr_close(const zr_run *a, const zr_run *b, const char *what, double worst[2])
+{
+    worst[0] = worst[1] = 0;
+    for (int i = 0; i < pt_model_n_params(a->m); i++) {
+        const pt_param *p = pt_model_param(a->m, i), *q = pt_model_param(b->m, i);
+        if (!a->held[i])
+            continue;
+        double d = zr_relative(p->data, q->data, p->numel);
+        for (int k = 0; a->o && b->o && k < 2; k++) {
+            const float *x = pt_optimizer_state(a->o, a->m, i, k);
+            const float *y = pt_optimizer_state(b->o, b->m, i, k);
+            double e = x && y ? zr_relative(x, y, p->numel) : 1.0;
+            d = e > d ? e : d;
+        }
+        worst[1] = d > worst[1] ? d : worst[1];
+        REQUIRE(d <= ZR_TENSOR_TOL,
+                "%s: %s (or a moment of it) differs by %.3g of its largest value", what, p->name,
+                d);
+    }
+    for (int s = 0; s < ZR_STEPS; s++)
+        for (int k = 0; k < ZR_M; k++) {
+            double d = zr_relative(&a->losses[s][k], &b->losses[s][k], 1);
+            worst[0] = d > worst[0] ? d : worst[0];
+            REQUIRE(d <= ZR_LOSS_TOL, "%s: step %d micro-batch %d: loss %.9g against %.9g", what, s,
+                    k, a->losses[s][k], b->losses[s][k]);
+        }
     return 0;
 }
 

@@ -393,10 +393,12 @@ int cmd_train(int argc, char **argv)
         FLAG_RANGED("zero", FLAG_INT, &cfg.pipeline.zero, "Z",
                     "shard the optimizer state across each stage's replicas (ZeRO): 1 each of "
                     "the D replicas keeps 1/D of the moments, sums only its shard's gradients "
-                    "and updates it, then the shards are gathered; 2 is accepted and runs as 1: a "
-                    "stage accumulates its whole gradient over its micro-batches (as DeepSpeed's "
-                    "pipeline engine, which stops at ZeRO-1); needs --replicas 2 or more and a "
-                    "synchronous schedule; losses bit-identical to 0 (default 0; docs/layouts.md)",
+                    "and updates it, then the shards are gathered (losses bit-identical to 0); 2 "
+                    "also keeps only the owned shard of the gradients: each block's weight "
+                    "gradient is reduce-scattered right after every backward (the replicas' "
+                    "traffic times the micro-batches per replica; losses equal to 0's within "
+                    "rounding); needs --replicas 2 or more and a synchronous schedule "
+                    "(default 0; docs/layouts.md)",
                     LIMIT_ZERO),
         FLAG_RANGED("tensor", FLAG_INT, &cfg.pipeline.tensor, "T",
                     "tensor-parallel slices of every stage (gpt: Megatron's split of heads, MLP "

@@ -121,9 +121,10 @@ static int lay_out_params(pt_model *m)
     m->params = calloc((size_t)(n ? n : 1), sizeof *m->params);
     if (!m->params)
         return pt_fail(PT_ENOMEM, "cannot allocate the parameter table");
-    int rc = pt_arena_init(&m->data, floats);
+    /* pages on first write: sharded state keeps a shard of them (zero.c) */
+    int rc = pt_arena_init_paged(&m->data, floats);
     if (rc == PT_OK)
-        rc = pt_arena_init(&m->grad, floats);
+        rc = pt_arena_init_paged(&m->grad, floats);
     if (rc != PT_OK)
         return rc;
     if (m->k->act == PT_BF16) {
@@ -296,6 +297,8 @@ void pt_model_destroy(pt_model *m)
     pt_arena_free(&m->data);
     pt_arena_free(&m->grad);
     pt_free(m->low);
+    free(m->master_lo);
+    free(m->master_hi);
     pt_free(m->work);
     free(m->params);
     free(m->blocks);
@@ -410,7 +413,8 @@ int pt_model_holds_block(const pt_model *m, int block)
 
 size_t pt_model_held_bytes(const pt_model *m)
 {
-    return m->data.used * (sizeof(float) + (m->low ? sizeof(pt_bf16) : 0));
+    return (m->data.used - m->released) * sizeof(float) +
+           (m->low ? m->data.used * sizeof(pt_bf16) : 0);
 }
 
 void pt_model_params_changed(pt_model *m) { m->low_stale = m->low != NULL; }
@@ -436,17 +440,77 @@ int pt_precision_parse(const char *s, pt_precision *out)
     return pt_fail(PT_EINVAL, "precision '%s' is neither fp32 nor bf16", s ? s : "(null)");
 }
 
-/* The products read the bf16 copy: bring it up to the float parameters. */
+bool pt_model_master_shards(const pt_model *m, int i)
+{
+    return m->params[i].ndim >= 2 && !pt_model_param_decl(m, i)->float_read;
+}
+
+/* Floats [a, b) of the data arena into the bf16 copy. */
+static void round_range(pt_model *m, size_t a, size_t b)
+{
+    if (b > a)
+        pt_bf16_from_floats(m->low + a, m->data.base + a, b - a);
+}
+
+/* The products read the bf16 copy: bring it up to the float parameters
+ * (with a sharded master, the kept ranges of the matrices). */
 static void refresh_low(pt_model *m)
 {
     if (!m->low_stale)
         return;
     for (int i = 0; i < m->n_params; i++) {
         const pt_param *p = &m->params[i];
-        if (p->data)
-            pt_bf16_from_floats(m->low + (p->data - m->data.base), p->data, p->numel);
+        if (!p->data)
+            continue;
+        size_t a = (size_t)(p->data - m->data.base), b = a + p->numel;
+        bool sharded = m->n_master && pt_model_master_shards(m, i);
+        if (!sharded)
+            round_range(m, a, b);
+        for (int k = 0; sharded && k < m->n_master; k++)
+            round_range(m, a > m->master_lo[k] ? a : m->master_lo[k],
+                        b < m->master_hi[k] ? b : m->master_hi[k]);
     }
     m->low_stale = false;
+}
+
+void pt_model_refresh_low(pt_model *m) { refresh_low(m); }
+
+int pt_model_shard_master(pt_model *m, const size_t *lo, const size_t *hi, int n)
+{
+    if (!m->low)
+        return PT_OK;
+    m->n_master = 0, m->released = 0;
+    m->low_stale = true;
+    refresh_low(m); /* from every float, all current */
+    free(m->master_lo);
+    free(m->master_hi);
+    m->master_lo = m->master_hi = NULL;
+    if (n <= 0)
+        return PT_OK;
+    m->master_lo = malloc((size_t)n * sizeof(size_t));
+    m->master_hi = malloc((size_t)n * sizeof(size_t));
+    if (!m->master_lo || !m->master_hi)
+        return pt_fail(PT_ENOMEM, "cannot allocate the master's ranges");
+    memcpy(m->master_lo, lo, (size_t)n * sizeof(size_t));
+    memcpy(m->master_hi, hi, (size_t)n * sizeof(size_t));
+    for (int i = 0; i < m->n_params; i++) {
+        const pt_param *p = &m->params[i];
+        if (!p->data || !pt_model_master_shards(m, i))
+            continue;
+        /* the gaps between the kept ranges, within the matrix */
+        size_t a = (size_t)(p->data - m->data.base), b = a + p->numel, at = a;
+        for (int k = 0; k <= n && at < b; k++) {
+            size_t end = k < n ? lo[k] : b, next = k < n ? hi[k] : b;
+            end = end < b ? end : b;
+            if (end > at) {
+                pt_arena_clear(&m->data, at, end);
+                m->released += end - at;
+            }
+            at = next > at ? next : at;
+        }
+    }
+    m->n_master = n;
+    return PT_OK;
 }
 
 void pt_model_sum_tied_grads(pt_model *m)
@@ -770,6 +834,70 @@ int pt_model_backward_weight(pt_model *m, int first, int last, const pt_microbat
                                 acts->saved[i - first], acts->dout[i - first]);
     }
     return PT_OK;
+}
+
+/* ---- the weight pass in pieces (zero 2) ---- */
+
+static bool has_params(const pt_model *m, int b) { return m->blocks[b].n_params > 0; }
+
+int pt_model_weight_pieces(const pt_model *m, int first, int last)
+{
+    int n = 0;
+    for (int b = first; b <= last && b < m->n_blocks; b++)
+        n += b >= 0 && has_params(m, b);
+    return n > 0 ? n : 1;
+}
+
+/* Blocks *lo..*hi of weight piece `piece`; the block with parameters among
+ * them, or -1 (a range with none is one piece). */
+static int weight_piece_blocks(const pt_model *m, int first, int last, int piece, int *lo, int *hi)
+{
+    int seen = 0, below = last + 1, owner = -1;
+    *hi = last, *lo = first;
+    for (int b = last; b >= first; b--) {
+        if (!has_params(m, b))
+            continue;
+        if (seen == piece)
+            *hi = below - 1, owner = b;
+        else if (seen == piece + 1)
+            *lo = below;
+        below = b;
+        seen++;
+    }
+    return owner; /* the last piece keeps the blocks without parameters below it */
+}
+
+int pt_model_backward_weight_piece(pt_model *m, int first, int last, int piece,
+                                   const pt_microbatch *mb, const void *in, pt_activations *acts)
+{
+    int rc = check_call(m, first, last, mb, in, acts);
+    if (rc == PT_OK)
+        rc = ensure_work(m, first, last, mb->batch);
+    if (rc == PT_OK && (piece < 0 || piece >= pt_model_weight_pieces(m, first, last)))
+        rc = pt_fail(PT_EINVAL, "blocks %d..%d have no weight piece %d", first, last, piece);
+    if (rc != PT_OK)
+        return rc;
+    int lo, hi;
+    weight_piece_blocks(m, first, last, piece, &lo, &hi);
+    for (int i = hi; i >= lo; i--) {
+        pt_block *b = &m->blocks[i];
+        b->ops->backward_weight(b, mb, block_input(m, i, mb, in, acts), acts->out[i - first],
+                                acts->saved[i - first], acts->dout[i - first]);
+    }
+    return PT_OK;
+}
+
+void pt_model_weight_piece_grads(const pt_model *m, int first, int last, int piece, size_t *from,
+                                 size_t *to)
+{
+    int lo, hi, b = weight_piece_blocks(m, first, last, piece, &lo, &hi);
+    *from = *to = 0;
+    if (b < 0 || !m->held[b])
+        return;
+    const pt_block *blk = &m->blocks[b];
+    *from = (size_t)(blk->g[0] - m->grad.base);
+    *to = (size_t)(blk->g[blk->n_params - 1] - m->grad.base) +
+          pt_param_decl_numel(&blk->decl[blk->n_params - 1]);
 }
 
 /* ---- tensor-parallel pieces ---- */

@@ -1,6 +1,7 @@
 /* model.h: the inside of pt_model: an ordered list of blocks whose
  * parameters and gradients live in two arenas (one contiguous run each, so
- * an optimizer or an all-reduce walks them in one pass). The builders (gpt.c,
+ * an optimizer or an all-reduce walks them in one pass; the gradients' in
+ * pages that exist once written, pt_arena_init_paged). The builders (gpt.c,
  * mlp.c) only append blocks; model.c does the rest. */
 #ifndef PT_MODEL_MODEL_H
 #define PT_MODEL_MODEL_H
@@ -32,6 +33,12 @@ struct pt_model {
      * low_stale says data changed. NULL under fp32. */
     pt_bf16 *low;
     bool low_stale;
+    /* bf16 with sharded optimizer state: the matrices' float master exists
+     * only in [master_lo[k], master_hi[k]) of the data arena (vectors stay
+     * whole), `released` floats of it given back; n_master 0: all of it
+     * (pt_model_shard_master) */
+    size_t *master_lo, *master_hi, released;
+    int n_master;
     /* tensor parallelism: this model is slice tensor_rank of `tensor`
      * (1: the whole model); the split blocks say which tensors are cut;
      * sequence_parallel: with its rows of every sample between them */
@@ -76,6 +83,30 @@ float *pt_model_tensor_sum_buffer(const pt_model *m, int first, int last, int ba
 pt_group_how pt_model_tensor_sum_how(const pt_model *m, int first, int last, int backward,
                                      int piece, int batch);
 
+/* bf16: the float parameters are current everywhere (created, loaded, or
+ * gathered for a save): the bf16 copy is brought up to them, then the
+ * float master of the matrices read only through it (pt_model_master_shards)
+ * outside the n ascending ranges [lo[k], hi[k]) of the data arena goes back
+ * (reads as zero), and from then on the copy follows the kept ranges and
+ * every other tensor; the rest of it is the caller's to bring (zero.c's
+ * GATHER). n = 0 keeps all of it. Nothing to do in fp32. */
+int pt_model_shard_master(pt_model *m, const size_t *lo, const size_t *hi, int n);
+/* Is parameter i's float master cut into the kept ranges when sharded (a
+ * matrix read only through its bf16 copy)? */
+bool pt_model_master_shards(const pt_model *m, int i);
+/* The bf16 copy brought up to the kept float parameters now. */
+void pt_model_refresh_low(pt_model *m);
+/* The weight pass of blocks first..last in pieces, one per block with
+ * parameters from the last block down (zero 2 reduces each piece's
+ * gradient as soon as it is computed): how many (1 when none has
+ * parameters), piece `piece` of pt_model_backward_weight (the same
+ * arguments; the pieces in order are the whole pass), and the floats
+ * [*from, *to) of the gradient arena it writes. */
+int pt_model_weight_pieces(const pt_model *m, int first, int last);
+int pt_model_backward_weight_piece(pt_model *m, int first, int last, int piece,
+                                   const pt_microbatch *mb, const void *in, pt_activations *acts);
+void pt_model_weight_piece_grads(const pt_model *m, int first, int last, int piece, size_t *from,
+                                 size_t *to);
 /* The parameters of block `block`: params[first .. first + count). */
 int pt_model_block_first_param(const pt_model *m, int block);
 /* Parameter i's declaration: its name, shape and (a tensor slice's) split. */

@@ -90,6 +90,10 @@ typedef struct {
     /* sequence parallelism: each slice's gradient is its positions' part,
      * summed over the tensor group before the norm (the LayerNorms') */
     int sequence_partial;
+    /* a matrix the block reads as floats (an embedding's rows, a user
+     * layer's tensors), not only through its bf16 copy: a bf16 run with
+     * sharded state keeps its float master whole on every replica */
+    int float_read;
 } pt_param_decl;
 
 #define PT_BLOCK_MAX_PARAMS 16

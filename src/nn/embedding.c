@@ -114,6 +114,7 @@ void pt_tok_embedding_init(pt_block *b, const pt_block_shape *s, const char *pre
     int te[2] = {s->V, s->C};
     snprintf(name, sizeof name, "%s.weight", prefix);
     pt_block_declare(b, name, 2, te, PT_INIT_NORMAL, 0.02f);
+    b->decl[0].float_read = 1; /* rows looked up, not multiplied */
 }
 
 void pt_embedding_init(pt_block *b, const pt_block_shape *s)
@@ -125,6 +126,7 @@ void pt_embedding_init(pt_block *b, const pt_block_shape *s)
     int te[2] = {s->V, s->C}, pe[2] = {b->shape.n_positions, s->C};
     pt_block_declare(b, "transformer.wte.weight", 2, te, PT_INIT_NORMAL, 0.02f);
     pt_block_declare(b, "transformer.wpe.weight", 2, pe, PT_INIT_NORMAL, 0.02f);
+    b->decl[0].float_read = b->decl[1].float_read = 1; /* rows looked up, not multiplied */
     if (s->tensor > 1)
         pt_embedding_split(b);
 }

@@ -80,5 +80,6 @@ void pt_user_layer_init(pt_block *b, const pt_layer_type *t, int in_floats, cons
             pt_block_declare(b, name, p->ndim, p->shape, PT_INIT_NORMAL, p->std);
         else
             pt_block_declare(b, name, p->ndim, p->shape, PT_INIT_CONSTANT, p->value);
+        b->decl[i].float_read = 1; /* the layer's code reads the floats */
     }
 }

@@ -18,8 +18,13 @@
  *                of each other replica's chunk gradient.
  * With sharded optimizer state (zero, replicas D > 1) a worker keeps the
  * moments of its shard of each chunk (1/D of it) and receives the other
- * replicas' copies of that shard one bucket at a time; parameters and
- * gradients stay whole.
+ * replicas' copies of that shard one bucket at a time; parameters stay
+ * whole (in bf16 runs the bf16 copy and the tensors read as floats; the
+ * float master of the other matrices is the shard's alone), and gradients
+ * too at zero 1. At zero 2 the gradients are the
+ * owned shards plus the largest piece of a weight pass outside them (one
+ * block's, reduce-scattered before the next piece runs), counted in floats
+ * as the runtime counts them (zero.c).
  * The executor's pool is sized by the same walk (pt_plan_worker_records),
  * so what the prediction says is what the pool allocates up front. */
 #include "plan/memory.h"
@@ -98,6 +103,66 @@ static int peak_versions(const pt_schedule *s, int w, int c)
     return peak;
 }
 
+/* Chunk first..last's shard at position pos of D, floats [*lo, *hi) of
+ * its span as the stage's arena lays it out (zero.c's shards). */
+static void shard_of(const pt_model *m, int first, int last, int D, int pos, size_t *lo, size_t *hi)
+{
+    size_t at = 0, floats = 0;
+    for (int b = first; b <= last; b++)
+        for (int i = 0; i < m->blocks[b].n_params; i++) {
+            size_t n = pt_param_decl_numel(&m->blocks[b].decl[i]);
+            floats = at + n;
+            at += pt_arena_round(n);
+        }
+    *lo = floats * (size_t)pos / (size_t)D, *hi = floats * (size_t)(pos + 1) / (size_t)D;
+}
+
+static size_t overlap(size_t a, size_t b, size_t lo, size_t hi)
+{
+    size_t x = a > lo ? a : lo, z = b < hi ? b : hi;
+    return z > x ? z - x : 0;
+}
+
+/* bf16 with sharded state: the bytes of float master the worker at
+ * position pos does not keep (the matrices read only through their bf16
+ * copy, outside its shard: pt_model_shard_master). */
+static size_t released_master(const pt_model *m, int first, int last, int D, int pos)
+{
+    size_t lo, hi, at = 0, out = 0;
+    shard_of(m, first, last, D, pos, &lo, &hi);
+    for (int b = first; b <= last; b++)
+        for (int i = 0; i < m->blocks[b].n_params; i++) {
+            const pt_param_decl *d = &m->blocks[b].decl[i];
+            size_t n = pt_param_decl_numel(d);
+            if (d->ndim >= 2 && !d->float_read)
+                out += n - overlap(at, at + n, lo, hi);
+            at += pt_arena_round(n);
+        }
+    return out * sizeof(float);
+}
+
+/* zero 2: chunk first..last's gradient at position pos of D: the owned
+ * shard's bytes, and the most bytes one weight piece (a block with
+ * parameters) writes outside it. */
+static void scattered_grads(const pt_model *m, int first, int last, int D, int pos, size_t *owned,
+                            size_t *most)
+{
+    size_t lo, hi, at = 0;
+    shard_of(m, first, last, D, pos, &lo, &hi);
+    *owned = (hi - lo) * sizeof(float);
+    *most = 0;
+    for (int b = first; b <= last; b++) {
+        size_t from = at, to = at;
+        for (int i = 0; i < m->blocks[b].n_params; i++) {
+            size_t n = pt_param_decl_numel(&m->blocks[b].decl[i]);
+            to = at + n;
+            at += pt_arena_round(n);
+        }
+        size_t out = (to - from - overlap(from, to, lo, hi)) * sizeof(float);
+        *most = out > *most ? out : *most;
+    }
+}
+
 int pt_plan_worker_memory(const pt_memory_plan *mp, int worker, pt_memory_use *out)
 {
     const pt_schedule *s = mp->s;
@@ -119,7 +184,7 @@ int pt_plan_worker_memory(const pt_memory_plan *mp, int worker, pt_memory_use *o
     bool copies = s->replicas == 1 && mp->replicas > 1; /* s is one replica's */
     int D = copies ? mp->replicas : s->replicas;
     size_t window = 0; /* zero 1 and 2: the one bucket's receive buffers */
-    size_t most_work = 0;
+    size_t most_work = 0, most_piece = 0;
     for (int c = 0; c < K; c++) {
         if (!pt_sched_holds(s, worker, c, NULL))
             continue;
@@ -137,6 +202,14 @@ int pt_plan_worker_memory(const pt_memory_plan *mp, int worker, pt_memory_use *o
             size_t floats = params / sizeof(float);
             shard = (floats * (size_t)(pos + 1) / (size_t)D - floats * (size_t)pos / (size_t)D) *
                     sizeof(float);
+        }
+        if (sharded && bf16) /* the float master of the shard (and what is read as floats) */
+            out->params -= released_master(mp->desc, first, last, D, pos);
+        if (sharded && mp->zero == 2) { /* the owned gradient, exactly as zero.c cuts it */
+            size_t piece;
+            scattered_grads(mp->desc, first, last, D, pos, &shard, &piece);
+            out->grads += shard - params;
+            most_piece = piece > most_piece ? piece : most_piece;
         }
         out->moments += (size_t)mp->moments * shard;
         out->activations +=
@@ -159,6 +232,7 @@ int pt_plan_worker_memory(const pt_memory_plan *mp, int worker, pt_memory_use *o
             out->comm += (size_t)(D - 1) * params;
     }
     out->comm += (size_t)(D - 1) * window;
+    out->grads += most_piece;
     out->activations += most_work;
     for (int b = 1; b < K; b++)
         if (buffered[b]) {

@@ -369,6 +369,22 @@ static void release_micro_batch(pt_worker *w, int chunk, pt_slot *sl)
 
 static void backward_input_done(pt_worker *w, const pt_action *a, void *din);
 
+/* zero 2: the weight pass runs in pieces, a SCATTER after each (the
+ * program's); this is its first. */
+static bool weight_in_pieces(const pt_worker *w) { return w->scatter_req != NULL; }
+
+/* The weight pass of a W or BW: whole, after which the micro-batch's record
+ * goes back; or (zero 2) its first piece, the SCATTERs running the rest. */
+static int weight_pass(pt_worker *w, int chunk, const pt_microbatch *mb, pt_slot *sl)
+{
+    int first = w->p->chunk_first[chunk], last = w->p->chunk_last[chunk];
+    if (weight_in_pieces(w))
+        return pt_model_backward_weight_piece(w->stage, first, last, 0, mb, sl->in, sl->acts);
+    int rc = pt_model_backward_weight(w->stage, first, last, mb, sl->in, sl->acts);
+    release_micro_batch(w, chunk, sl);
+    return rc;
+}
+
 /* Activation checkpointing with tensor slices: a backward re-runs the
  * chunk's forward piece by piece, the sums between its pieces the first of
  * the backward's (pipeline.c lowers them so); 0 without checkpointing. */
@@ -436,10 +452,8 @@ static int run_backward(pt_worker *w, const pt_action *a, const pt_microbatch *b
     }
     backward_input_done(w, a, din);
     ev->tb = pt_pipeline_now() - p->step_t0;
-    if (fused) {
-        rc = pt_model_backward_weight(w->stage, first, last, &mb, sl->in, sl->acts);
-        release_micro_batch(w, a->chunk, sl);
-    }
+    if (fused)
+        rc = weight_pass(w, a->chunk, &mb, sl);
     if (st)
         pt_stash_leave(st, sl->version, swapped, fused);
     return rc;
@@ -485,10 +499,41 @@ static int run_weight(pt_worker *w, const pt_action *a, const pt_microbatch *bat
     pt_weight_stash *st = a->version >= 0 ? &w->stash[a->chunk] : NULL;
     if (st && (rc = pt_stash_enter(st, sl->version, &swapped)) != PT_OK)
         return rc;
-    rc = pt_model_backward_weight(w->stage, first, last, &mb, sl->in, sl->acts);
-    release_micro_batch(w, a->chunk, sl);
+    rc = weight_pass(w, a->chunk, &mb, sl);
     if (st)
         pt_stash_leave(st, sl->version, swapped, true);
+    return rc;
+}
+
+/* SCATTER (zero 2): the replicas reduce-scatter what weight piece `peer`
+ * of (chunk, mb) wrote, then the next piece runs; after the last the
+ * micro-batch's record goes back. The SCATTER and its piece are one event
+ * of the trace, their time the W's. */
+static int run_scatter(pt_worker *w, const pt_prog_action *a, const pt_microbatch *batch)
+{
+    pt_pipeline *p = w->p;
+    int first = p->chunk_first[a->chunk], last = p->chunk_last[a->chunk];
+    pt_slot *sl = slot_of(w, a->chunk, a->mb);
+    pt_microbatch mb = pt_pipeline_microbatch(p, batch, a->mb);
+    char name[32];
+    if (!sl->acts)
+        return pt_fail(PT_EDEADLOCK, "worker %d: %s runs before its weight pass", w->rank,
+                       pt_prog_action_str(a, name, sizeof name));
+    pt_trace_event *ev = &w->events[w->n_events++];
+    *ev = (pt_trace_event){
+        .kind = PT_ACT_W, .chunk = a->chunk, .mb = a->mb, .piece = a->peer + 1, .tb = -1};
+    ev->t0 = ev->ts = pt_pipeline_now() - p->step_t0;
+    size_t from, to;
+    pt_model_weight_piece_grads(w->stage, first, last, a->peer, &from, &to);
+    int rc = pt_zero_scatter(w, a->chunk, from, to);
+    ev->ts = pt_pipeline_now() - p->step_t0;
+    if (rc == PT_OK && a->peer + 1 < pt_model_weight_pieces(w->stage, first, last))
+        rc = pt_model_backward_weight_piece(w->stage, first, last, a->peer + 1, &mb, sl->in,
+                                            sl->acts);
+    else
+        release_micro_batch(w, a->chunk, sl);
+    ev->t1 = pt_pipeline_now() - p->step_t0;
+    w->chunk_time[a->chunk * 3 + 2] += ev->t1 - ev->t0;
     return rc;
 }
 
@@ -724,6 +769,7 @@ static int dispatch(pt_worker *w, const pt_prog_action *a, const pt_microbatch *
     case PT_PROG_GATHER: return run_gather(w, a);
     case PT_PROG_TENSOR_SUM: return run_tensor_sum(w, a, batch, forward_only);
     case PT_PROG_SEQUENCE_SUM: return run_sequence_sum(w);
+    case PT_PROG_SCATTER: return run_scatter(w, a, batch);
     case PT_PROG_N_KINDS: break;
     }
     return pt_fail(PT_EINVAL, "worker %d: an action of unknown kind %d", w->rank, (int)a->kind);
@@ -756,7 +802,10 @@ int pt_executor_run(pt_worker *w, const pt_program *prog, const pt_microbatch *b
     memset(w->chunk_count, 0, sizeof(int) * 3 * (size_t)p->n_chunks);
     int rc = PT_OK;
     if (!forward_only) {
-        pt_model_zero_grads(w->stage);
+        if (weight_in_pieces(w))
+            pt_zero_clear_grads(w);
+        else
+            pt_model_zero_grads(w->stage);
         for (int c = 0; w->stash && c < p->n_chunks; c++)
             w->stash[c].version = 0;
         rc = pt_reduce_begin(&w->reduce, w->t);

@@ -24,14 +24,17 @@ static void measure(const pt_worker *w, pt_memory_use *u)
 {
     memset(u, 0, sizeof *u);
     u->params = pt_model_held_bytes(w->stage);
-    u->grads = w->stage->grad.used * sizeof(float);
+    /* zero 2: the owned shards, and the most one weight piece held beside them */
+    u->grads = w->scatter_req ? pt_zero_owned_grad_bytes(w) + w->scatter_peak
+                              : w->stage->grad.used * sizeof(float);
     u->moments = pt_optimizer_bytes(w->opt);
     for (int c = 0; w->stash && c < w->p->n_chunks; c++) {
         const pt_weight_stash *st = &w->stash[c];
         u->stash += (size_t)(st->n_stash + (st->current != NULL)) * st->floats * sizeof(float);
     }
     u->activations = pt_store_allocated_bytes(&w->store) + w->stage->work_bytes;
-    u->comm = w->reduce.scratch_floats * sizeof(float);
+    u->comm =
+        (w->reduce.scratch_floats + (size_t)(w->p->D - 1) * w->scatter_floats) * sizeof(float);
 }
 
 static int predict(const pt_pipeline *p, int worker, pt_memory_use *u)

@@ -383,7 +383,7 @@ static int make_programs(pt_pipeline *p)
         if (!seen)
             tied[2 * n_tied] = a, tied[2 * n_tied + 1] = b, n_tied++;
     }
-    int K = p->n_chunks, *pieces = calloc(2 * (size_t)K, sizeof(int));
+    int K = p->n_chunks, *pieces = calloc(3 * (size_t)K, sizeof(int));
     if (!pieces) {
         free(tied);
         return pt_fail(PT_ENOMEM, "cannot allocate the chunks' pieces");
@@ -394,11 +394,14 @@ static int make_programs(pt_pipeline *p)
                 pt_model_tensor_pieces(p->desc, p->chunk_first[c], p->chunk_last[c], back);
     for (int c = 0; p->checkpoint && c < K; c++) /* a backward re-runs the forward's pieces first */
         pieces[K + c] += pieces[c] - 1;
+    for (int c = 0; c < K; c++)
+        pieces[2 * K + c] = pt_model_weight_pieces(p->desc, p->chunk_first[c], p->chunk_last[c]);
     pt_lower_options o = pt_lower_options_default();
     o.tied = tied, o.n_tied = n_tied, o.split_sent_backward = 1;
     o.tensor_pieces = p->T > 1 ? pieces : NULL;
     o.step = p->has_optim;
     o.zero = p->zero;
+    o.weight_pieces = p->zero == 2 && p->has_optim ? pieces + 2 * K : NULL;
     o.sequence_sum = p->T > 1 && p->cfg.sequence_parallel;
     rc = pt_program_lower(p->s, &o, &p->train_program);
     o.forward_only = 1;
@@ -577,6 +580,10 @@ static int make_worker(pt_pipeline *p, int global)
         rc = pt_store_keep_samples(&w->store, 6 * p->train_program->n_actions[r] + 16);
     if (rc == PT_OK)
         rc = pt_reduce_init(&w->reduce, w);
+    if (rc == PT_OK && p->zero == 2 && p->has_optim)
+        rc = pt_zero_scatter_init(w);
+    if (rc == PT_OK) /* bf16: each replica keeps the float master of its shards */
+        rc = pt_zero_shard_master(w);
     if (rc == PT_OK) /* a sample when a send goes out and one when it is over */
         rc = pt_flight_init(&w->flight,
                             2 * (p->train_program->n_actions[r] + w->reduce.n_buckets * p->D) + 16);
@@ -597,6 +604,7 @@ static void free_worker(pt_pipeline *p, pt_worker *w)
     pt_store_free(&w->store);
     pt_store_free(&w->probe);
     pt_reduce_free(&w->reduce);
+    pt_zero_scatter_free(w);
     for (int c = 0; w->stash && c < p->n_chunks; c++)
         pt_stash_free(&w->stash[c]);
     pt_optimizer_destroy(w->opt);
@@ -998,6 +1006,18 @@ int pt_pipeline_gather_moments(pt_pipeline *p, int worker)
     return w ? pt_zero_gather_moments(w) : PT_OK;
 }
 
+int pt_pipeline_gather_master(pt_pipeline *p, int worker)
+{
+    pt_worker *w = pt_local_worker(p, worker);
+    return w ? pt_zero_gather_master(w) : PT_OK;
+}
+
+int pt_pipeline_params_loaded(pt_pipeline *p, int worker)
+{
+    pt_worker *w = pt_local_worker(p, worker);
+    return w ? pt_zero_shard_master(w) : PT_OK;
+}
+
 void pt_pipeline_release_moments(pt_pipeline *p, int worker)
 {
     pt_worker *w = pt_local_worker(p, worker);
@@ -1034,6 +1054,13 @@ int pt_pipeline_read_param(const pt_pipeline *p, const char *name, int which, fl
         const pt_param *q = w ? pt_model_find_param(w->stage, name) : NULL;
         if (!q || !q->data)
             continue;
+        if (which < 0 && w->stage->n_master &&
+            pt_model_master_shards(w->stage, (int)(q - pt_model_param(w->stage, 0))))
+            return pt_fail(PT_EINVAL,
+                           "parameter %s: its float master is sharded across the stage's "
+                           "replicas (bf16 with --zero); a checkpoint saved from the run holds "
+                           "it whole",
+                           name);
         const float *src = q->data;
         if (which >= 0) {
             int i = (int)(q - pt_model_param(w->stage, 0));

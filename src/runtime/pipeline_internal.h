@@ -137,7 +137,8 @@ typedef struct {
     pt_action_kind kind;
     int chunk, mb;
     int piece;     /* 0: a compute action; k > 0: the tensor group's sum
-                      before piece k of the pass, with that piece */
+                      before piece k of the pass (W: the replicas' SCATTER
+                      after piece k - 1), with that piece */
     double t0, t1; /* seconds since the step began */
     double tb;     /* BW: where B ends and W begins */
     double ts;     /* piece > 0: where the sum ends and the piece begins */
@@ -274,13 +275,20 @@ typedef struct {
                                the stage's whole moments, gathered */
     pt_weight_stash *stash; /* [n_chunks], async: own chunks only */
     long *chunk_updates;    /* [n_chunks], async: updates applied so far */
-    double *shares;         /* [n_chunks]: squared gradient norm per chunk */
-    double *parts;          /* [n_chunks x D]: each replica shard's part of it */
-    float *losses;          /* [n_micro]: every micro-batch's loss, after the step */
-    double norm;            /* this step's global gradient norm (NORM) */
-    float clip;             /* its clip factor */
-    bool skip;              /* the norm is not finite: STEP changes nothing */
-    bool losses_shared;     /* this step's losses went out with the norm */
+    /* zero 2 (zero.c): the other replicas' copies of one bucket of a piece's
+     * owned gradient, and the most bytes of gradient outside the owned
+     * shards one piece has held (the memory report's transient part) */
+    float *scatter_scratch;
+    size_t scatter_floats; /* of one copy */
+    pt_request *scatter_req;
+    size_t scatter_peak;
+    double *shares;     /* [n_chunks]: squared gradient norm per chunk */
+    double *parts;      /* [n_chunks x D]: each replica shard's part of it */
+    float *losses;      /* [n_micro]: every micro-batch's loss, after the step */
+    double norm;        /* this step's global gradient norm (NORM) */
+    float clip;         /* its clip factor */
+    bool skip;          /* the norm is not finite: STEP changes nothing */
+    bool losses_shared; /* this step's losses went out with the norm */
 } pt_worker;
 
 struct pt_pipeline {
@@ -312,8 +320,9 @@ struct pt_pipeline {
                             n_ranks = P x T, slice t of worker w at w T + t */
     int n_ranks;
     int zero;                    /* sharded optimizer state: 0 off, 1 moments (and the
-                                    gradient sums) sharded, 2 also the receive buffers
-                                    bounded to a bucket (zero.c) */
+                                    gradient sums) sharded, 2 also the gradients: each
+                                    piece of a weight pass reduce-scattered at once
+                                    (zero.c) */
     bool reduce_overlap;         /* replicas: each REDUCE starts a sum that moves along
                                   * between actions (default); false: each REDUCE is a
                                   * blocking all-reduce (the reference the tests use) */
@@ -405,7 +414,28 @@ void pt_zero_shard(const pt_pipeline *p, int c, int pos, size_t *lo, size_t *hi)
 void pt_zero_own(const pt_worker *w, int c, size_t *lo, size_t *hi);
 /* The worker's optimizer over its shards only. */
 int pt_zero_make_optimizer(pt_worker *w);
-/* GATHER: chunk c's parameters, every shard from its owner to every replica. */
+/* zero 2: the scatter's buffers, and the stage's gradients (paged memory,
+ * model.h) cleared to the owned shards. */
+int pt_zero_scatter_init(pt_worker *w);
+void pt_zero_scatter_free(pt_worker *w);
+/* Before a step's backward work: the owned shards zeroed, the rest of the
+ * gradients given back. */
+void pt_zero_clear_grads(pt_worker *w);
+/* SCATTER: floats [from, to) of the stage's gradient arena (a piece of
+ * chunk c's weight pass, this worker's micro-batch) reduce-scattered over
+ * the chunk's replicas: each owner adds the others' part of its shard, in
+ * position order, then every replica clears what it does not own. */
+int pt_zero_scatter(pt_worker *w, int c, size_t from, size_t to);
+/* Bytes of the owned shards of the stage's gradients (zero 2). */
+size_t pt_zero_owned_grad_bytes(const pt_worker *w);
+/* bf16 (zero, replicas): the worker's stage keeps the float master of its
+ * own shards only (pt_model_shard_master), its stage being whole now. */
+int pt_zero_shard_master(pt_worker *w);
+/* For a save: each chunk's float master whole on position 0 (the others
+ * send their shards); pt_zero_release_moments shards it again. */
+int pt_zero_gather_master(pt_worker *w);
+/* GATHER: chunk c's parameters, every shard from its owner to every
+ * replica (a sharded master: the bf16 copy, and the vectors' floats). */
 int pt_zero_gather(pt_worker *w, int c);
 /* TIED under sharded state: every element of the tied pair's gradients
  * summed between the owners of its two copies' shards. */

@@ -118,8 +118,8 @@ int pt_reduce_init(pt_replica_reduce *r, pt_worker *w)
     pt_pipeline *p = w->p;
     int D = p->s->replicas, K = p->n_chunks, rank = w->rank;
     size_t bucket = p->reduce_bucket_floats ? p->reduce_bucket_floats : PT_BUCKET_FLOATS;
-    if (p->async || D < 2)
-        return PT_OK; /* nothing to sum: r->used stays false */
+    if (p->async || D < 2 || p->zero == 2)
+        return PT_OK; /* nothing to sum (zero 2: SCATTERs sum, zero.c): r->used stays false */
     r->p = p;
     r->n_chunks = K;
     r->tag_base = 2 * K * p->M;

@@ -136,7 +136,8 @@ static void add_slice(pt_trace *t, const char *name, const char *cat, const pt_t
 }
 
 /* A compute action as one slice; a tensor sum as the sum's slice
- * (AF or AB, as the program's text names it) and the piece after it. */
+ * (AF or AB, as the program's text names it) and the piece after it; a
+ * weight pass's SCATTER (zero 2: X) likewise. */
 static void add_event(pt_trace *t, const pt_trace_event *e, int r, double at, long step)
 {
     char name[48];
@@ -146,8 +147,10 @@ static void add_event(pt_trace *t, const pt_trace_event *e, int r, double at, lo
         return;
     }
     char sum[64];
-    snprintf(sum, sizeof sum, "A%s/%d", name, e->piece - 1);
-    add_slice(t, sum, "tensor sum", e, r, at, e->t0, e->ts, step);
+    bool scatter = e->kind == PT_ACT_W;
+    snprintf(sum, sizeof sum, "%s%s/%d", scatter ? "X" : "A", scatter ? name + 1 : name,
+             e->piece - 1);
+    add_slice(t, sum, scatter ? "gradient scatter" : "tensor sum", e, r, at, e->t0, e->ts, step);
     add_slice(t, name, kind_name(e->kind), e, r, at, e->ts, e->t1, step);
 }
 

@@ -10,7 +10,18 @@
  * instead of sending them back) and their update (STEP walks the owned
  * range only). GATHER then brings every updated shard to every replica.
  *
- * The step stays bit-identical to the unsharded one: each sum is folded in
+ * Zero 2 keeps only the owned shards of the gradients as well: the weight
+ * pass of every backward runs in pieces (a block with parameters each), and
+ * the SCATTER after each piece sends every other shard's part of what the
+ * piece wrote to its owner, in buckets (each owner receives one bucket of
+ * every other replica's at a time), adds the others' parts of its own shard
+ * to it in position order, and clears the rest, whose pages go back (the
+ * stage's gradient arena is paged memory, model.h). Each owner thus folds
+ * micro-batch by micro-batch: the same on threads and MPI and from run to
+ * run, but not zero 0's order, so zero 2's step equals zero 0's within
+ * rounding only.
+ *
+ * Zero 1's step stays bit-identical to the unsharded one: each sum is folded in
  * rank order by whoever owns it; the norm's shares are taken per shard and
  * folded in shard order by every worker, sharded or not (collectives.c);
  * AdamW and SGD are elementwise. A tied pair (wte, lm_head) lies in two
@@ -23,7 +34,7 @@
  * time of the save); a load reads whole moments and keeps the owned
  * shards. Called by pipeline.c (the optimizer), executor.c (GATHER, TIED),
  * replica_reduce.c and collectives.c (groups, shards) and the trainer's
- * checkpoints through pipeline.c. */
+ * checkpoints through pipeline.c; SCATTER by executor.c. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,7 +45,7 @@
 /* The tags of the parameters' gather: chunk c's take the replica sum's
  * "down" tag, which scattered sums never use; the moments' gather for a
  * checkpoint takes a control tag of its own. */
-enum { TAG_MOMENTS = PT_TAG_FIRST_CONTROL + 2 };
+enum { TAG_MOMENTS = PT_TAG_FIRST_CONTROL + 2, TAG_MASTER = PT_TAG_FIRST_CONTROL + 3 };
 
 static int tag_gather(const pt_pipeline *p, int c) { return 2 * p->n_chunks * p->M + 2 * c + 1; }
 
@@ -115,7 +126,10 @@ void pt_zero_own(const pt_worker *w, int c, size_t *lo, size_t *hi)
     *hi += off;
 }
 
-int pt_zero_make_optimizer(pt_worker *w)
+/* The worker's own shards, ascending in its stage arena (a stage's chunks
+ * lie in it in chunk order): n ranges [lo[k], hi[k]) handed to `take`. */
+static int with_own_ranges(pt_worker *w,
+                           int (*take)(pt_worker *, const size_t *, const size_t *, int))
 {
     pt_pipeline *p = w->p;
     size_t *lo = calloc((size_t)p->n_chunks + 1, sizeof(size_t));
@@ -124,41 +138,183 @@ int pt_zero_make_optimizer(pt_worker *w)
     if (!lo || !hi) {
         rc = pt_fail(PT_ENOMEM, "cannot allocate worker %d's shards", w->rank);
     } else {
-        /* a stage's chunks lie in its arena in chunk order */
         for (int c = 0; c < p->n_chunks; c++)
             if (pt_sched_holds(p->s, w->rank, c, NULL))
                 pt_zero_own(w, c, &lo[n], &hi[n]), n++;
-        rc = pt_optimizer_create_sharded(w->stage, &p->optim, lo, hi, n, &w->opt);
+        rc = take(w, lo, hi, n);
     }
     free(lo);
     free(hi);
     return rc;
 }
 
+static int make_optimizer(pt_worker *w, const size_t *lo, const size_t *hi, int n)
+{
+    return pt_optimizer_create_sharded(w->stage, &w->p->optim, lo, hi, n, &w->opt);
+}
+
+int pt_zero_make_optimizer(pt_worker *w) { return with_own_ranges(w, make_optimizer); }
+
+/* ---- SCATTER (zero 2) ---- */
+
+/* The tag of chunk c's scatters: the replica sum's "up" tag, which a
+ * program with SCATTERs never uses for REDUCE. */
+static int tag_scatter(const pt_pipeline *p, int c) { return 2 * p->n_chunks * p->M + 2 * c; }
+
+static size_t bucket_of(const pt_pipeline *p)
+{
+    return p->reduce_bucket_floats ? p->reduce_bucket_floats : PT_BUCKET_FLOATS;
+}
+
+int pt_zero_scatter_init(pt_worker *w)
+{
+    pt_pipeline *p = w->p;
+    int D = p->s->replicas, rc = PT_OK;
+    size_t most = 0, lo, hi;
+    for (int c = 0; c < p->n_chunks; c++)
+        if (pt_sched_holds(p->s, w->rank, c, NULL)) {
+            pt_zero_own(w, c, &lo, &hi);
+            most = hi - lo > most ? hi - lo : most;
+        }
+    w->scatter_floats = most < bucket_of(p) ? most : bucket_of(p);
+    w->scatter_scratch = pt_alloc_floats((size_t)(D - 1) * w->scatter_floats);
+    w->scatter_req = calloc(2 * (size_t)D, sizeof *w->scatter_req);
+    if (rc == PT_OK && (!w->scatter_scratch || !w->scatter_req))
+        rc = pt_fail(PT_ENOMEM, "cannot allocate worker %d's gradient scatter", w->rank);
+    if (rc == PT_OK)
+        pt_zero_clear_grads(w);
+    return rc;
+}
+
+void pt_zero_scatter_free(pt_worker *w)
+{
+    pt_free(w->scatter_scratch);
+    free(w->scatter_req);
+    w->scatter_scratch = NULL;
+    w->scatter_req = NULL;
+}
+
+void pt_zero_clear_grads(pt_worker *w)
+{
+    pt_arena *g = &w->stage->grad;
+    size_t at = 0, lo, hi;
+    for (int c = 0; c < w->p->n_chunks; c++)
+        if (pt_sched_holds(w->p->s, w->rank, c, NULL)) {
+            pt_zero_own(w, c, &lo, &hi);
+            pt_arena_clear(g, at, lo);
+            pt_arena_clear(g, lo, hi);
+            at = hi;
+        }
+    pt_arena_clear(g, at, g->capacity);
+}
+
+size_t pt_zero_owned_grad_bytes(const pt_worker *w)
+{
+    size_t bytes = 0, lo, hi;
+    for (int c = 0; c < w->p->n_chunks; c++)
+        if (pt_sched_holds(w->p->s, w->rank, c, NULL)) {
+            pt_zero_own(w, c, &lo, &hi);
+            bytes += (hi - lo) * sizeof(float);
+        }
+    return bytes;
+}
+
+/* [*lo, *hi) = [a, b) ∩ [c, d), empty as lo == hi. */
+static void meet(size_t a, size_t b, size_t c, size_t d, size_t *lo, size_t *hi)
+{
+    *lo = a > c ? a : c;
+    *hi = b < d ? b : d;
+    if (*hi < *lo)
+        *hi = *lo;
+}
+
+/* Round `round` of a scatter: bucket `round` of every shard's part of
+ * [from, to) goes to its owner (the same cut on every replica), and this
+ * worker folds its own bucket: its copy, then the others' in position order
+ * (x_me + x_a) + x_b ..., with the transport's addition. False when no
+ * shard has a bucket `round`. */
+static int scatter_round(pt_worker *w, int c, size_t from, size_t to, size_t round, bool *more)
+{
+    pt_pipeline *p = w->p;
+    int D = p->s->replicas, me = pt_zero_position(p, w->rank, c), n = 0, rc = PT_OK;
+    size_t off, floats, bucket = w->scatter_floats, lo, hi;
+    pt_worker_chunk_span(w, c, &off, &floats);
+    float *g = w->stage->grad.base, *mine = NULL;
+    size_t mine_n = 0;
+    *more = false;
+    for (int k = 0; k < D && rc == PT_OK; k++) {
+        pt_zero_shard(p, c, k, &lo, &hi);
+        meet(from, to, off + lo, off + hi, &lo, &hi);
+        size_t at = lo + round * bucket;
+        if (at >= hi)
+            continue;
+        size_t len = hi - at < bucket ? hi - at : bucket;
+        *more |= at + len < hi;
+        if (k == me) {
+            mine = g + at, mine_n = len;
+            for (int j = 0, slot = 0; j < D && rc == PT_OK; j++)
+                if (j != me)
+                    rc = pt_transport_irecv(w->t, pt_zero_member(p, c, j), tag_scatter(p, c),
+                                            w->scatter_scratch + (size_t)slot++ * bucket,
+                                            len * sizeof(float), &w->scatter_req[n++]);
+        } else {
+            rc = pt_transport_isend(w->t, pt_zero_member(p, c, k), tag_scatter(p, c), g + at,
+                                    len * sizeof(float), &w->scatter_req[n++]);
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        int r2 = pt_transport_wait(w->t, &w->scatter_req[i]);
+        rc = rc == PT_OK ? r2 : rc;
+    }
+    for (int slot = 0; rc == PT_OK && mine && slot < D - 1; slot++)
+        pt_transport_add_f32(mine, w->scatter_scratch + (size_t)slot * bucket, mine_n);
+    return rc;
+}
+
+int pt_zero_scatter(pt_worker *w, int c, size_t from, size_t to)
+{
+    size_t lo, hi;
+    pt_zero_own(w, c, &lo, &hi);
+    pt_arena *g = &w->stage->grad;
+    size_t a, b, held = (to - from) * sizeof(float); /* beside the owned shards */
+    meet(from, to, lo, hi, &a, &b);
+    held -= (b - a) * sizeof(float);
+    w->scatter_peak = held > w->scatter_peak ? held : w->scatter_peak;
+    int rc = PT_OK;
+    bool more = true;
+    for (size_t round = 0; rc == PT_OK && more && w->scatter_floats; round++)
+        rc = scatter_round(w, c, from, to, round, &more);
+    if (rc == PT_OK) { /* what others own goes back: zero for the next piece */
+        pt_arena_clear(g, from, to < lo ? to : lo);
+        pt_arena_clear(g, from > hi ? from : hi, to);
+    }
+    return rc;
+}
+
 /* ---- GATHER ---- */
 
-/* Moves floats [lo, hi) of buf, bucket by bucket: from position `from` of
+/* Moves the n bytes at buf, bucket by bucket: from position `from` of
  * chunk c's group to every other member (sending when this worker is
  * `from`, else receiving). */
-static int broadcast_range(pt_worker *w, int c, int from, float *buf, size_t n, int tag)
+static int broadcast_range(pt_worker *w, int c, int from, void *buf, size_t n, int tag)
 {
     pt_pipeline *p = w->p;
     int D = p->s->replicas, me = pt_zero_position(p, w->rank, c), rc = PT_OK;
-    size_t bucket = p->reduce_bucket_floats ? p->reduce_bucket_floats : PT_BUCKET_FLOATS;
+    size_t bucket = bucket_of(p) * sizeof(float);
     pt_request *req = calloc((size_t)D, sizeof *req);
     if (!req)
         return pt_fail(PT_ENOMEM, "cannot allocate the gather's requests");
     for (size_t at = 0; rc == PT_OK && at < n; at += bucket) {
-        size_t len = n - at < bucket ? n - at : bucket, bytes = len * sizeof(float);
+        size_t bytes = n - at < bucket ? n - at : bucket;
+        char *x = (char *)buf + at;
         int k = 0;
         if (me != from) {
-            rc = pt_transport_irecv(w->t, pt_zero_member(p, c, from), tag, buf + at, bytes,
-                                    &req[k++]);
+            rc = pt_transport_irecv(w->t, pt_zero_member(p, c, from), tag, x, bytes, &req[k++]);
         } else {
             for (int j = 0; rc == PT_OK && j < D; j++)
                 if (j != me)
-                    rc = pt_transport_isend(w->t, pt_zero_member(p, c, j), tag, buf + at, bytes,
-                                            &req[k++]);
+                    rc =
+                        pt_transport_isend(w->t, pt_zero_member(p, c, j), tag, x, bytes, &req[k++]);
         }
         for (int i = 0; i < k; i++) {
             int r2 = pt_transport_wait(w->t, &req[i]);
@@ -169,19 +325,87 @@ static int broadcast_range(pt_worker *w, int c, int from, float *buf, size_t n, 
     return rc;
 }
 
+/* Sharded master (bf16): floats [lo, hi) of the data arena from position
+ * k of chunk c's group to the others as the blocks read them: the bf16
+ * copy (half the bytes), and the tensors read as floats (vectors, embedding
+ * tables: pt_model_master_shards) as floats. */
+static int broadcast_low(pt_worker *w, int c, int k, size_t lo, size_t hi, int tag)
+{
+    pt_model *m = w->stage;
+    int rc = broadcast_range(w, c, k, m->low + lo, (hi - lo) * sizeof(pt_bf16), tag);
+    for (int i = 0; rc == PT_OK && i < m->n_params; i++) {
+        const pt_param *q = &m->params[i];
+        if (!q->data || pt_model_master_shards(m, i))
+            continue;
+        size_t a, b, at = (size_t)(q->data - m->data.base);
+        meet(at, at + q->numel, lo, hi, &a, &b);
+        if (b > a)
+            rc = broadcast_range(w, c, k, m->data.base + a, (b - a) * sizeof(float), tag);
+    }
+    return rc;
+}
+
 int pt_zero_gather(pt_worker *w, int c)
 {
     pt_pipeline *p = w->p;
+    pt_model *m = w->stage;
     size_t off, floats;
     pt_worker_chunk_span(w, c, &off, &floats);
     int rc = PT_OK;
+    if (m->n_master) /* the owner's copy from its updated shard */
+        pt_model_refresh_low(m);
     /* shard by shard in position order: every member walks the same order */
     for (int k = 0; rc == PT_OK && k < p->s->replicas; k++) {
         size_t lo, hi;
         pt_zero_shard(p, c, k, &lo, &hi);
-        rc = broadcast_range(w, c, k, w->stage->data.base + off + lo, hi - lo, tag_gather(p, c));
+        rc = m->n_master ? broadcast_low(w, c, k, off + lo, off + hi, tag_gather(p, c))
+                         : broadcast_range(w, c, k, m->data.base + off + lo,
+                                           (hi - lo) * sizeof(float), tag_gather(p, c));
     }
-    pt_model_params_changed(w->stage); /* bf16: the products' copy follows */
+    if (!m->n_master)
+        pt_model_params_changed(m); /* bf16: the products' copy follows */
+    return rc;
+}
+
+/* ---- the float master in bf16 runs ---- */
+
+static int shard_master(pt_worker *w, const size_t *lo, const size_t *hi, int n)
+{
+    return pt_model_shard_master(w->stage, lo, hi, n);
+}
+
+int pt_zero_shard_master(pt_worker *w)
+{
+    pt_pipeline *p = w->p;
+    if (!p->zero || p->s->replicas < 2 || !w->stage->low)
+        return PT_OK;
+    return with_own_ranges(w, shard_master);
+}
+
+/* Position 0 of each chunk's group receives the other shards' float master,
+ * the others send theirs: the stage whole on the replica that writes it. */
+static int gather_master(pt_worker *w)
+{
+    pt_pipeline *p = w->p;
+    int rc = PT_OK;
+    for (int c = 0; rc == PT_OK && c < p->n_chunks; c++) {
+        int me = pt_zero_position(p, w->rank, c);
+        size_t off, floats, lo, hi;
+        pt_worker_chunk_span(w, c, &off, &floats);
+        for (int k = 1; me >= 0 && rc == PT_OK && k < p->s->replicas; k++) {
+            if (me != 0 && me != k)
+                continue;
+            pt_zero_shard(p, c, k, &lo, &hi);
+            float *x = w->stage->data.base + off + lo;
+            size_t bytes = (hi - lo) * sizeof(float);
+            int other = pt_zero_member(p, c, me == 0 ? k : 0);
+            pt_request req;
+            rc = me == 0 ? pt_transport_irecv(w->t, other, TAG_MASTER, x, bytes, &req)
+                         : pt_transport_isend(w->t, other, TAG_MASTER, x, bytes, &req);
+            if (rc == PT_OK)
+                rc = pt_transport_wait(w->t, &req);
+        }
+    }
     return rc;
 }
 
@@ -260,12 +484,14 @@ static int move_moments(pt_worker *w, pt_optimizer *o, int from, int to, size_t 
     return rc;
 }
 
+int pt_zero_gather_master(pt_worker *w) { return w->stage->n_master ? gather_master(w) : PT_OK; }
+
 int pt_zero_gather_moments(pt_worker *w)
 {
     pt_pipeline *p = w->p;
-    if (!p->zero || !w->opt)
-        return PT_OK;
-    int rc = PT_OK;
+    int rc = pt_zero_gather_master(w);
+    if (rc != PT_OK || !p->zero || !w->opt)
+        return rc;
     bool writer = false;
     for (int c = 0; c < p->n_chunks; c++)
         writer |= pt_zero_position(p, w->rank, c) == 0;
@@ -295,6 +521,8 @@ void pt_zero_release_moments(pt_worker *w)
 {
     pt_optimizer_destroy(w->full_opt);
     w->full_opt = NULL;
+    if (w->stage && w->stage->n_master) /* whole again on position 0: shard it */
+        pt_zero_shard_master(w);
 }
 
 void pt_zero_take_moments(pt_worker *w, pt_optimizer *full)

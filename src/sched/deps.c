@@ -102,6 +102,9 @@ static const pt_prog_rule prog_rules[PT_PROG_N_KINDS] = {
      NEVER,
      "every backward piece, REDUCE and TIED of the worker's chunks; the tensor group's "
      "slices run it together"},
+    {PT_PROG_SCATTER, "SCATTER", PT_WAIT_PIECE | GROUP, NEVER, NEVER,
+     "its W or BW(chunk, mb) (past the gradient's send) or the SCATTER of the piece "
+     "before, right before it; every replica of the chunk at its SCATTER"},
 };
 
 const pt_prog_rule *pt_prog_rule_of(pt_prog_kind k) { return &prog_rules[k]; }

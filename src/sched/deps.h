@@ -80,8 +80,8 @@ enum {
     PT_WAIT_GROUP = 1 << 9,    /* a blocking collective: every member of its group is at it */
     PT_WAIT_STEP = 1 << 10,    /* sync: the worker's STEP has run */
     PT_WAIT_NEVER = 1 << 11,   /* the kind has no place in this kind of program */
-    PT_WAIT_PIECE = 1 << 12    /* TENSOR_SUM: right after its compute action or the sum of
-                                  the piece before (the tensor group runs one list) */
+    PT_WAIT_PIECE = 1 << 12    /* TENSOR_SUM, SCATTER: right after its compute action or
+                                  the sum of the piece before */
 };
 
 typedef struct {

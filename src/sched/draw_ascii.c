@@ -133,6 +133,10 @@ static bool program_label(const void *src, int w, int i, char *buf, size_t n)
         snprintf(buf, n, "A%s", a->backward ? "B" : "F");
         return true;
     }
+    if (a->kind == PT_PROG_SCATTER) { /* short: a weight pass has one after each piece */
+        snprintf(buf, n, "X");
+        return true;
+    }
     if (!pt_prog_is_collective(a->kind) && a->kind != PT_PROG_SEQUENCE_SUM)
         return false;
     pt_prog_action_str(a, buf, n);

@@ -18,6 +18,8 @@
  *     stay one BW, as the schedule validator requires;
  *   - synchronous with replicas: REDUCE(chunk) right after the chunk's last
  *     backward piece (its last W or BW), so the sum overlaps what follows;
+ *     at zero 2 instead, after every W or BW (and its send), a SCATTER per
+ *     piece of its weight pass;
  *   - asynchronous: after each backward carrying an update, REDUCE(chunk)
  *     (replicas > 1) and STEP(chunk).
  * Then, at the end of the list: synchronous, REDUCE of any chunk the worker
@@ -45,6 +47,7 @@ pt_lower_options pt_lower_options_default(void)
                               .n_tied = 0,
                               .split_sent_backward = 0,
                               .zero = 0,
+                              .weight_pieces = NULL,
                               .tensor_pieces = NULL,
                               .sequence_sum = 0};
 }
@@ -172,7 +175,16 @@ static int lower_worker(const pt_schedule *s, const pt_lower_options *o, bool as
             if (rc == PT_OK && dest != w)
                 rc = pt_prog_push(p, w, send);
         }
-        bool reduce = async ? a->update : i == last[a->chunk];
+        bool scatter = !fwd && !async && R > 1 && o->zero == 2 && o->weight_pieces &&
+                       (a->kind == PT_ACT_W || a->kind == PT_ACT_BW);
+        for (int k = 0; scatter && k < o->weight_pieces[a->chunk] && rc == PT_OK; k++)
+            rc = pt_prog_push(p, w,
+                              (pt_prog_action){.kind = PT_PROG_SCATTER,
+                                               .chunk = a->chunk,
+                                               .mb = a->mb,
+                                               .peer = k,
+                                               .version = -1});
+        bool reduce = async ? a->update : i == last[a->chunk] && !scatter;
         if (rc == PT_OK && !fwd && R > 1 && reduce)
             rc = pt_prog_push(p, w, collective(PT_PROG_REDUCE, a->chunk, -1, false));
         if (rc == PT_OK && async && a->update)

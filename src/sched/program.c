@@ -92,6 +92,7 @@ int pt_prog_group(const pt_program *p, int w, const pt_prog_action *a, int *memb
         return n;
     case PT_PROG_REDUCE:
     case PT_PROG_GATHER:
+    case PT_PROG_SCATTER:
         for (k = 0; k < p->shape->replicas && a->chunk >= 0 && a->chunk < p->shape->n_chunks; k++)
             n = add_member(members, n, p->shape->chunk_worker[a->chunk * p->shape->replicas + k]);
         return n;
@@ -121,6 +122,7 @@ const char *pt_prog_action_str(const pt_prog_action *a, char *buf, size_t n)
     case PT_PROG_NORM: snprintf(buf, n, "N"); break;
     case PT_PROG_SEQUENCE_SUM: snprintf(buf, n, "L"); break;
     case PT_PROG_GATHER: snprintf(buf, n, "G%d", a->chunk); break;
+    case PT_PROG_SCATTER: snprintf(buf, n, "X%d.%d/%d", a->chunk, a->mb, a->peer); break;
     case PT_PROG_TENSOR_SUM:
         snprintf(buf, n, "A%s%d.%d/%d", a->backward ? "B" : "F", a->chunk, a->mb, a->peer);
         break;

@@ -25,6 +25,16 @@
  *              workers holding chunk and chunk2 (in each replica), after
  *              their backward work and before NORM; [TM0-3] (mean) in an
  *              asynchronous program: the two copies' values averaged, last
+ *   SCATTER    [X0.3/1]   zero 2: the weight pass of W or BW(chunk, mb) runs in
+ *              pieces (one per block with parameters, the last block
+ *              first); this is piece `peer`'s gradient reduce-scattered over
+ *              the chunk's replicas (each owner adds the others' share of
+ *              its shard, every replica clears the rest), then the next
+ *              piece. Right after the compute action (past its send) or the
+ *              SCATTER before; the j-th of a chunk and piece on each replica
+ *              meet (replicas run the same number of backwards); the last
+ *              backward's last SCATTER leaves the chunk summed, as REDUCE
+ *              does; synchronous programs only
  *   SEQUENCE_SUM [L]      sequence parallelism: the LayerNorms' gradients
  *              (each slice's covers its positions) summed over the tensor
  *              group, after TIED and before NORM; synchronous only
@@ -75,6 +85,7 @@ typedef enum {
     PT_PROG_GATHER,
     PT_PROG_TENSOR_SUM,
     PT_PROG_SEQUENCE_SUM,
+    PT_PROG_SCATTER,
     PT_PROG_N_KINDS
 } pt_prog_kind;
 
@@ -85,7 +96,7 @@ typedef struct {
                       first chunk; NORM, sync STEP: -1 */
     int mb;        /* compute, send, receive: the micro-batch; else -1 */
     int peer;      /* send, receive: the other worker; TIED: the pair's second chunk;
-                      TENSOR_SUM: the piece it follows; else -1 */
+                      TENSOR_SUM, SCATTER: the piece it follows; else -1 */
     int version;   /* async compute: the weight version (schedule.h); else -1 */
     bool update;   /* async backward: its chunk's update (a STEP) follows */
     bool mean;     /* TIED: average the copies' values instead of summing gradients */
@@ -113,7 +124,8 @@ static inline bool pt_prog_is_recv(pt_prog_kind k)
 }
 static inline bool pt_prog_is_collective(pt_prog_kind k)
 {
-    return k == PT_PROG_REDUCE || k == PT_PROG_TIED || k == PT_PROG_NORM || k == PT_PROG_GATHER;
+    return k == PT_PROG_REDUCE || k == PT_PROG_TIED || k == PT_PROG_NORM || k == PT_PROG_GATHER ||
+           k == PT_PROG_SCATTER;
 }
 
 /* An empty program of that shape: placement as pt_sched_alloc()'s. */

@@ -119,6 +119,7 @@ static int check_fields(const checker *k)
             case PT_PROG_REDUCE:
             case PT_PROG_GATHER: ok = in(a->chunk, k->C); break;
             case PT_PROG_TIED: ok = in(a->chunk, k->C) && in(a->peer, k->C); break;
+            case PT_PROG_SCATTER: ok = in(a->chunk, k->C) && in(a->mb, k->M) && a->peer >= 0; break;
             case PT_PROG_STEP: ok = a->chunk == -1 || in(a->chunk, k->C); break;
             default: break;
             }
@@ -173,6 +174,36 @@ static int check_tensor_sums(const checker *k)
                 return pt_fail(PT_EINVAL,
                                "worker %d: %s (position %d) follows %s, not its compute action "
                                "or the sum of the piece before",
+                               w, tok(a, x), i + 1, b ? tok(b, y) : "nothing");
+        }
+    return PT_OK;
+}
+
+/* A SCATTER follows its weight pass: the first, the W or BW of (chunk,
+ * mb) with at most the backward's sends between; the others, the SCATTER
+ * of the piece before, at once. */
+static int check_scatters(const checker *k)
+{
+    const pt_program *p = k->p;
+    char x[48], y[48];
+    for (int w = 0; w < p->shape->n_workers; w++)
+        for (int i = 0; i < p->n_actions[w]; i++) {
+            const pt_prog_action *a = &p->actions[w][i];
+            if (a->kind != PT_PROG_SCATTER)
+                continue;
+            int j = i - 1;
+            while (a->peer == 0 && j >= 0 && pt_prog_is_send(p->actions[w][j].kind))
+                j--;
+            const pt_prog_action *b = j >= 0 ? &p->actions[w][j] : NULL;
+            bool ok = b && b->chunk == a->chunk && b->mb == a->mb;
+            if (ok && a->peer == 0)
+                ok = b->kind == PT_PROG_W || b->kind == PT_PROG_BW;
+            else if (ok)
+                ok = j == i - 1 && b->kind == PT_PROG_SCATTER && b->peer == a->peer - 1;
+            if (!ok)
+                return pt_fail(PT_EINVAL,
+                               "worker %d: %s (position %d) follows %s, not its weight pass "
+                               "or the SCATTER of the piece before",
                                w, tok(a, x), i + 1, b ? tok(b, y) : "nothing");
         }
     return PT_OK;
@@ -371,15 +402,16 @@ static int check_holds(const checker *k, int w, int i)
         !pt_sched_holds(p->shape, w, a->peer, NULL))
         return pt_fail(PT_EINVAL, "worker %d: %s (position %d): worker %d holds neither chunk", w,
                        tok(a, x), i + 1, w);
-    if ((a->kind == PT_PROG_REDUCE || a->kind == PT_PROG_GATHER ||
-         (a->kind == PT_PROG_STEP && a->chunk >= 0)) &&
+    bool replicated =
+        a->kind == PT_PROG_REDUCE || a->kind == PT_PROG_GATHER || a->kind == PT_PROG_SCATTER;
+    if ((replicated || (a->kind == PT_PROG_STEP && a->chunk >= 0)) &&
         !pt_sched_holds(p->shape, w, a->chunk, NULL))
         return pt_fail(PT_EINVAL, "worker %d: %s (position %d): worker %d does not hold chunk %d",
                        w, tok(a, x), i + 1, w, a->chunk);
-    if ((a->kind == PT_PROG_REDUCE || a->kind == PT_PROG_GATHER) && p->shape->replicas == 1)
+    if (replicated && p->shape->replicas == 1)
         return pt_fail(PT_EINVAL,
                        "worker %d: %s (position %d): chunk %d has one replica, nothing to %s", w,
-                       tok(a, x), i + 1, a->chunk, a->kind == PT_PROG_REDUCE ? "sum" : "gather");
+                       tok(a, x), i + 1, a->chunk, a->kind == PT_PROG_GATHER ? "gather" : "sum");
     return PT_OK;
 }
 
@@ -442,6 +474,10 @@ static int advance(const checker *k, int w, int i, worker_state *st)
         if (k->async)
             st->pending[c] = 2;
         else
+            st->reduced[c] = i + 1;
+        break;
+    case PT_PROG_SCATTER: /* the chunk's last backward's pieces leave it summed */
+        if (!k->async && next_backward(p, w, i + 1, c) < 0)
             st->reduced[c] = i + 1;
         break;
     case PT_PROG_TIED:
@@ -815,6 +851,8 @@ int pt_program_validate(const pt_program *p)
         rc = check_fields(&k);
     if (rc == PT_OK)
         rc = check_tensor_sums(&k);
+    if (rc == PT_OK)
+        rc = check_scatters(&k);
     if (rc == PT_OK)
         rc = check_transfers(&k);
     if (rc == PT_OK)

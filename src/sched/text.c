@@ -121,7 +121,7 @@ static int not_an_action(const char *tok, int line)
     return pt_fail(PT_EFORMAT,
                    "line %d: '%s' is not an action (F, B, W or BW then "
                    "CHUNK.MICROBATCH, like F0.3; in a program also SF0.3>1, RF1.3<0, "
-                   "SB1.3>0, RB0.3<1, R2, T0-3, TM0-3, N, S, S2)",
+                   "SB1.3>0, RB0.3<1, R2, T0-3, TM0-3, N, L, S, S2, G2, AF0.3/1, AB0.3/1, X0.3/1)",
                    line, tok);
 }
 
@@ -144,12 +144,24 @@ static int parse_token(const char *tok, int line, pt_prog_action *a)
     static const struct {
         const char *prefix;
         pt_prog_kind kind;
-    } kinds[] = {{"SF", PT_PROG_SEND_ACT},   {"SB", PT_PROG_SEND_GRAD},  {"RF", PT_PROG_RECV_ACT},
-                 {"RB", PT_PROG_RECV_GRAD},  {"BW", PT_PROG_BW},         {"TM", PT_PROG_TIED},
-                 {"AF", PT_PROG_TENSOR_SUM}, {"AB", PT_PROG_TENSOR_SUM}, {"F", PT_PROG_F},
-                 {"B", PT_PROG_B},           {"W", PT_PROG_W},           {"R", PT_PROG_REDUCE},
-                 {"T", PT_PROG_TIED},        {"N", PT_PROG_NORM},        {"S", PT_PROG_STEP},
-                 {"G", PT_PROG_GATHER},      {"L", PT_PROG_SEQUENCE_SUM}};
+    } kinds[] = {{"SF", PT_PROG_SEND_ACT},
+                 {"SB", PT_PROG_SEND_GRAD},
+                 {"RF", PT_PROG_RECV_ACT},
+                 {"RB", PT_PROG_RECV_GRAD},
+                 {"BW", PT_PROG_BW},
+                 {"TM", PT_PROG_TIED},
+                 {"AF", PT_PROG_TENSOR_SUM},
+                 {"AB", PT_PROG_TENSOR_SUM},
+                 {"F", PT_PROG_F},
+                 {"B", PT_PROG_B},
+                 {"W", PT_PROG_W},
+                 {"R", PT_PROG_REDUCE},
+                 {"T", PT_PROG_TIED},
+                 {"N", PT_PROG_NORM},
+                 {"S", PT_PROG_STEP},
+                 {"G", PT_PROG_GATHER},
+                 {"L", PT_PROG_SEQUENCE_SUM},
+                 {"X", PT_PROG_SCATTER}};
     *a = (pt_prog_action){.chunk = -1, .mb = -1, .peer = -1, .version = -1};
     size_t k = 0, n = sizeof kinds / sizeof kinds[0];
     while (k < n && strncmp(tok, kinds[k].prefix, strlen(kinds[k].prefix)))
@@ -180,6 +192,7 @@ static int parse_token(const char *tok, int line, pt_prog_action *a)
         a->backward = tok[1] == 'B';
         ok = chunk_mb(&p, a) && *p++ == '/' && number(&p, &a->peer);
         break;
+    case PT_PROG_SCATTER: ok = chunk_mb(&p, a) && *p++ == '/' && number(&p, &a->peer); break;
     default: ok = true; break;
     }
     if (!ok || *p)

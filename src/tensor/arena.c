@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "tensor/error.h"
 
@@ -28,7 +30,7 @@ int pt_arena_init(pt_arena *a, size_t floats)
 {
     a->base = pt_alloc_floats(floats);
     a->capacity = a->base ? pt_arena_round(floats ? floats : 1) : 0;
-    a->used = 0;
+    a->used = a->mapped = 0;
     if (!a->base)
         return pt_fail(PT_ENOMEM, "cannot allocate %zu bytes", floats * sizeof(float));
     return PT_OK;
@@ -36,9 +38,58 @@ int pt_arena_init(pt_arena *a, size_t floats)
 
 void pt_arena_free(pt_arena *a)
 {
-    pt_free(a->base);
+    if (a->mapped)
+        munmap(a->base, a->mapped);
+    else
+        pt_free(a->base);
     a->base = NULL;
-    a->capacity = a->used = 0;
+    a->capacity = a->used = a->mapped = 0;
+}
+
+static size_t page_bytes(void)
+{
+    long n = sysconf(_SC_PAGESIZE);
+    return n > 0 ? (size_t)n : 4096;
+}
+
+int pt_arena_init_paged(pt_arena *a, size_t floats)
+{
+    size_t page = page_bytes(), capacity = pt_arena_round(floats ? floats : 1);
+    size_t bytes = (capacity * sizeof(float) + page - 1) / page * page;
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    *a = (pt_arena){0};
+    if (p == MAP_FAILED)
+        return pt_fail(PT_ENOMEM, "cannot map %zu bytes", bytes);
+    *a = (pt_arena){.base = p, .capacity = capacity, .mapped = bytes};
+    return PT_OK;
+}
+
+/* The whole pages inside floats [from, to) of a paged arena (its base is
+ * page-aligned), in bytes from the base: [*lo, *hi), empty when none. */
+static void inner_pages(size_t from, size_t to, size_t *lo, size_t *hi)
+{
+    size_t page = page_bytes();
+    *lo = (from * sizeof(float) + page - 1) / page * page;
+    *hi = to * sizeof(float) / page * page;
+    if (*hi < *lo)
+        *hi = *lo;
+}
+
+void pt_arena_clear(pt_arena *a, size_t from, size_t to)
+{
+    if (to > a->capacity)
+        to = a->capacity;
+    if (from >= to)
+        return;
+    size_t lo = 0, hi = 0;
+    if (a->mapped)
+        inner_pages(from, to, &lo, &hi);
+    if (hi > lo && madvise((char *)a->base + lo, hi - lo, MADV_DONTNEED) == 0) {
+        memset(a->base + from, 0, lo - from * sizeof(float));
+        memset((char *)a->base + hi, 0, to * sizeof(float) - hi);
+        return;
+    }
+    memset(a->base + from, 0, (to - from) * sizeof(float));
 }
 
 float *pt_arena_take(pt_arena *a, size_t n)

@@ -15,11 +15,19 @@ typedef struct {
     float *base;
     size_t capacity; /* floats */
     size_t used;     /* floats */
+    size_t mapped;   /* bytes mapped by pt_arena_init_paged; 0: allocated */
 } pt_arena;
 
 /* Allocates `floats` zeroed floats; returns PT_OK or PT_ENOMEM. */
 int pt_arena_init(pt_arena *a, size_t floats);
 void pt_arena_free(pt_arena *a);
+/* As pt_arena_init, in memory whose pages exist only once written (an
+ * anonymous mapping): floats never written cost nothing, and
+ * pt_arena_clear gives pages back. */
+int pt_arena_init_paged(pt_arena *a, size_t floats);
+/* Zeroes floats [from, to) of the arena; in a paged arena the whole pages
+ * among them go back to the system (they read as zero again). */
+void pt_arena_clear(pt_arena *a, size_t from, size_t to);
 /* Takes n floats, aligned to PT_ALIGN bytes; NULL when the arena is full. */
 float *pt_arena_take(pt_arena *a, size_t n);
 /* n rounded up so consecutive takes stay aligned: size arenas with this. */

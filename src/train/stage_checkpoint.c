@@ -6,8 +6,9 @@
  *      and every process learns both;
  *   2. every worker that is replica 0 of its stage writes the stage's
  *      shard, on its own thread, all at once (with sharded optimizer state
- *      it first gathers the stage's moments from the other replicas, and
- *      frees them once the set is published);
+ *      it first gathers the stage's moments, and in bf16 runs its float
+ *      master weights, from the other replicas, and frees them once the set
+ *      is published);
  *   3. once every shard is written, the main process publishes the set (the
  *      index last, then the folder swapped in whole).
  * A failure anywhere (a full disk, a stage holding a value that is not
@@ -47,6 +48,8 @@ static int load_slice(pt_pipeline *p, int worker, const load_job *j)
         rc = read_into(j, whole, j->states ? whole_opt : NULL, st);
     if (rc == PT_OK && whole)
         rc = pt_pipeline_take_slice(p, worker, whole, j->states ? whole_opt : NULL);
+    if (rc == PT_OK)
+        rc = pt_pipeline_params_loaded(p, worker);
     if (j->states)
         pt_optimizer_destroy(whole_opt);
     pt_model_destroy(whole);
@@ -71,7 +74,7 @@ static int load_stage(pt_pipeline *p, int worker, void *user)
     if (rc == PT_OK && whole)
         pt_pipeline_take_moments(p, worker, whole);
     pt_optimizer_destroy(whole);
-    return rc;
+    return rc == PT_OK ? pt_pipeline_params_loaded(p, worker) : rc;
 }
 
 int pt_stage_checkpoint_load(pt_pipeline *p, const char *path, pt_train_state *state,
@@ -125,8 +128,8 @@ static int check_finite(pt_model *m, pt_optimizer *opt, int worker)
 
 static int gather_moments(pt_pipeline *p, int worker, void *user)
 {
-    const save_job *j = user;
-    return j->file ? PT_OK : pt_pipeline_gather_moments(p, worker);
+    const save_job *j = user; /* a weights file: the float master alone (bf16) */
+    return j->file ? pt_pipeline_gather_master(p, worker) : pt_pipeline_gather_moments(p, worker);
 }
 
 static int release_moments(pt_pipeline *p, int worker, void *user)

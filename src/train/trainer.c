@@ -465,9 +465,6 @@ static int setup(trainer *t, const pt_train_config *c)
         return rc;
     if (pc.tensor > 1 && pt_pipeline_is_main(t->pipe))
         print_rank_map(&pc);
-    if (pc.zero == 2 && pt_pipeline_is_main(t->pipe))
-        fprintf(stderr, "pipetrain: --zero 2 runs as zero 1: a stage accumulates its whole "
-                        "gradient over its micro-batches (docs/layouts.md)\n");
     if (c->init_from && (rc = pt_stage_checkpoint_load(t->pipe, c->init_from, NULL, NULL)) != PT_OK)
         return rc;
     if (c->resume) {
