@@ -373,13 +373,24 @@ static void backward_input_done(pt_worker *w, const pt_action *a, void *din);
  * program's); this is its first. */
 static bool weight_in_pieces(const pt_worker *w) { return w->scatter_req != NULL; }
 
+/* Weight piece `piece` of (chunk, mb) at zero 2, its gradient's pages
+ * written first (pt_zero_prepare_piece). */
+static int weight_piece(pt_worker *w, int chunk, int piece, const pt_microbatch *mb, pt_slot *sl)
+{
+    int first = w->p->chunk_first[chunk], last = w->p->chunk_last[chunk];
+    size_t from, to;
+    pt_model_weight_piece_grads(w->stage, first, last, piece, &from, &to);
+    pt_zero_prepare_piece(w, from, to);
+    return pt_model_backward_weight_piece(w->stage, first, last, piece, mb, sl->in, sl->acts);
+}
+
 /* The weight pass of a W or BW: whole, after which the micro-batch's record
  * goes back; or (zero 2) its first piece, the SCATTERs running the rest. */
 static int weight_pass(pt_worker *w, int chunk, const pt_microbatch *mb, pt_slot *sl)
 {
     int first = w->p->chunk_first[chunk], last = w->p->chunk_last[chunk];
     if (weight_in_pieces(w))
-        return pt_model_backward_weight_piece(w->stage, first, last, 0, mb, sl->in, sl->acts);
+        return weight_piece(w, chunk, 0, mb, sl);
     int rc = pt_model_backward_weight(w->stage, first, last, mb, sl->in, sl->acts);
     release_micro_batch(w, chunk, sl);
     return rc;
@@ -528,8 +539,7 @@ static int run_scatter(pt_worker *w, const pt_prog_action *a, const pt_microbatc
     int rc = pt_zero_scatter(w, a->chunk, from, to);
     ev->ts = pt_pipeline_now() - p->step_t0;
     if (rc == PT_OK && a->peer + 1 < pt_model_weight_pieces(w->stage, first, last))
-        rc = pt_model_backward_weight_piece(w->stage, first, last, a->peer + 1, &mb, sl->in,
-                                            sl->acts);
+        rc = weight_piece(w, a->chunk, a->peer + 1, &mb, sl);
     else
         release_micro_batch(w, a->chunk, sl);
     ev->t1 = pt_pipeline_now() - p->step_t0;

@@ -421,6 +421,12 @@ void pt_zero_scatter_free(pt_worker *w);
 /* Before a step's backward work: the owned shards zeroed, the rest of the
  * gradients given back. */
 void pt_zero_clear_grads(pt_worker *w);
+/* Before a weight piece adds into floats [from, to) of the stage's
+ * gradient arena: their given-back pages made present and writable, their
+ * contents kept (a backward's input pass may have added to them already:
+ * sequence parallelism's LayerNorms), so the piece's read-then-write of
+ * each gradient faults a page in once (pt_arena_populate). */
+void pt_zero_prepare_piece(pt_worker *w, size_t from, size_t to);
 /* SCATTER: floats [from, to) of the stage's gradient arena (a piece of
  * chunk c's weight pass, this worker's micro-batch) reduce-scattered over
  * the chunk's replicas: each owner adds the others' part of its shard, in

@@ -202,10 +202,15 @@ void pt_zero_clear_grads(pt_worker *w)
         if (pt_sched_holds(w->p->s, w->rank, c, NULL)) {
             pt_zero_own(w, c, &lo, &hi);
             pt_arena_clear(g, at, lo);
-            pt_arena_clear(g, lo, hi);
+            memset(g->base + lo, 0, (hi - lo) * sizeof(float)); /* kept: written every step */
             at = hi;
         }
     pt_arena_clear(g, at, g->capacity);
+}
+
+void pt_zero_prepare_piece(pt_worker *w, size_t from, size_t to)
+{
+    pt_arena_populate(&w->stage->grad, from, to);
 }
 
 size_t pt_zero_owned_grad_bytes(const pt_worker *w)

@@ -75,6 +75,20 @@ static void inner_pages(size_t from, size_t to, size_t *lo, size_t *hi)
         *hi = *lo;
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+void pt_arena_populate(pt_arena *a, size_t from, size_t to)
+{
+    if (!a->mapped || from >= to || to > a->capacity)
+        return;
+    size_t page = page_bytes(), lo = from * sizeof(float) / page * page;
+    size_t hi = (to * sizeof(float) + page - 1) / page * page;
+    hi = hi < a->mapped ? hi : a->mapped;
+    (void)madvise((char *)a->base + lo, hi - lo, MADV_POPULATE_WRITE); /* a hint: may fail */
+}
+
 void pt_arena_clear(pt_arena *a, size_t from, size_t to)
 {
     if (to > a->capacity)

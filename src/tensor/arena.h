@@ -28,6 +28,12 @@ int pt_arena_init_paged(pt_arena *a, size_t floats);
 /* Zeroes floats [from, to) of the arena; in a paged arena the whole pages
  * among them go back to the system (they read as zero again). */
 void pt_arena_clear(pt_arena *a, size_t from, size_t to);
+/* A paged arena: the pages under floats [from, to) made present and
+ * writable now, their contents kept (where the system can: Linux 5.14's
+ * MADV_POPULATE_WRITE; elsewhere nothing happens). Code that adds into
+ * given-back pages would otherwise read each through the shared zero page
+ * and then copy it, a fault whose TLB flush interrupts every core. */
+void pt_arena_populate(pt_arena *a, size_t from, size_t to);
 /* Takes n floats, aligned to PT_ALIGN bytes; NULL when the arena is full. */
 float *pt_arena_take(pt_arena *a, size_t n);
 /* n rounded up so consecutive takes stay aligned: size arenas with this. */
