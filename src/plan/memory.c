@@ -142,12 +142,14 @@ static size_t released_master(const pt_model *m, int first, int last, int D, int
 }
 
 /* zero 2: chunk first..last's gradient at position pos of D: the owned
- * shard's bytes, and the most bytes one weight piece (a block with
- * parameters) writes outside it. */
+ * shard's bytes, and the most bytes of weight pieces (a block with
+ * parameters each) held outside it at once: a piece's last round is still
+ * in flight while the next piece (the block below: pieces run from the
+ * last block down) runs, so two neighbours (zero.c). */
 static void scattered_grads(const pt_model *m, int first, int last, int D, int pos, size_t *owned,
                             size_t *most)
 {
-    size_t lo, hi, at = 0;
+    size_t lo, hi, at = 0, below = 0; /* the piece of the block below */
     shard_of(m, first, last, D, pos, &lo, &hi);
     *owned = (hi - lo) * sizeof(float);
     *most = 0;
@@ -158,8 +160,11 @@ static void scattered_grads(const pt_model *m, int first, int last, int D, int p
             to = at + n;
             at += pt_arena_round(n);
         }
+        if (!m->blocks[b].n_params)
+            continue;
         size_t out = (to - from - overlap(from, to, lo, hi)) * sizeof(float);
-        *most = out > *most ? out : *most;
+        *most = out + below > *most ? out + below : *most;
+        below = out;
     }
 }
 
@@ -231,7 +236,7 @@ int pt_plan_worker_memory(const pt_memory_plan *mp, int worker, pt_memory_use *o
         else if (!async && D > 1 && root)
             out->comm += (size_t)(D - 1) * params;
     }
-    out->comm += (size_t)(D - 1) * window;
+    out->comm += (size_t)(D - 1) * window * (mp->zero == 2 ? 2 : 1); /* zero 2: two in flight */
     out->grads += most_piece;
     out->activations += most_work;
     for (int b = 1; b < K; b++)

@@ -536,9 +536,10 @@ static int run_scatter(pt_worker *w, const pt_prog_action *a, const pt_microbatc
     ev->t0 = ev->ts = pt_pipeline_now() - p->step_t0;
     size_t from, to;
     pt_model_weight_piece_grads(w->stage, first, last, a->peer, &from, &to);
-    int rc = pt_zero_scatter(w, a->chunk, from, to);
+    bool more = a->peer + 1 < pt_model_weight_pieces(w->stage, first, last);
+    int rc = pt_zero_scatter(w, a->chunk, from, to, !more);
     ev->ts = pt_pipeline_now() - p->step_t0;
-    if (rc == PT_OK && a->peer + 1 < pt_model_weight_pieces(w->stage, first, last))
+    if (rc == PT_OK && more)
         rc = weight_piece(w, a->chunk, a->peer + 1, &mb, sl);
     else
         release_micro_batch(w, a->chunk, sl);
@@ -843,7 +844,8 @@ int pt_executor_run(pt_worker *w, const pt_program *prog, const pt_microbatch *b
 
 int pt_executor_reset(pt_worker *w)
 {
-    int rc = settle_sends(w, true);
+    int rc = settle_sends(w, true), r2 = pt_zero_scatter_settle(w);
+    rc = rc == PT_OK ? r2 : rc;
     clear_slots(w);
     return rc;
 }

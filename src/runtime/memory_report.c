@@ -34,7 +34,7 @@ static void measure(const pt_worker *w, pt_memory_use *u)
     }
     u->activations = pt_store_allocated_bytes(&w->store) + w->stage->work_bytes;
     u->comm =
-        (w->reduce.scratch_floats + (size_t)(w->p->D - 1) * w->scatter_floats) * sizeof(float);
+        (w->reduce.scratch_floats + 2 * (size_t)(w->p->D - 1) * w->scatter_floats) * sizeof(float);
 }
 
 static int predict(const pt_pipeline *p, int worker, pt_memory_use *u)

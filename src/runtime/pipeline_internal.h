@@ -59,6 +59,16 @@ typedef struct {
     size_t bytes; /* of one record */
 } pt_acts_pool;
 
+/* zero 2: one round of a piece's scatter in flight (zero.c). */
+typedef struct {
+    bool on;
+    int chunk, set, n; /* its buffer set, its requests there */
+    size_t from, to;   /* the piece's gradient floats */
+    float *mine;       /* where this worker folds its bucket (NULL: none) */
+    size_t mine_n;
+    size_t held; /* bytes of the piece outside the owned shard */
+} pt_scatter_flight;
+
 /* One point of the store's counters over a step (the trace's counter
  * tracks): when, the bytes taken and the activation records taken (the
  * micro-batches in flight on the worker). */
@@ -275,12 +285,15 @@ typedef struct {
                                the stage's whole moments, gathered */
     pt_weight_stash *stash; /* [n_chunks], async: own chunks only */
     long *chunk_updates;    /* [n_chunks], async: updates applied so far */
-    /* zero 2 (zero.c): the other replicas' copies of one bucket of a piece's
-     * owned gradient, and the most bytes of gradient outside the owned
-     * shards one piece has held (the memory report's transient part) */
+    /* zero 2 (zero.c): two sets (a piece's exchange may still be in flight
+     * while the next piece runs) of the other replicas' copies of one bucket
+     * of a piece's owned gradient, and of requests; that piece; the most
+     * bytes of gradient outside the owned shards held at once (the memory
+     * report's transient part) */
     float *scatter_scratch;
     size_t scatter_floats; /* of one copy */
     pt_request *scatter_req;
+    pt_scatter_flight scatter_flight;
     size_t scatter_peak;
     double *shares;     /* [n_chunks]: squared gradient norm per chunk */
     double *parts;      /* [n_chunks x D]: each replica shard's part of it */
@@ -430,8 +443,12 @@ void pt_zero_prepare_piece(pt_worker *w, size_t from, size_t to);
 /* SCATTER: floats [from, to) of the stage's gradient arena (a piece of
  * chunk c's weight pass, this worker's micro-batch) reduce-scattered over
  * the chunk's replicas: each owner adds the others' part of its shard, in
- * position order, then every replica clears what it does not own. */
-int pt_zero_scatter(pt_worker *w, int c, size_t from, size_t to);
+ * position order, then every replica clears what it does not own. The
+ * piece's last round of buckets travels while the next piece runs (unless
+ * `last`, the pass's last piece): the next SCATTER finishes it. */
+int pt_zero_scatter(pt_worker *w, int c, size_t from, size_t to, bool last);
+/* The exchange still in flight, finished (a step that stops early). */
+int pt_zero_scatter_settle(pt_worker *w);
 /* Bytes of the owned shards of the stage's gradients (zero 2). */
 size_t pt_zero_owned_grad_bytes(const pt_worker *w);
 /* bf16 (zero, replicas): the worker's stage keeps the float master of its

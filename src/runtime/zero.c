@@ -177,8 +177,8 @@ int pt_zero_scatter_init(pt_worker *w)
             most = hi - lo > most ? hi - lo : most;
         }
     w->scatter_floats = most < bucket_of(p) ? most : bucket_of(p);
-    w->scatter_scratch = pt_alloc_floats((size_t)(D - 1) * w->scatter_floats);
-    w->scatter_req = calloc(2 * (size_t)D, sizeof *w->scatter_req);
+    w->scatter_scratch = pt_alloc_floats(2 * (size_t)(D - 1) * w->scatter_floats);
+    w->scatter_req = calloc(4 * (size_t)D, sizeof *w->scatter_req);
     if (rc == PT_OK && (!w->scatter_scratch || !w->scatter_req))
         rc = pt_fail(PT_ENOMEM, "cannot allocate worker %d's gradient scatter", w->rank);
     if (rc == PT_OK)
@@ -233,66 +233,108 @@ static void meet(size_t a, size_t b, size_t c, size_t d, size_t *lo, size_t *hi)
         *hi = *lo;
 }
 
-/* Round `round` of a scatter: bucket `round` of every shard's part of
- * [from, to) goes to its owner (the same cut on every replica), and this
- * worker folds its own bucket: its copy, then the others' in position order
- * (x_me + x_a) + x_b ..., with the transport's addition. False when no
- * shard has a bucket `round`. */
-static int scatter_round(pt_worker *w, int c, size_t from, size_t to, size_t round, bool *more)
+/* Posts round `round` of a scatter into buffer set fl->set: bucket `round`
+ * of every shard's part of [fl->from, fl->to) goes to its owner (the same
+ * cut on every replica), this worker's own bucket comes in from the others;
+ * *more when some shard has a bucket after this one. */
+static int post_round(pt_worker *w, size_t round, pt_scatter_flight *fl, bool *more)
 {
     pt_pipeline *p = w->p;
-    int D = p->s->replicas, me = pt_zero_position(p, w->rank, c), n = 0, rc = PT_OK;
+    int c = fl->chunk, D = p->s->replicas, me = pt_zero_position(p, w->rank, c), rc = PT_OK;
     size_t off, floats, bucket = w->scatter_floats, lo, hi;
     pt_worker_chunk_span(w, c, &off, &floats);
-    float *g = w->stage->grad.base, *mine = NULL;
-    size_t mine_n = 0;
+    float *g = w->stage->grad.base,
+          *scratch = w->scatter_scratch + (size_t)fl->set * (D - 1) * bucket;
+    pt_request *req = w->scatter_req + (size_t)fl->set * 2 * D;
+    fl->n = 0, fl->mine = NULL, fl->mine_n = 0;
     *more = false;
     for (int k = 0; k < D && rc == PT_OK; k++) {
         pt_zero_shard(p, c, k, &lo, &hi);
-        meet(from, to, off + lo, off + hi, &lo, &hi);
+        meet(fl->from, fl->to, off + lo, off + hi, &lo, &hi);
         size_t at = lo + round * bucket;
         if (at >= hi)
             continue;
         size_t len = hi - at < bucket ? hi - at : bucket;
         *more |= at + len < hi;
         if (k == me) {
-            mine = g + at, mine_n = len;
+            fl->mine = g + at, fl->mine_n = len;
             for (int j = 0, slot = 0; j < D && rc == PT_OK; j++)
                 if (j != me)
                     rc = pt_transport_irecv(w->t, pt_zero_member(p, c, j), tag_scatter(p, c),
-                                            w->scatter_scratch + (size_t)slot++ * bucket,
-                                            len * sizeof(float), &w->scatter_req[n++]);
+                                            scratch + (size_t)slot++ * bucket, len * sizeof(float),
+                                            &req[fl->n++]);
         } else {
             rc = pt_transport_isend(w->t, pt_zero_member(p, c, k), tag_scatter(p, c), g + at,
-                                    len * sizeof(float), &w->scatter_req[n++]);
+                                    len * sizeof(float), &req[fl->n++]);
         }
     }
-    for (int i = 0; i < n; i++) {
-        int r2 = pt_transport_wait(w->t, &w->scatter_req[i]);
-        rc = rc == PT_OK ? r2 : rc;
-    }
-    for (int slot = 0; rc == PT_OK && mine && slot < D - 1; slot++)
-        pt_transport_add_f32(mine, w->scatter_scratch + (size_t)slot * bucket, mine_n);
     return rc;
 }
 
-int pt_zero_scatter(pt_worker *w, int c, size_t from, size_t to)
+/* Waits for a posted round, then folds this worker's bucket: its copy,
+ * then the others' in position order (x_me + x_a) + x_b ..., with the
+ * transport's addition. */
+static int finish_round(pt_worker *w, const pt_scatter_flight *fl)
+{
+    int D = w->p->s->replicas, rc = PT_OK;
+    float *scratch = w->scatter_scratch + (size_t)fl->set * (D - 1) * w->scatter_floats;
+    pt_request *req = w->scatter_req + (size_t)fl->set * 2 * D;
+    for (int i = 0; i < fl->n; i++) {
+        int r2 = pt_transport_wait(w->t, &req[i]);
+        rc = rc == PT_OK ? r2 : rc;
+    }
+    for (int slot = 0; rc == PT_OK && fl->mine && slot < D - 1; slot++)
+        pt_transport_add_f32(fl->mine, scratch + (size_t)slot * w->scatter_floats, fl->mine_n);
+    return rc;
+}
+
+/* What others own of a piece goes back: zero for the next piece. */
+static void clear_piece(pt_worker *w, const pt_scatter_flight *fl)
 {
     size_t lo, hi;
+    pt_zero_own(w, fl->chunk, &lo, &hi);
+    pt_arena_clear(&w->stage->grad, fl->from, fl->to < lo ? fl->to : lo);
+    pt_arena_clear(&w->stage->grad, fl->from > hi ? fl->from : hi, fl->to);
+}
+
+int pt_zero_scatter_settle(pt_worker *w)
+{
+    pt_scatter_flight *fl = &w->scatter_flight;
+    if (!fl->on)
+        return PT_OK;
+    fl->on = false;
+    int rc = finish_round(w, fl);
+    clear_piece(w, fl);
+    return rc;
+}
+
+int pt_zero_scatter(pt_worker *w, int c, size_t from, size_t to, bool last)
+{
+    pt_scatter_flight *before = &w->scatter_flight;
+    pt_scatter_flight fl = {
+        .chunk = c, .set = before->on ? 1 - before->set : 0, .from = from, .to = to};
+    size_t lo, hi, a, b;
     pt_zero_own(w, c, &lo, &hi);
-    pt_arena *g = &w->stage->grad;
-    size_t a, b, held = (to - from) * sizeof(float); /* beside the owned shards */
     meet(from, to, lo, hi, &a, &b);
-    held -= (b - a) * sizeof(float);
+    fl.held = (to - from - (b - a)) * sizeof(float); /* beside the owned shards */
+    size_t held = fl.held + (before->on ? before->held : 0);
     w->scatter_peak = held > w->scatter_peak ? held : w->scatter_peak;
-    int rc = PT_OK;
-    bool more = true;
-    for (size_t round = 0; rc == PT_OK && more && w->scatter_floats; round++)
-        rc = scatter_round(w, c, from, to, round, &more);
-    if (rc == PT_OK) { /* what others own goes back: zero for the next piece */
-        pt_arena_clear(g, from, to < lo ? to : lo);
-        pt_arena_clear(g, from > hi ? from : hi, to);
+    bool more = false;
+    int rc = w->scatter_floats ? post_round(w, 0, &fl, &more) : PT_OK;
+    int r2 = pt_zero_scatter_settle(w); /* the piece before, sent while this one ran */
+    rc = rc == PT_OK ? r2 : rc;
+    for (size_t round = 1; rc == PT_OK && more; round++)
+        if ((rc = finish_round(w, &fl)) == PT_OK)
+            rc = post_round(w, round, &fl, &more);
+    if (rc == PT_OK && !last && w->scatter_floats) {
+        fl.on = true; /* its last round travels while the next piece runs */
+        *before = fl;
+        return PT_OK;
     }
+    if (rc == PT_OK && w->scatter_floats)
+        rc = finish_round(w, &fl);
+    if (rc == PT_OK)
+        clear_piece(w, &fl);
     return rc;
 }
 
