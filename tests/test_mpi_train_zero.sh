@@ -67,9 +67,16 @@ for launch in "${launchers[@]}"; do
     cmp -s "$dir/bf_full.safetensors" "$dir/bf_resumed.safetensors" ||
         { echo "FAIL: bf16 zero 1 resumed differs from the uninterrupted run (${launch:-threads})"
           exit 1; }
+    # saves during the run gather the master and give it back: the run goes on unchanged
+    $launch "$PIPETRAIN" train "${common[@]}" "${sched[@]}" --steps 6 --save-every 2 \
+        --save "$dir/bf_every.safetensors" >/dev/null ||
+        { echo "FAIL: bf16 zero 1 with --save-every (${launch:-threads})"; exit 1; }
+    cmp -s "$dir/bf_full.safetensors" "$dir/bf_every.safetensors" ||
+        { echo "FAIL: bf16 zero 1: saving every 2 steps changes the run (${launch:-threads})"
+          exit 1; }
     rm -rf "$dir/bf_half"
 done
-echo "bf16 zero 1: resumed from a set, byte-identical to the uninterrupted run ($where)"
+echo "bf16 zero 1: resumed from a set, and saved every 2 steps, byte-identical to the uninterrupted run ($where)"
 
 refuse() { # expected words, then the flags
     local want=$1; shift

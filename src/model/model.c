@@ -493,7 +493,17 @@ int pt_model_shard_master(pt_model *m, const size_t *lo, const size_t *hi, int n
         return pt_fail(PT_ENOMEM, "cannot allocate the master's ranges");
     memcpy(m->master_lo, lo, (size_t)n * sizeof(size_t));
     memcpy(m->master_hi, hi, (size_t)n * sizeof(size_t));
-    for (int i = 0; i < m->n_params; i++) {
+    m->n_master = n;
+    pt_model_release_master(m);
+    return PT_OK;
+}
+
+void pt_model_release_master(pt_model *m)
+{
+    const size_t *lo = m->master_lo, *hi = m->master_hi;
+    int n = m->n_master;
+    m->released = 0;
+    for (int i = 0; n && i < m->n_params; i++) {
         const pt_param *p = &m->params[i];
         if (!p->data || !pt_model_master_shards(m, i))
             continue;
@@ -509,8 +519,6 @@ int pt_model_shard_master(pt_model *m, const size_t *lo, const size_t *hi, int n
             at = next > at ? next : at;
         }
     }
-    m->n_master = n;
-    return PT_OK;
 }
 
 void pt_model_sum_tied_grads(pt_model *m)

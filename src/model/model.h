@@ -91,6 +91,9 @@ pt_group_how pt_model_tensor_sum_how(const pt_model *m, int first, int last, int
  * every other tensor; the rest of it is the caller's to bring (zero.c's
  * GATHER). n = 0 keeps all of it. Nothing to do in fp32. */
 int pt_model_shard_master(pt_model *m, const size_t *lo, const size_t *hi, int n);
+/* A sharded master's float parameters outside the kept ranges given back
+ * again (after a save wrote them in whole); the bf16 copy is left as it is. */
+void pt_model_release_master(pt_model *m);
 /* Is parameter i's float master cut into the kept ranges when sharded (a
  * matrix read only through its bf16 copy)? */
 bool pt_model_master_shards(const pt_model *m, int i);

@@ -568,8 +568,8 @@ void pt_zero_release_moments(pt_worker *w)
 {
     pt_optimizer_destroy(w->full_opt);
     w->full_opt = NULL;
-    if (w->stage && w->stage->n_master) /* whole again on position 0: shard it */
-        pt_zero_shard_master(w);
+    if (w->stage) /* whole again on position 0 after a save: give the rest back */
+        pt_model_release_master(w->stage);
 }
 
 void pt_zero_take_moments(pt_worker *w, pt_optimizer *full)
