@@ -21,10 +21,10 @@
  * replicas' copies of that shard one bucket at a time; parameters stay
  * whole (in bf16 runs the bf16 copy and the tensors read as floats; the
  * float master of the other matrices is the shard's alone), and gradients
- * too at zero 1. At zero 2 the gradients are the
- * owned shards plus the largest piece of a weight pass outside them (one
- * block's, reduce-scattered before the next piece runs), counted in floats
- * as the runtime counts them (zero.c).
+ * too at zero 1. At zero 2 the gradients are the owned shards plus the
+ * most two neighbouring pieces of a weight pass hold outside them (a
+ * block's each: one being computed, the one before still being
+ * reduce-scattered), counted in floats as the runtime counts them (zero.c).
  * The executor's pool is sized by the same walk (pt_plan_worker_records),
  * so what the prediction says is what the pool allocates up front. */
 #include "plan/memory.h"

@@ -23,7 +23,8 @@ int pt_arena_init(pt_arena *a, size_t floats);
 void pt_arena_free(pt_arena *a);
 /* As pt_arena_init, in memory whose pages exist only once written (an
  * anonymous mapping): floats never written cost nothing, and
- * pt_arena_clear gives pages back. */
+ * pt_arena_clear gives pages back (under AddressSanitizer an ordinary
+ * arena, which it watches). */
 int pt_arena_init_paged(pt_arena *a, size_t floats);
 /* Zeroes floats [from, to) of the arena; in a paged arena the whole pages
  * among them go back to the system (they read as zero again). */
