@@ -397,7 +397,8 @@ int cmd_train(int argc, char **argv)
                     "also keeps only the owned shard of the gradients: each block's weight "
                     "gradient is reduce-scattered right after every backward (the replicas' "
                     "traffic times the micro-batches per replica; losses equal to 0's within "
-                    "rounding); needs --replicas 2 or more and a synchronous schedule "
+                    "rounding); in bf16 runs each replica keeps the float master weights of "
+                    "its shards alone; needs --replicas 2 or more and a synchronous schedule "
                     "(default 0; docs/layouts.md)",
                     LIMIT_ZERO),
         FLAG_RANGED("tensor", FLAG_INT, &cfg.pipeline.tensor, "T",
