@@ -17,6 +17,8 @@
 #include "tensor/kernels.h"
 #include "tensor/rng.h"
 
+#include "kernel_acts.h"
+
 static int failures;
 
 #define CHECK(cond, ...)                    \
@@ -35,22 +37,11 @@ typedef struct {
 
 enum { B = 2, T = 150, C = 48, H = 6 };
 
-/* n floats as the table's activations */
-static void *activations(const pt_kernels *k, const float *x, size_t n)
-{
-    void *out = malloc(n * pt_elem_size(k->act));
-    if (k->act == PT_BF16)
-        pt_bf16_from_floats(out, x, n);
-    else
-        memcpy(out, x, n * sizeof(float));
-    return out;
-}
-
 /* returns the threads the heads were shared between */
 static int run(const pt_kernels *k, const float *qkv_f, const float *dy_f, int threads, result *r)
 {
     size_t n = (size_t)B * T, e = pt_elem_size(k->act);
-    void *qkv = activations(k, qkv_f, n * 3 * C), *dy = activations(k, dy_f, n * C);
+    void *qkv = kernel_acts(k, qkv_f, n * 3 * C), *dy = kernel_acts(k, dy_f, n * C);
     float *scratch = calloc(pt_attention_scratch_floats(T, C, H, k->act), sizeof(float));
     r->y = calloc(n * C, e);
     r->stats = calloc((size_t)B * H * T * 2, sizeof(float));

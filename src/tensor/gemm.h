@@ -19,6 +19,8 @@
 #ifndef PT_TENSOR_GEMM_H
 #define PT_TENSOR_GEMM_H
 
+#include <stddef.h>
+
 /* One tile: acc (MR,NR) = sum over kc of a (kc,MR) x b (kc,NR), both packed
  * k-major; then each element of c (ldc between rows) becomes
  * (alpha acc + beta c) + bias[j], in that order and unfused; beta == 0
@@ -55,5 +57,12 @@ int pt_gemm(const pt_gemm_kernel *k, int threads, int trans_a, int trans_b, int 
 void pt_gemm_parallel(int n, void (*part)(void *arg, int i), void *arg);
 /* 1 while the calling thread runs a part of pt_gemm_parallel */
 int pt_gemm_in_part(void);
+
+/* Runs run(arg, lo, hi) over [0, n) cut into contiguous ranges, at most
+ * `threads` of them (pt_gemm_parallel's parts), each at least `least`
+ * items long and starting at a multiple of `align` (least, align >= 1);
+ * one range, on the calling thread, where n is too short to cut. */
+void pt_parallel_ranges(int threads, size_t n, size_t least, size_t align,
+                        void (*run)(void *arg, size_t lo, size_t hi), void *arg);
 
 #endif

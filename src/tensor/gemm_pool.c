@@ -178,3 +178,34 @@ void pt_gemm_parallel(int n, void (*part)(void *arg, int i), void *arg)
         else
             sched_yield();
 }
+
+typedef struct {
+    void (*run)(void *arg, size_t lo, size_t hi);
+    void *arg;
+    size_t n, each;
+} ranges;
+
+static void range_part(void *arg, int i)
+{
+    const ranges *r = arg;
+    size_t lo = (size_t)i * r->each, hi = lo + r->each < r->n ? lo + r->each : r->n;
+    if (lo < hi)
+        r->run(r->arg, lo, hi);
+}
+
+void pt_parallel_ranges(int threads, size_t n, size_t least, size_t align,
+                        void (*run)(void *arg, size_t lo, size_t hi), void *arg)
+{
+    size_t parts = n / (least ? least : 1);
+    if (parts > (size_t)threads)
+        parts = (size_t)threads;
+    if (parts < 2 || in_part) {
+        if (n)
+            run(arg, 0, n);
+        return;
+    }
+    size_t each = (n + parts - 1) / parts;
+    each = (each + align - 1) / align * align;
+    ranges r = {run, arg, n, each};
+    pt_gemm_parallel((int)((n + each - 1) / each), range_part, &r);
+}

@@ -9,7 +9,29 @@
  * computed in float; an activation is rounded once, where it is written.
  * With ACT float, LD and ST are the identity and the arithmetic is exactly
  * fp32's. */
+#include <stdlib.h>
+
+#include "tensor/gemm.h"
 #include "tensor/kernels_math.h"
+
+/* A pass big enough is shared between the worker's threads (the table's
+ * `threads`, pt_parallel_ranges): a pass over rows or elements is cut into
+ * contiguous ranges of them, a sum over rows (the weight and bias
+ * gradients) into ranges of columns, each column still summed over every
+ * row in order. Every element is computed by the same code whatever range
+ * it falls in (and -ffp-contract=off keeps vector and scalar loops alike),
+ * so the bits do not depend on the thread count. SPLIT_LEAST is the least
+ * work, in elements, worth waking a helper for; SPLIT_ALIGN keeps ranges
+ * of elements on whole cache lines. */
+#ifndef SPLIT_LEAST
+#define SPLIT_LEAST ((size_t)1 << 15)
+#define SPLIT_ALIGN ((size_t)64)
+
+static inline int pass_threads(void) { return pt_kernels_threads(pt_kernels_cpu()); }
+
+/* the least count of rows (or columns) of `width` elements worth a range */
+static inline size_t least_rows(size_t width) { return SPLIT_LEAST / (width ? width : 1) + 1; }
+#endif
 
 /* The row sums of LayerNorm keep LANES partial sums, element c in sum
  * c mod LANES, added in one fixed order at the end: the loops vectorise
@@ -56,39 +78,75 @@ static inline void KN(layernorm_row)(ACT *o, float *mean, float *rstd, const ACT
     *rstd = s;
 }
 
-static void KN(layernorm_forward)(void *out_, float *mean, float *rstd, const void *inp_,
+/* what a LayerNorm pass reads and writes, for its ranges of rows */
+typedef struct {
+    ACT *out, *sum, *dinp;
+    const ACT *inp, *a, *r, *dres, *dout;
+    float *mean, *rstd, *dw, *db;
+    const float *cmean, *crstd, *w, *b;
+    int N, C;
+    float eps;
+} KN(norm_pass);
+
+static void KN(layernorm_rows)(void *arg, size_t lo, size_t hi)
+{
+    const KN(norm_pass) *p = arg;
+    size_t C = (size_t)p->C;
+    for (size_t i = lo; i < hi; i++)
+        KN(layernorm_row)
+    (p->out + i * C, p->mean + i, p->rstd + i, p->inp + i * C, p->w, p->b, p->C, p->eps);
+}
+
+static void KN(layernorm_forward)(void *out, float *mean, float *rstd, const void *inp,
                                   const float *w, const float *b, int N, int C, float eps)
 {
-    ACT *out = out_;
-    const ACT *inp = inp_;
-    for (int i = 0; i < N; i++)
-        KN(layernorm_row)
-    (out + (size_t)i * C, mean + i, rstd + i, inp + (size_t)i * C, w, b, C, eps);
+    KN(norm_pass)
+    p = {.out = out, .inp = inp, .mean = mean, .rstd = rstd, .w = w, .b = b, .C = C, .eps = eps};
+    pt_parallel_ranges(pass_threads(), (size_t)N, least_rows((size_t)C), 1, KN(layernorm_rows), &p);
 }
 
 /* a row at a time, while it is in cache: sum = a + b, then its LayerNorm */
-static void KN(residual_layernorm_forward)(void *sum_, void *out_, float *mean, float *rstd,
-                                           const void *a_, const void *b_, const float *w,
-                                           const float *b, int N, int C, float eps)
+static void KN(residual_layernorm_rows)(void *arg, size_t lo, size_t hi)
 {
-    ACT *sum = sum_, *out = out_;
-    const ACT *a = a_, *r = b_;
-    for (int i = 0; i < N; i++) {
-        size_t at = (size_t)i * C;
-        for (int c = 0; c < C; c++)
-            sum[at + c] = ST(LD(a[at + c]) + LD(r[at + c]));
-        KN(layernorm_row)(out + at, mean + i, rstd + i, sum + at, w, b, C, eps);
+    const KN(norm_pass) *p = arg;
+    size_t C = (size_t)p->C;
+    for (size_t i = lo; i < hi; i++) {
+        size_t at = i * C;
+        for (size_t c = 0; c < C; c++)
+            p->sum[at + c] = ST(LD(p->a[at + c]) + LD(p->r[at + c]));
+        KN(layernorm_row)
+        (p->out + at, p->mean + i, p->rstd + i, p->sum + at, p->w, p->b, p->C, p->eps);
     }
 }
 
-static void KN(layernorm_backward_input)(void *dinp_, const void *dres_, const void *dout_,
-                                         const void *inp_, const float *w, const float *mean,
-                                         const float *rstd, int N, int C)
+static void KN(residual_layernorm_forward)(void *sum, void *out, float *mean, float *rstd,
+                                           const void *a, const void *r, const float *w,
+                                           const float *b, int N, int C, float eps)
 {
-    ACT *dinp = dinp_;
-    const ACT *dres = dres_, *dout = dout_, *inp = inp_;
-    for (int i = 0; i < N; i++) {
-        size_t at = (size_t)i * C;
+    KN(norm_pass)
+    p = {.out = out,
+         .sum = sum,
+         .a = a,
+         .r = r,
+         .mean = mean,
+         .rstd = rstd,
+         .w = w,
+         .b = b,
+         .C = C,
+         .eps = eps};
+    pt_parallel_ranges(pass_threads(), (size_t)N, least_rows((size_t)C), 1,
+                       KN(residual_layernorm_rows), &p);
+}
+
+static void KN(layernorm_backward_rows)(void *arg, size_t lo, size_t hi)
+{
+    const KN(norm_pass) *p = arg;
+    ACT *dinp = p->dinp;
+    const ACT *dres = p->dres, *dout = p->dout, *inp = p->inp;
+    const float *w = p->w, *mean = p->cmean, *rstd = p->crstd;
+    int C = p->C;
+    for (size_t i = lo; i < hi; i++) {
+        size_t at = i * (size_t)C;
         const ACT *x = inp + at, *dy = dout + at;
         ACT *dx = dinp + at;
         float m = mean[i], s = rstd[i];
@@ -117,23 +175,51 @@ static void KN(layernorm_backward_input)(void *dinp_, const void *dres_, const v
     }
 }
 
-static void KN(layernorm_backward_weight)(float *dw, float *db, const void *dout_, const void *inp_,
-                                          const float *mean, const float *rstd, int N, int C)
+static void KN(layernorm_backward_input)(void *dinp, const void *dres, const void *dout,
+                                         const void *inp, const float *w, const float *mean,
+                                         const float *rstd, int N, int C)
 {
-    const ACT *dout = dout_, *inp = inp_;
-    for (int i = 0; i < N; i++) {
-        const ACT *x = inp + (size_t)i * C, *dy = dout + (size_t)i * C;
-        float m = mean[i], s = rstd[i];
-        for (int c = 0; c < C; c++) {
-            dw[c] += LD(dy[c]) * (LD(x[c]) - m) * s;
-            db[c] += LD(dy[c]);
+    KN(norm_pass)
+    p = {.dinp = dinp,
+         .dres = dres,
+         .dout = dout,
+         .inp = inp,
+         .w = w,
+         .cmean = mean,
+         .crstd = rstd,
+         .C = C};
+    pt_parallel_ranges(pass_threads(), (size_t)N, least_rows((size_t)C), 1,
+                       KN(layernorm_backward_rows), &p);
+}
+
+/* columns lo .. hi-1 of dw and db, each summed over the rows in order */
+static void KN(layernorm_weight_columns)(void *arg, size_t lo, size_t hi)
+{
+    const KN(norm_pass) *p = arg;
+    size_t C = (size_t)p->C;
+    for (int i = 0; i < p->N; i++) {
+        const ACT *x = p->inp + (size_t)i * C, *dy = p->dout + (size_t)i * C;
+        float m = p->cmean[i], s = p->crstd[i];
+        for (size_t c = lo; c < hi; c++) {
+            p->dw[c] += LD(dy[c]) * (LD(x[c]) - m) * s;
+            p->db[c] += LD(dy[c]);
         }
     }
 }
 
+static void KN(layernorm_backward_weight)(float *dw, float *db, const void *dout, const void *inp,
+                                          const float *mean, const float *rstd, int N, int C)
+{
+    KN(norm_pass)
+    p = {
+        .dw = dw, .db = db, .dout = dout, .inp = inp, .cmean = mean, .crstd = rstd, .N = N, .C = C};
+    pt_parallel_ranges(pass_threads(), (size_t)C, least_rows((size_t)N), 16,
+                       KN(layernorm_weight_columns), &p);
+}
+
 #define GELU_SCALE 0.7978845608028654f /* sqrt(2/pi) */
 
-static void KN(gelu_forward)(void *out_, const void *inp_, size_t n)
+static void KN(gelu_forward_serial)(void *out_, const void *inp_, size_t n)
 {
     ACT *out = out_;
     const ACT *inp = inp_;
@@ -144,7 +230,7 @@ static void KN(gelu_forward)(void *out_, const void *inp_, size_t n)
     }
 }
 
-static void KN(gelu_backward)(void *dinp_, const void *inp_, const void *dout_, size_t n)
+static void KN(gelu_backward_serial)(void *dinp_, const void *inp_, const void *dout_, size_t n)
 {
     ACT *dinp = dinp_;
     const ACT *inp = inp_, *dout = dout_;
@@ -161,7 +247,7 @@ static void KN(gelu_backward)(void *dinp_, const void *inp_, const void *dout_, 
 #define SQRT_HALF    0.7071067811865476f /* 1 / sqrt 2 */
 #define INV_SQRT_2PI 0.3989422804014327f /* the normal density's 1 / sqrt(2 pi) */
 
-static void KN(gelu_erf_forward)(void *out_, const void *inp_, size_t n)
+static void KN(gelu_erf_forward_serial)(void *out_, const void *inp_, size_t n)
 {
     ACT *out = out_;
     const ACT *inp = inp_;
@@ -172,7 +258,7 @@ static void KN(gelu_erf_forward)(void *out_, const void *inp_, size_t n)
 }
 
 /* d/dx x Phi(x) = Phi(x) + x phi(x) */
-static void KN(gelu_erf_backward)(void *dinp_, const void *inp_, const void *dout_, size_t n)
+static void KN(gelu_erf_backward_serial)(void *dinp_, const void *inp_, const void *dout_, size_t n)
 {
     ACT *dinp = dinp_;
     const ACT *inp = inp_, *dout = dout_;
@@ -184,7 +270,7 @@ static void KN(gelu_erf_backward)(void *dinp_, const void *inp_, const void *dou
     }
 }
 
-static void KN(silu_forward)(void *out_, const void *inp_, size_t n)
+static void KN(silu_forward_serial)(void *out_, const void *inp_, size_t n)
 {
     ACT *out = out_;
     const ACT *inp = inp_;
@@ -195,7 +281,7 @@ static void KN(silu_forward)(void *out_, const void *inp_, size_t n)
 }
 
 /* d/dx x s(x) = s (1 + x (1 - s)) */
-static void KN(silu_backward)(void *dinp_, const void *inp_, const void *dout_, size_t n)
+static void KN(silu_backward_serial)(void *dinp_, const void *inp_, const void *dout_, size_t n)
 {
     ACT *dinp = dinp_;
     const ACT *inp = inp_, *dout = dout_;
@@ -205,7 +291,7 @@ static void KN(silu_backward)(void *dinp_, const void *inp_, const void *dout_, 
     }
 }
 
-static void KN(relu_forward)(void *out_, const void *inp_, size_t n)
+static void KN(relu_forward_serial)(void *out_, const void *inp_, size_t n)
 {
     ACT *out = out_;
     const ACT *inp = inp_;
@@ -213,7 +299,7 @@ static void KN(relu_forward)(void *out_, const void *inp_, size_t n)
         out[i] = ST(LD(inp[i]) > 0.0f ? LD(inp[i]) : 0.0f);
 }
 
-static void KN(relu_backward)(void *dinp_, const void *inp_, const void *dout_, size_t n)
+static void KN(relu_backward_serial)(void *dinp_, const void *inp_, const void *dout_, size_t n)
 {
     ACT *dinp = dinp_;
     const ACT *inp = inp_, *dout = dout_;
@@ -221,17 +307,24 @@ static void KN(relu_backward)(void *dinp_, const void *inp_, const void *dout_, 
         dinp[i] = ST(LD(inp[i]) > 0.0f ? LD(dout[i]) : 0.0f);
 }
 
-static void KN(bias_backward)(float *dbias, const void *dout_, int N, int C)
+/* columns lo .. hi-1 of the bias gradient, each summed over the rows in order */
+static void KN(bias_columns)(void *arg, size_t lo, size_t hi)
 {
-    const ACT *dout = dout_;
-    for (int i = 0; i < N; i++) {
-        const ACT *d = dout + (size_t)i * C;
-        for (int c = 0; c < C; c++)
-            dbias[c] += LD(d[c]);
+    const KN(norm_pass) *p = arg;
+    for (int i = 0; i < p->N; i++) {
+        const ACT *d = p->dout + (size_t)i * (size_t)p->C;
+        for (size_t c = lo; c < hi; c++)
+            p->db[c] += LD(d[c]);
     }
 }
 
-static void KN(add)(void *out_, const void *a_, const void *b_, size_t n)
+static void KN(bias_backward)(float *dbias, const void *dout, int N, int C)
+{
+    KN(norm_pass) p = {.db = dbias, .dout = dout, .N = N, .C = C};
+    pt_parallel_ranges(pass_threads(), (size_t)C, least_rows((size_t)N), 16, KN(bias_columns), &p);
+}
+
+static void KN(add_serial)(void *out_, const void *a_, const void *b_, size_t n)
 {
     ACT *out = out_;
     const ACT *a = a_, *b = b_;
@@ -239,19 +332,84 @@ static void KN(add)(void *out_, const void *a_, const void *b_, size_t n)
         out[i] = ST(LD(a[i]) + LD(b[i]));
 }
 
-static void KN(add_floats)(void *out_, const float *a, const float *b, size_t n)
+static void KN(add_floats_serial)(void *out_, const void *a_, const void *b_, size_t n)
 {
     ACT *out = out_;
+    const float *a = a_, *b = b_;
     for (size_t i = 0; i < n; i++)
         out[i] = ST(a[i] + b[i]);
 }
 
-static void KN(accumulate)(float *g, const void *d_, size_t n)
+static void KN(accumulate_serial)(void *g_, const void *d_, size_t n)
 {
+    float *g = g_;
     const ACT *d = d_;
     for (size_t i = 0; i < n; i++)
         g[i] = g[i] + LD(d[i]);
 }
+
+/* an elementwise pass over n, its pointers advanced by their element sizes */
+typedef struct {
+    void (*one)(void *, const void *, size_t);
+    void (*two)(void *, const void *, const void *, size_t);
+    char *o;
+    const char *x, *y;
+    size_t so, sx, sy;
+} KN(elementwise);
+
+static void KN(elementwise_range)(void *arg, size_t lo, size_t hi)
+{
+    const KN(elementwise) *p = arg;
+    if (p->two)
+        p->two(p->o + lo * p->so, p->x + lo * p->sx, p->y + lo * p->sy, hi - lo);
+    else
+        p->one(p->o + lo * p->so, p->x + lo * p->sx, hi - lo);
+}
+
+static void KN(split_elementwise)(KN(elementwise) p, size_t n)
+{
+    pt_parallel_ranges(pass_threads(), n, SPLIT_LEAST, SPLIT_ALIGN, KN(elementwise_range), &p);
+}
+
+static void KN(split_one)(void (*one)(void *, const void *, size_t), void *o, size_t o_size,
+                          const void *x, size_t x_size, size_t n)
+{
+    KN(split_elementwise)((KN(elementwise)){one, NULL, o, x, NULL, o_size, x_size, 0}, n);
+}
+
+static void KN(split_two)(void (*two)(void *, const void *, const void *, size_t), void *o,
+                          size_t o_size, const void *x, size_t x_size, const void *y, size_t y_size,
+                          size_t n)
+{
+    KN(split_elementwise)((KN(elementwise)){NULL, two, o, x, y, o_size, x_size, y_size}, n);
+}
+
+/* the table's entry `name` over KN(name_serial), with its pointers' types
+ * and element sizes */
+#define SPLIT_ONE(name, o_t, o_size, x_t, x_size)                  \
+    static void KN(name)(o_t * o, const x_t *x, size_t n)          \
+    {                                                              \
+        KN(split_one)(KN(name##_serial), o, o_size, x, x_size, n); \
+    }
+#define SPLIT_TWO(name, o_t, o_size, x_t, x_size, y_t, y_size)                \
+    static void KN(name)(o_t * o, const x_t *x, const y_t *y, size_t n)       \
+    {                                                                         \
+        KN(split_two)(KN(name##_serial), o, o_size, x, x_size, y, y_size, n); \
+    }
+#define SPLIT_ACT_ONE(name) SPLIT_ONE(name, void, sizeof(ACT), void, sizeof(ACT))
+#define SPLIT_ACT_TWO(name) SPLIT_TWO(name, void, sizeof(ACT), void, sizeof(ACT), void, sizeof(ACT))
+
+SPLIT_ACT_ONE(gelu_forward)
+SPLIT_ACT_TWO(gelu_backward)
+SPLIT_ACT_ONE(gelu_erf_forward)
+SPLIT_ACT_TWO(gelu_erf_backward)
+SPLIT_ACT_ONE(silu_forward)
+SPLIT_ACT_TWO(silu_backward)
+SPLIT_ACT_ONE(relu_forward)
+SPLIT_ACT_TWO(relu_backward)
+SPLIT_ACT_TWO(add)
+SPLIT_TWO(add_floats, void, sizeof(ACT), float, sizeof(float), float, sizeof(float))
+SPLIT_ONE(accumulate, float, sizeof(float), void, sizeof(ACT))
 
 /* A band of rows r0 .. r0+n-1 of the causal (T,T) matrices: row i of the
  * band sees keys 0 .. r0+i, and the band's products read r0+n columns, so
@@ -322,48 +480,95 @@ static void KN(softmax_causal_backward)(void *datt_, const void *att_, const flo
     }
 }
 
-static void KN(store_floats)(void *out_, const float *in, size_t n)
+static void KN(store_floats_serial)(void *out_, const void *in_, size_t n)
 {
     ACT *out = out_;
+    const float *in = in_;
     for (size_t i = 0; i < n; i++)
         out[i] = ST(in[i]);
 }
 
-static double KN(crossentropy_forward)(float *probs, const int *targets, int N, int V)
+SPLIT_ONE(store_floats, void, sizeof(ACT), float, sizeof(float))
+
+/* what the loss's passes read and write, for their ranges of rows */
+typedef struct {
+    float *probs;
+    const int *targets;
+    double *loss; /* per row, where the rows are shared out */
+    int V;
+    float scale;
+} KN(loss_pass);
+
+/* rows lo .. hi-1 become their softmax; the loss of row i is added to
+ * *sum (sum != NULL) or stored in p->loss[i] */
+static void KN(crossentropy_rows)(const KN(loss_pass) * p, size_t lo, size_t hi, double *sum)
 {
-    double loss = 0.0;
-    for (int i = 0; i < N; i++) {
-        float *row = probs + (size_t)i * V;
+    size_t V = (size_t)p->V;
+    for (size_t i = lo; i < hi; i++) {
+        float *row = p->probs + i * V;
         float mx = -INFINITY;
-        for (int v = 0; v < V; v++)
+        for (size_t v = 0; v < V; v++)
             if (row[v] > mx)
                 mx = row[v];
-        float sum = 0.0f;
-        for (int v = 0; v < V; v++) {
+        float total = 0.0f;
+        for (size_t v = 0; v < V; v++) {
             row[v] = fast_expf(row[v] - mx);
-            sum += row[v];
+            total += row[v];
         }
-        float inv = 1.0f / sum;
-        for (int v = 0; v < V; v++)
+        float inv = 1.0f / total;
+        for (size_t v = 0; v < V; v++)
             row[v] *= inv;
-        if (targets && targets[i] >= 0)
-            loss -= log((double)row[targets[i]] + 1e-30);
+        double l = p->targets && p->targets[i] >= 0 ? log((double)row[p->targets[i]] + 1e-30) : 0.0;
+        if (sum)
+            *sum -= l;
+        else
+            p->loss[i] = l;
     }
+}
+
+static void KN(crossentropy_range)(void *arg, size_t lo, size_t hi)
+{
+    KN(crossentropy_rows)(arg, lo, hi, NULL);
+}
+
+/* The rows are shared out where a per-row loss can be kept; the losses
+ * are then added in row order, as the one-thread loop adds them. */
+static double KN(crossentropy_forward)(float *probs, const int *targets, int N, int V)
+{
+    KN(loss_pass) p = {.probs = probs, .targets = targets, .V = V};
+    double loss = 0.0;
+    size_t least = least_rows((size_t)V);
+    if (pass_threads() > 1 && (size_t)N >= 2 * least && (p.loss = malloc(sizeof(double) * N))) {
+        pt_parallel_ranges(pass_threads(), (size_t)N, least, 1, KN(crossentropy_range), &p);
+        for (int i = 0; i < N; i++)
+            loss -= p.loss[i];
+        free(p.loss);
+    } else
+        KN(crossentropy_rows)(&p, 0, (size_t)N, &loss);
     return loss;
+}
+
+static void KN(crossentropy_backward_rows)(void *arg, size_t lo, size_t hi)
+{
+    const KN(loss_pass) *p = arg;
+    size_t V = (size_t)p->V;
+    for (size_t i = lo; i < hi; i++) {
+        float *row = p->probs + i * V;
+        if (p->targets[i] < 0) {
+            memset(row, 0, sizeof(float) * V);
+            continue;
+        }
+        for (size_t v = 0; v < V; v++)
+            row[v] *= p->scale;
+        row[p->targets[i]] -= p->scale;
+    }
 }
 
 static void KN(crossentropy_backward)(float *probs, const int *targets, int N, int V, float scale)
 {
-    for (int i = 0; i < N; i++) {
-        float *row = probs + (size_t)i * V;
-        if (targets[i] < 0) {
-            memset(row, 0, sizeof(float) * V);
-            continue;
-        }
-        for (int v = 0; v < V; v++)
-            row[v] *= scale;
-        row[targets[i]] -= scale;
-    }
+    KN(loss_pass) p = {.probs = probs, .targets = targets, .V = V, .scale = scale};
+    pt_parallel_ranges(pass_threads(), (size_t)N, least_rows((size_t)V), 1,
+                       KN(crossentropy_backward_rows), &p);
 }
 
 #include "tensor/kernels_layers_body.h"

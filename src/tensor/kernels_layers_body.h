@@ -305,51 +305,74 @@ static void KN(groupnorm_backward_weight)(float *dw, float *db, const void *dout
 
 /* ---- the Llama block's pieces ---- */
 
-static void KN(rmsnorm_forward)(void *out_, float *rstd, const void *inp_, const float *w, int N,
-                                int C, float eps)
+static void KN(rmsnorm_rows)(void *arg, size_t lo, size_t hi)
 {
-    ACT *out = out_;
-    const ACT *inp = inp_;
-    for (int i = 0; i < N; i++) {
-        const ACT *x = inp + (size_t)i * C;
-        ACT *o = out + (size_t)i * C;
+    const KN(norm_pass) *p = arg;
+    size_t C = (size_t)p->C;
+    for (size_t i = lo; i < hi; i++) {
+        const ACT *x = p->inp + i * C;
+        ACT *o = p->out + i * C;
         float sq = 0.0f;
-        for (int c = 0; c < C; c++)
+        for (size_t c = 0; c < C; c++)
             sq += LD(x[c]) * LD(x[c]);
-        float s = 1.0f / sqrtf(sq / (float)C + eps);
-        for (int c = 0; c < C; c++)
-            o[c] = ST(w[c] * (LD(x[c]) * s));
-        rstd[i] = s;
+        float s = 1.0f / sqrtf(sq / (float)C + p->eps);
+        for (size_t c = 0; c < C; c++)
+            o[c] = ST(p->w[c] * (LD(x[c]) * s));
+        p->rstd[i] = s;
     }
 }
 
-/* dx = s (dxhat - xhat mean(dxhat xhat)), dxhat = dy w, xhat = x s */
-static void KN(rmsnorm_backward_input)(void *dinp_, const void *dout_, const void *inp_,
-                                       const float *w, const float *rstd, int N, int C)
+static void KN(rmsnorm_forward)(void *out, float *rstd, const void *inp, const float *w, int N,
+                                int C, float eps)
 {
-    ACT *dinp = dinp_;
-    const ACT *dout = dout_, *inp = inp_;
-    for (int i = 0; i < N; i++) {
-        const ACT *x = inp + (size_t)i * C, *dy = dout + (size_t)i * C;
-        ACT *dx = dinp + (size_t)i * C;
-        float s = rstd[i], dot = 0.0f;
-        for (int c = 0; c < C; c++)
+    KN(norm_pass) p = {.out = out, .rstd = rstd, .inp = inp, .w = w, .C = C, .eps = eps};
+    pt_parallel_ranges(pass_threads(), (size_t)N, least_rows((size_t)C), 1, KN(rmsnorm_rows), &p);
+}
+
+/* dx = s (dxhat - xhat mean(dxhat xhat)), dxhat = dy w, xhat = x s */
+static void KN(rmsnorm_backward_rows)(void *arg, size_t lo, size_t hi)
+{
+    const KN(norm_pass) *p = arg;
+    size_t C = (size_t)p->C;
+    const float *w = p->w;
+    for (size_t i = lo; i < hi; i++) {
+        const ACT *x = p->inp + i * C, *dy = p->dout + i * C;
+        ACT *dx = p->dinp + i * C;
+        float s = p->crstd[i], dot = 0.0f;
+        for (size_t c = 0; c < C; c++)
             dot += LD(dy[c]) * w[c] * LD(x[c]) * s;
         dot /= (float)C;
-        for (int c = 0; c < C; c++)
+        for (size_t c = 0; c < C; c++)
             dx[c] = ST(LD(dx[c]) + s * (LD(dy[c]) * w[c] - LD(x[c]) * s * dot));
     }
 }
 
-static void KN(rmsnorm_backward_weight)(float *dw, const void *dout_, const void *inp_,
+static void KN(rmsnorm_backward_input)(void *dinp, const void *dout, const void *inp,
+                                       const float *w, const float *rstd, int N, int C)
+{
+    KN(norm_pass) p = {.dinp = dinp, .dout = dout, .inp = inp, .w = w, .crstd = rstd, .C = C};
+    pt_parallel_ranges(pass_threads(), (size_t)N, least_rows((size_t)C), 1,
+                       KN(rmsnorm_backward_rows), &p);
+}
+
+/* columns lo .. hi-1 of dw, each summed over the rows in order */
+static void KN(rmsnorm_weight_columns)(void *arg, size_t lo, size_t hi)
+{
+    const KN(norm_pass) *p = arg;
+    size_t C = (size_t)p->C;
+    for (int i = 0; i < p->N; i++) {
+        const ACT *x = p->inp + (size_t)i * C, *dy = p->dout + (size_t)i * C;
+        for (size_t c = lo; c < hi; c++)
+            p->dw[c] += LD(dy[c]) * (LD(x[c]) * p->crstd[i]);
+    }
+}
+
+static void KN(rmsnorm_backward_weight)(float *dw, const void *dout, const void *inp,
                                         const float *rstd, int N, int C)
 {
-    const ACT *dout = dout_, *inp = inp_;
-    for (int i = 0; i < N; i++) {
-        const ACT *x = inp + (size_t)i * C, *dy = dout + (size_t)i * C;
-        for (int c = 0; c < C; c++)
-            dw[c] += LD(dy[c]) * (LD(x[c]) * rstd[i]);
-    }
+    KN(norm_pass) p = {.dw = dw, .dout = dout, .inp = inp, .crstd = rstd, .N = N, .C = C};
+    pt_parallel_ranges(pass_threads(), (size_t)C, least_rows((size_t)N), 16,
+                       KN(rmsnorm_weight_columns), &p);
 }
 
 static void KN(rope)(void *x_, int ld, int T, int heads, int hd, const float *cos, const float *sin,
@@ -371,7 +394,7 @@ static void KN(rope)(void *x_, int ld, int T, int heads, int hd, const float *co
     }
 }
 
-static void KN(swiglu_forward)(void *out_, const void *gate_, const void *up_, size_t n)
+static void KN(swiglu_forward_serial)(void *out_, const void *gate_, const void *up_, size_t n)
 {
     ACT *out = out_;
     const ACT *gate = gate_, *up = up_;
@@ -381,16 +404,28 @@ static void KN(swiglu_forward)(void *out_, const void *gate_, const void *up_, s
     }
 }
 
-static void KN(swiglu_backward)(void *dgate_, void *dup_, const void *gate_, const void *up_,
-                                const void *dout_, size_t n)
+SPLIT_TWO(swiglu_forward, void, sizeof(ACT), void, sizeof(ACT), void, sizeof(ACT))
+
+typedef struct {
+    ACT *dgate, *dup;
+    const ACT *gate, *up, *dout;
+} KN(swiglu_pass);
+
+static void KN(swiglu_backward_range)(void *arg, size_t lo, size_t hi)
 {
-    ACT *dgate = dgate_, *dup = dup_;
-    const ACT *gate = gate_, *up = up_, *dout = dout_;
-    for (size_t i = 0; i < n; i++) {
-        float g = LD(gate[i]), sg = fast_sigmoidf(g), d = LD(dout[i]);
-        dup[i] = ST(d * g * sg);
-        dgate[i] = ST(d * LD(up[i]) * sg * (1.0f + g * (1.0f - sg)));
+    const KN(swiglu_pass) *p = arg;
+    for (size_t i = lo; i < hi; i++) {
+        float g = LD(p->gate[i]), sg = fast_sigmoidf(g), d = LD(p->dout[i]);
+        p->dup[i] = ST(d * g * sg);
+        p->dgate[i] = ST(d * LD(p->up[i]) * sg * (1.0f + g * (1.0f - sg)));
     }
+}
+
+static void KN(swiglu_backward)(void *dgate, void *dup, const void *gate, const void *up,
+                                const void *dout, size_t n)
+{
+    KN(swiglu_pass) p = {dgate, dup, gate, up, dout};
+    pt_parallel_ranges(pass_threads(), n, SPLIT_LEAST, SPLIT_ALIGN, KN(swiglu_backward_range), &p);
 }
 
 /* ---- the mean-squared error head ---- */
