@@ -9,7 +9,11 @@
  *     the compute (3) and the loop of two in flight (3 + wire + lat);
  *   - per-boundary bytes replace transfer_bytes;
  *   - a link with no bandwidth limit is the old model (latency only), and
- *     costs with a bad bandwidth or byte count are refused.
+ *     costs with a bad bandwidth or byte count are refused;
+ *   - the program a pipeline runs (lowered with split_sent_backward: a
+ *     fused backward's input gradient leaves before its weight pass), 1f1b,
+ *     P = 2, F = B = W = 1: per micro-batch 3 + max(0, t - W / 2) for a
+ *     transfer of t, where the schedule's own play pays 3 + t.
  * The program simulator plays the same (tests/test_program_simulate.c). */
 #include <math.h>
 #include <stdbool.h>
@@ -30,6 +34,26 @@ static double makespan(const char *name, int P, int M, const pt_schedule_costs *
     else
         CHECK(0, "%s P=%d M=%d: %s", name, P, M, pt_last_error());
     pt_schedule_sim_destroy(sim);
+    pt_schedule_destroy(s);
+    return t;
+}
+
+/* the makespan of the program a pipeline lowers from the schedule */
+static double run_makespan(const char *name, int P, int M, const pt_schedule_costs *c)
+{
+    pt_schedule *s = NULL;
+    pt_program *prog = NULL;
+    pt_schedule_sim *sim = NULL;
+    pt_lower_options o = pt_lower_options_default();
+    o.split_sent_backward = 1;
+    double t = -1;
+    if (pt_schedule_generate(name, P, M, 0, &s) == PT_OK &&
+        pt_program_lower(s, &o, &prog) == PT_OK && pt_program_simulate(prog, c, &sim) == PT_OK)
+        t = sim->makespan;
+    else
+        CHECK(0, "%s P=%d M=%d lowered: %s", name, P, M, pt_last_error());
+    pt_schedule_sim_destroy(sim);
+    pt_program_destroy(prog);
     pt_schedule_destroy(s);
     return t;
 }
@@ -58,6 +82,20 @@ int main(void)
     u.transfer_bytes = 0, u.latency = 0;
     per = (makespan("1f1b", 2, M, &u) - makespan("1f1b", 2, M / 2, &u)) / (M / 2);
     CHECK(near(per, 3), "1f1b P=2, free link: %.17g per micro-batch, want 3", per);
+
+    /* the gradient leaves before W: half of W covers each transfer of the
+     * loop of two in flight */
+    static const double transfer[] = {2.5, 1, 0.2};
+    for (int i = 0; i < 3; i++) {
+        pt_schedule_costs split = pt_schedule_costs_default();
+        split.bandwidth = 1, split.transfer_bytes = transfer[i];
+        per =
+            (run_makespan("1f1b", 2, M, &split) - run_makespan("1f1b", 2, M / 2, &split)) / (M / 2);
+        double want_split = 3 + fmax(0, transfer[i] - 0.5);
+        CHECK(near(per, want_split),
+              "1f1b P=2 as a pipeline runs it, transfer %g: %.17g per micro-batch, want %g",
+              transfer[i], per, want_split);
+    }
 
     double f[2] = {1, 1}, b[2] = {2, 2}, w[2] = {0.5, 0.5}, bytes[2] = {0, 4};
     pt_schedule_costs per_chunk = c;

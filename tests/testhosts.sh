@@ -8,7 +8,9 @@
 #
 # Sourced by the tests (tests/test_mpi_tcp_*.sh), it defines
 #   testhosts_up N [RATE]   make N hosts (RATE, e.g. 100mbit, limits every
-#                           link both ways with tc's tbf); exits 77 with a
+#                           link both ways with tc's tbf; TH_MTU in the
+#                           environment sets the links' MTU, 1500 unless
+#                           given, 9000 for jumbo frames); exits 77 with a
 #                           message where namespaces cannot be made
 #   testhosts_down          remove everything testhosts_up made (the
 #                           caller's EXIT trap calls it)
@@ -92,7 +94,7 @@ testhosts_up() {
     local x
     x=$(testhosts_pick_net)
     TH_NET=10.213.$x.0/24
-    ip link add "${TH_ID}br" type bridge
+    ip link add "${TH_ID}br" mtu "${TH_MTU:-1500}" type bridge
     ip addr add "10.213.$x.254/24" dev "${TH_ID}br"
     ip link set "${TH_ID}br" up
     : > "$TH_DIR/hostfile"
@@ -102,7 +104,8 @@ testhosts_up() {
         ns=${TH_ID}h$i
         addr=10.213.$x.$((i + 1))
         [ "$i" -eq 0 ] || { ip netns add "$ns"; TH_N=$((i + 1)); }
-        ip link add "${TH_ID}v$i" type veth peer name "${TH_ID}e$i"
+        ip link add "${TH_ID}v$i" mtu "${TH_MTU:-1500}" type veth peer name "${TH_ID}e$i" \
+            mtu "${TH_MTU:-1500}"
         ip link set "${TH_ID}e$i" netns "$ns"
         ip link set "${TH_ID}v$i" master "${TH_ID}br" up
         ip -n "$ns" addr add "$addr/24" dev "${TH_ID}e$i"

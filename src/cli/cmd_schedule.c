@@ -599,7 +599,7 @@ static int print_program(const pt_schedule *s, const options *o)
     int *pieces = NULL;
     int rc = o->tensor > 1 ? tensor_pieces(s, o, &pieces) : PT_OK;
     lo.tensor_pieces = pieces;
-    lo.split_sent_backward = o->tensor > 1; /* as the pipeline lowers */
+    lo.split_sent_backward = 1; /* as the pipeline lowers */
     lo.sequence_sum = o->tensor > 1 && o->sequence;
     if (rc == PT_OK)
         rc = pt_program_lower(s, &lo, &p);

@@ -7,9 +7,10 @@
  * line through the last two gives the bandwidth, what is left at the
  * transfer's size the latency, and the slowest pair stands for the link.
  * After a step pt_pipeline_step_times() sets, per rank, when it finished
- * its last compute action against when the simulator (sched/simulate.c)
- * has it finish for the measured F, B, W times of every chunk, each
- * boundary's bytes, and that link. Every rank of an MPI pipeline calls both
+ * its last compute action against when the program simulator
+ * (sched/program_simulate.c), playing the program the workers ran, has it
+ * finish for the measured F, B, W times of every chunk, each boundary's
+ * bytes, and that link. Every rank of an MPI pipeline calls both
  * (each knows only its own worker; the figures are summed across ranks). On
  * threads there is no link to measure: transfers are copies in memory. */
 #include <stdio.h>
@@ -169,6 +170,16 @@ static int chunk_costs(pt_pipeline *p, double *cost)
     return rc;
 }
 
+/* When worker w's last compute action ends in the simulation of its
+ * program (the collectives after it wait for the other workers). */
+static double last_compute_end(const pt_program *prog, const pt_schedule_sim *sim, int w)
+{
+    for (int i = prog->n_actions[w] - 1; i >= 0; i--)
+        if (pt_prog_is_compute(prog->actions[w][i].kind))
+            return sim->end[w][i];
+    return 0.0;
+}
+
 int pt_pipeline_step_times(pt_pipeline *p, const pt_link_rate *link, double *measured,
                            double *predicted)
 {
@@ -201,11 +212,9 @@ int pt_pipeline_step_times(pt_pipeline *p, const pt_link_rate *link, double *mea
         sc.bandwidth = link->bandwidth, sc.latency = link->latency;
     pt_schedule_sim *sim = NULL;
     if (rc == PT_OK && predicted)
-        rc = pt_schedule_simulate(p->s, &sc, &sim);
+        rc = pt_program_simulate(p->train_program, &sc, &sim);
     for (int r = 0; rc == PT_OK && predicted && r < P; r++)
-        predicted[r] = sim->n_actions[r / p->T] > 0
-                           ? sim->end[r / p->T][sim->n_actions[r / p->T] - 1]
-                           : 0.0; /* a worker's slices share its prediction */
+        predicted[r] = last_compute_end(p->train_program, sim, r / p->T);
     pt_schedule_sim_destroy(sim);
     free(cost);
     free(v);

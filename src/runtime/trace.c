@@ -16,8 +16,11 @@
  *   - the measured bubble per rank: idle time over the step's span (first
  *     action start to last action end over all ranks); a tensor sum counts
  *     as busy, as the simulator counts it in the pass;
- *   - the prediction for the same step: the schedule simulator (src/sched/)
- *     played with each chunk's measured mean F, B and W times.
+ *   - the prediction for the same step: the program the workers ran (its
+ *     sends where the executor makes them, a fused backward's input
+ *     gradient leaving before its weight pass) played by the program
+ *     simulator (sched/program_simulate.c) with each chunk's measured mean
+ *     F, B and W times.
  * Called by the trainer and the bench after a step; reads the pipeline only
  * between steps, when the workers are idle. Under MPI a rank knows only its
  * own worker's actions: the others' tracks are empty. */
@@ -289,7 +292,7 @@ int pt_pipeline_bubbles(const pt_pipeline *p, double *measured, double *predicte
     sc.n_chunk_costs = K;
     sc.chunk_f = cost, sc.chunk_b = cost + K, sc.chunk_w = cost + 2 * K;
     pt_schedule_sim *sim;
-    int rc = pt_schedule_simulate(p->s, &sc, &sim);
+    int rc = pt_program_simulate(p->train_program, &sc, &sim);
     if (rc == PT_OK) {
         for (int r = 0; r < n; r++) /* the slices of a worker share its prediction */
             predicted[r] = sim->makespan > 0 ? sim->idle[r / p->T] / sim->makespan : 0.0;
