@@ -4,7 +4,9 @@
 # same run through shared memory, and 100 Mb/s again with Open MPI's default
 # eager limit (64 KiB: each message between stages waits for its receiver's
 # handshake; the test hosts' recipe raises it to 1 MiB) and without the MPI
-# transport's progress thread (PIPETRAIN_MPI_PROGRESS=0). The five runs are
+# transport's progress thread (PIPETRAIN_MPI_PROGRESS=0), and with 9000-byte
+# frames (TH_MTU=9000: the shaped link's packets, which these test hosts
+# process on the training's own cores, six times fewer). The runs are
 # repeated ROUNDS times, interleaved, so that a change in the machine's other
 # load falls on all of them. Per run: tokens/s and the step time (medians of
 # the steps after the first), the link it measured by its own ping-pong at
@@ -30,9 +32,9 @@ run=(train --stages 2 --balance 3,3 --layers 4 --embd 384 --heads 6 --seq 256 --
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 rounds=${3:-3}
-cases=(shm unlimited 1gbit 100mbit 100mbit-rendezvous 100mbit-noprogress)
+cases=(shm unlimited 1gbit 100mbit 100mbit-rendezvous 100mbit-noprogress 100mbit-jumbo)
 names=("shared memory" "TCP unlimited" "TCP 1 Gb/s" "TCP 100 Mb/s" "TCP 100 Mb/s, rendezvous"
-       "TCP 100 Mb/s, no progress")
+       "TCP 100 Mb/s, no progress" "TCP 100 Mb/s, MTU 9000")
 for ((k = 0; k < rounds; k++)); do
     for c in "${cases[@]}"; do
         log=$dir/$c.$k.jsonl
@@ -43,10 +45,11 @@ for ((k = 0; k < rounds; k++)); do
         fi
         rate=${c%-*}
         [ "$rate" = unlimited ] && rate=
-        progress=1 eager=
+        progress=1 eager= mtu=1500
         [ "$c" = 100mbit-noprogress ] && progress=0
+        [ "$c" = 100mbit-jumbo ] && mtu=9000
         [ "$c" = 100mbit-rendezvous ] && eager=65536 # Open MPI's default
-        TH_EAGER_LIMIT=$eager bash "$here/../tests/testhosts.sh" 2 ${rate:+--rate $rate} -- bash -c \
+        TH_EAGER_LIMIT=$eager TH_MTU=$mtu bash "$here/../tests/testhosts.sh" 2 ${rate:+--rate $rate} -- bash -c \
             "\$TH_MPIRUN_LINE -x PIPETRAIN_MPI_PROGRESS=$progress -np 2 $pipetrain ${run[*]} --metrics $log" \
             >>"$dir/out" 2>&1
     done

@@ -403,7 +403,7 @@ int cmd_plan(int argc, char **argv)
             if (make_schedule(scheds[si], P, o.ms[mi], v, &sc, &s) != PT_OK)
                 continue; /* the schedule cannot take this P, M */
             pt_schedule_sim *sim;
-            if (pt_schedule_simulate(s, &sc, &sim) == PT_OK) {
+            if (pt_schedule_simulate_run(s, &sc, &sim) == PT_OK) {
                 int peak = 0;
                 for (int r = 0; r < sim->workers; r++)
                     peak = sim->peak_activations[r] > peak ? sim->peak_activations[r] : peak;

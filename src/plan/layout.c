@@ -111,7 +111,7 @@ static int predict_time(const pt_model *slice, const pt_block_profile *prof,
     sc.n_chunk_costs = P, sc.chunk_f = f, sc.chunk_b = b, sc.chunk_w = w;
     sc.bandwidth = l->bandwidth, sc.latency = l->latency, sc.boundary_bytes = bytes;
     pt_schedule_sim *sim;
-    int rc = pt_schedule_simulate(s, &sc, &sim);
+    int rc = pt_schedule_simulate_run(s, &sc, &sim);
     if (rc == PT_OK) {
         out->step_s = sim->makespan;
         pt_schedule_sim_destroy(sim);

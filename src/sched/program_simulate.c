@@ -170,3 +170,17 @@ done:
         pt_schedule_sim_destroy(g.r);
     return rc;
 }
+
+int pt_schedule_simulate_run(const pt_schedule *s, const pt_schedule_costs *costs,
+                             pt_schedule_sim **out)
+{
+    *out = NULL;
+    pt_lower_options o = pt_lower_options_default();
+    o.split_sent_backward = 1;
+    pt_program *prog = NULL;
+    if (pt_program_lower(s, &o, &prog) != PT_OK)
+        return pt_schedule_simulate(s, costs, out);
+    int rc = pt_program_simulate(prog, costs, out);
+    pt_program_destroy(prog);
+    return rc;
+}
