@@ -10,12 +10,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 steps=${1:-4}
-venv="$here/build/bench-venv"
-if ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install -q torch --index-url https://download.pytorch.org/whl/cpu ||
-        "$venv/bin/pip" install -q torch
-fi
+source "$here/bench/torch_venv.sh"
+torch_venv "$here"
 [ -x "$here/build/bench/bench_bf16" ] || cmake --build "$here/build" --target bench_bf16 >/dev/null
 "$venv/bin/python" "$here/bench/gpt_torch.py" "$steps" | tee /dev/stderr > "$here/build/torch_bf16.txt"
 "$venv/bin/python" "$here/bench/gpt_torch.py" "$steps" --fp32

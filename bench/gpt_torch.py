@@ -5,8 +5,10 @@ GPT-small as pipetrain's bench_bf16 trains it (4 layers, 6 heads, 384
 channels, context 256, vocabulary 256, tied head, GELU tanh, AdamW), one
 process with torch.set_num_threads(2), 16 samples a step (4096 tokens), the
 forward under torch.autocast("cpu", dtype=torch.bfloat16) (or in float32
-with --fp32). Prints "torch <mode> tokens/s X" for the median step after a
-warm-up. Not a test: torch is installed only into the bench's own venv."""
+with --fp32; --compile runs the model through torch.compile, whose first
+step, the warm-up, compiles it). Prints "torch <mode> tokens/s X" for the
+median step after a warm-up. Not a test: torch is installed only into the
+bench's own venv."""
 import math
 import statistics
 import sys
@@ -53,18 +55,20 @@ class GPT(nn.Module):
 
 def main():
     fp32 = "--fp32" in sys.argv
+    compiled = "--compile" in sys.argv
     steps = int(next((a for a in sys.argv[1:] if a.isdigit()), "4"))
     torch.set_num_threads(2)
     torch.manual_seed(1)
     model = GPT()
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1)
+    run = torch.compile(model) if compiled else model
     g = torch.Generator().manual_seed(7)
     tokens = torch.randint(0, V, (B, T + 1), generator=g)
     times = []
     for s in range(steps + 1):
         t0 = time.perf_counter()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=not fp32):
-            loss = model(tokens[:, :-1], tokens[:, 1:])
+            loss = run(tokens[:, :-1], tokens[:, 1:])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -72,7 +76,7 @@ def main():
         if s > 0:
             times.append(time.perf_counter() - t0)
     step = statistics.median(times)
-    mode = "fp32" if fp32 else "bf16-autocast"
+    mode = ("fp32" if fp32 else "bf16-autocast") + (" compiled" if compiled else " eager")
     print(f"torch {torch.__version__} {mode} tokens/s {B * T / step:.0f} (step {step:.3f} s, loss {loss.item():.4f})")
 
 
