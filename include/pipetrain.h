@@ -646,12 +646,12 @@ int pt_program_validate(const pt_program *p);
 int pt_program_simulate(const pt_program *p, const pt_schedule_costs *costs, pt_schedule_sim **out);
 /* Plays a valid schedule as a pipeline runs it: lowered with
  * split_sent_backward (a fused backward whose input gradient goes to another
- * worker runs as B, the send, then W, as pt_pipeline_create() lowers it),
- * by pt_program_simulate() (its collectives cost costs->collective, 0 by
- * default); start and end time each
- * program action. Where the schedule does not lower (asynchronous replicas
- * whose updates cannot pair up), pt_schedule_simulate()'s play. The
- * planner ranks schedules by it. */
+ * worker runs as B, the send, then W, as pt_pipeline_create() lowers it)
+ * and played by pt_program_simulate() (its collectives cost
+ * costs->collective, 0 by default); start and end time each program action.
+ * Where the schedule does not lower (asynchronous replicas whose updates
+ * cannot pair up), pt_schedule_simulate()'s play. The planner ranks
+ * schedules by it. */
 int pt_schedule_simulate_run(const pt_schedule *s, const pt_schedule_costs *costs,
                              pt_schedule_sim **out);
 /* The ASCII timeline of a simulated program: compute actions as a

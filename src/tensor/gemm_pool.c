@@ -10,7 +10,9 @@
  * condition variable, so an idle worker costs no core. The caller runs part
  * 0 itself and spins until the helpers' count of parts left reaches zero.
  * A part that asks for parts of its own (a product inside one of
- * attention's heads) runs them itself, one after the other. */
+ * attention's heads) runs them itself, one after the other. The passes
+ * between the products share the same helpers by ranges of rows, elements
+ * or columns (pt_parallel_ranges). */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -196,6 +198,7 @@ static void range_part(void *arg, int i)
 void pt_parallel_ranges(int threads, size_t n, size_t least, size_t align,
                         void (*run)(void *arg, size_t lo, size_t hi), void *arg)
 {
+    align = align ? align : 1;
     size_t parts = n / (least ? least : 1);
     if (parts > (size_t)threads)
         parts = (size_t)threads;
