@@ -233,6 +233,17 @@ static void meet(size_t a, size_t b, size_t c, size_t d, size_t *lo, size_t *hi)
         *hi = *lo;
 }
 
+/* Buffer set `set`'s copies of the others' buckets, and its requests. */
+static float *set_scratch(const pt_worker *w, int set)
+{
+    return w->scatter_scratch + (size_t)set * (size_t)(w->p->s->replicas - 1) * w->scatter_floats;
+}
+
+static pt_request *set_requests(const pt_worker *w, int set)
+{
+    return w->scatter_req + (size_t)set * 2 * (size_t)w->p->s->replicas;
+}
+
 /* Posts round `round` of a scatter into buffer set fl->set: bucket `round`
  * of every shard's part of [fl->from, fl->to) goes to its owner (the same
  * cut on every replica), this worker's own bucket comes in from the others;
@@ -243,9 +254,8 @@ static int post_round(pt_worker *w, size_t round, pt_scatter_flight *fl, bool *m
     int c = fl->chunk, D = p->s->replicas, me = pt_zero_position(p, w->rank, c), rc = PT_OK;
     size_t off, floats, bucket = w->scatter_floats, lo, hi;
     pt_worker_chunk_span(w, c, &off, &floats);
-    float *g = w->stage->grad.base,
-          *scratch = w->scatter_scratch + (size_t)fl->set * (D - 1) * bucket;
-    pt_request *req = w->scatter_req + (size_t)fl->set * 2 * D;
+    float *g = w->stage->grad.base, *scratch = set_scratch(w, fl->set);
+    pt_request *req = set_requests(w, fl->set);
     fl->n = 0, fl->mine = NULL, fl->mine_n = 0;
     *more = false;
     for (int k = 0; k < D && rc == PT_OK; k++) {
@@ -277,8 +287,8 @@ static int post_round(pt_worker *w, size_t round, pt_scatter_flight *fl, bool *m
 static int finish_round(pt_worker *w, const pt_scatter_flight *fl)
 {
     int D = w->p->s->replicas, rc = PT_OK;
-    float *scratch = w->scatter_scratch + (size_t)fl->set * (D - 1) * w->scatter_floats;
-    pt_request *req = w->scatter_req + (size_t)fl->set * 2 * D;
+    float *scratch = set_scratch(w, fl->set);
+    pt_request *req = set_requests(w, fl->set);
     for (int i = 0; i < fl->n; i++) {
         int r2 = pt_transport_wait(w->t, &req[i]);
         rc = rc == PT_OK ? r2 : rc;
