@@ -16,9 +16,11 @@
 # meas/pred the last step's time over its prediction (from that step's own
 # compute times, so that a change in load between steps does not count),
 # each the median of the rounds' own ratios. Needs root.
-#   [SCHEDULE=zb2p] bash bench/bench_tcp_links.sh build/pipetrain [STEPS] [ROUNDS]
+#   [SCHEDULE=zb2p] [TRAIN_FLAGS=...] [CASES="unlimited 100mbit"] \
+#     bash bench/bench_tcp_links.sh build/pipetrain [STEPS] [ROUNDS]
 # GPT 4 layers / 384 / 6 heads / context 256, P = 2 (--balance 3,3), M = 16,
-# --threads 1, the schedule SCHEDULE (default 1f1b).
+# --threads 1, the schedule SCHEDULE (default 1f1b), TRAIN_FLAGS added to
+# every run; CASES picks rows (their names below; unlimited is always run).
 set -euo pipefail
 pipetrain=$(realpath "${1:?usage: bench_tcp_links.sh PIPETRAIN [STEPS]}")
 steps=${2:-6}
@@ -28,13 +30,22 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 run=(train --stages 2 --balance 3,3 --layers 4 --embd 384 --heads 6 --seq 256 --batch 16
      --microbatches 16 --schedule "${SCHEDULE:-1f1b}" --steps "$steps" --lr 1e-4 --seed 1 --threads 1 --quiet
      --data "$corpus")
+read -r -a extra <<<"${TRAIN_FLAGS:-}"
+run+=("${extra[@]}")
 
 dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+trap 'rc=$?; [ $rc = 0 ] || tail -n 20 "$dir/out" 2>/dev/null; rm -rf "$dir"' EXIT
 rounds=${3:-3}
-cases=(shm unlimited 1gbit 100mbit 100mbit-rendezvous 100mbit-noprogress 100mbit-jumbo)
-names=("shared memory" "TCP unlimited" "TCP 1 Gb/s" "TCP 100 Mb/s" "TCP 100 Mb/s, rendezvous"
-       "TCP 100 Mb/s, no progress" "TCP 100 Mb/s, MTU 9000")
+all_cases=(shm unlimited 1gbit 100mbit 100mbit-rendezvous 100mbit-noprogress 100mbit-jumbo)
+all_names=("shared memory" "TCP unlimited" "TCP 1 Gb/s" "TCP 100 Mb/s" "TCP 100 Mb/s, rendezvous"
+           "TCP 100 Mb/s, no progress" "TCP 100 Mb/s, MTU 9000")
+cases=() names=()
+for i in "${!all_cases[@]}"; do
+    c=${all_cases[$i]}
+    if [ -z "${CASES:-}" ] || [ "$c" = unlimited ] || [[ " $CASES " == *" $c "* ]]; then
+        cases+=("$c") names+=("${all_names[$i]}")
+    fi
+done
 for ((k = 0; k < rounds; k++)); do
     for c in "${cases[@]}"; do
         log=$dir/$c.$k.jsonl

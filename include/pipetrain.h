@@ -499,6 +499,12 @@ typedef struct {
                             P for zb1p (1f1b's), 2P for zb2p (default 0) */
     double w_memory;     /* share of a micro-batch's activations kept from its B to
                             its W, in [0, 1] (default 0.5) */
+    int defer_w;         /* schedules with fused, synchronous backwards (gpipe, 1f1b,
+                            interleaved, loopedbfs, 1f1b-rr): a worker's backward that
+                            is followed by a forward waiting for nothing from another
+                            worker runs as B, that forward, then W, so the forward's
+                            activation leaves a weight pass sooner (hides a slow link)
+                            for one more micro-batch's activations held (default 0) */
 } pt_schedule_config;
 
 pt_schedule_config pt_schedule_config_default(void);
@@ -844,6 +850,8 @@ typedef struct {
     int micro_batch_size;      /* samples per micro-batch (default 1) */
     const char *schedule;      /* generator name (default "1f1b") */
     const char *schedule_file; /* a schedule in the text format; overrides schedule */
+    int defer_w;               /* pt_schedule_config.defer_w for the generated schedule
+                                  (not with schedule_file) (default 0) */
     const int *balance;        /* layers per chunk (pt_model_n_layers: a spec's layers,
                                   a gpt's or mlp's blocks), n_balance = chunks; NULL =
                                   profile the blocks and choose (default NULL) */

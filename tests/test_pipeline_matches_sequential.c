@@ -12,7 +12,8 @@
  * stay identical. Also: the
  * profiled partition (no balance), a schedule loaded from a text file, an mlp,
  * the per-micro-batch losses, eval and forward_probs against the single
- * worker, data-parallel replicas on threads (synchronous replicas equal the
+ * worker, the fused-backward schedules with their weight passes deferred
+ * (defer_w), data-parallel replicas on threads (synchronous replicas equal the
  * single worker too), and refusals (a balance with the wrong sum, a train
  * step on a pipeline made without an optimizer). Under bf16, on the
  * portable products and on AMX and AVX512_BF16 where the machine has them
@@ -179,7 +180,7 @@ static int tied_equal(const pt_model *m)
 
 typedef struct {
     const char *schedule, *file;
-    int P, M, ckpt, D;
+    int P, M, ckpt, D, defer_w;
     int balance[16], n_balance; /* 0: profiled */
 } run_t;
 
@@ -201,6 +202,7 @@ static int pipelined(const pt_model_config *c, const run_t *r, const pt_model *r
     pc.balance = r->n_balance ? r->balance : NULL;
     pc.n_balance = r->n_balance;
     pc.checkpoint_activations = r->ckpt;
+    pc.defer_w = r->defer_w;
     pc.blas_threads = 1;
     pt_pipeline *p;
     pc.replicas = r->D ? r->D : 1;
@@ -367,6 +369,28 @@ int main(void)
     if (grid(&gc, ref, ref_losses) || bf16_runs(ref_losses[1]))
         return 1;
     int n_blocks = pt_model_n_blocks(ref[0]);
+
+    /* weight passes deferred past the next local forward: the same sums */
+    const char *fused[] = {"gpipe", "1f1b", "interleaved", "loopedbfs"};
+    int deferred = 0;
+    for (int si = 0; si < 4; si++)
+        for (int P = 1; P <= 4; P *= 2) /* interleaved takes M = 4 on 1, 2, 4 */
+            for (int ckpt = 0; ckpt < 2; ckpt++) {
+                int v = si >= 2 ? 2 : 1;
+                run_t r = {.schedule = fused[si],
+                           .P = P,
+                           .M = 4,
+                           .ckpt = ckpt,
+                           .defer_w = 1,
+                           .n_balance = P * v};
+                if (r.n_balance > n_blocks)
+                    continue;
+                even_balance(n_blocks, r.n_balance, r.balance);
+                REQUIRE(pipelined(&gc, &r, ref[1], ref_losses[1]) == 0,
+                        "%s P=%d M=4 checkpoint %d, weight passes deferred", fused[si], P, ckpt);
+                deferred++;
+            }
+    REQUIRE(deferred >= 20, "only %d pipelines with deferred weight passes ran", deferred);
 
     /* data-parallel replicas on threads: 2 stages x 2 replicas, 1f1b and
      * gpipe lists replicated, each replica on half the micro-batches */

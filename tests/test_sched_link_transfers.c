@@ -13,7 +13,8 @@
  *   - the program a pipeline runs (lowered with split_sent_backward: a
  *     fused backward's input gradient leaves before its weight pass), 1f1b,
  *     P = 2, F = B = W = 1: per micro-batch 3 + max(0, t - W / 2) for a
- *     transfer of t, where the schedule's own play pays 3 + t.
+ *     transfer of t, where the schedule's own play pays 3 + t; with the
+ *     weight passes deferred past the next forward (defer_w), 2 + max(1, t).
  * The program simulator plays the same (tests/test_program_simulate.c). */
 #include <math.h>
 #include <stdbool.h>
@@ -38,17 +39,20 @@ static double makespan(const char *name, int P, int M, const pt_schedule_costs *
     return t;
 }
 
-/* the makespan of the program a pipeline lowers from the schedule */
-static double run_makespan(const char *name, int P, int M, const pt_schedule_costs *c)
+/* the makespan of the program a pipeline lowers from the schedule (its
+ * weight passes deferred where defer_w) */
+static double run_makespan(const char *name, int P, int M, const pt_schedule_costs *c, int defer_w)
 {
     pt_schedule *s = NULL;
     pt_program *prog = NULL;
     pt_schedule_sim *sim = NULL;
     pt_lower_options o = pt_lower_options_default();
     o.split_sent_backward = 1;
+    pt_schedule_config sc = pt_schedule_config_default();
+    sc.name = name, sc.stages = P, sc.microbatches = M, sc.defer_w = defer_w;
     double t = -1;
-    if (pt_schedule_generate(name, P, M, 0, &s) == PT_OK &&
-        pt_program_lower(s, &o, &prog) == PT_OK && pt_program_simulate(prog, c, &sim) == PT_OK)
+    if (pt_schedule_create(&sc, &s) == PT_OK && pt_program_lower(s, &o, &prog) == PT_OK &&
+        pt_program_simulate(prog, c, &sim) == PT_OK)
         t = sim->makespan;
     else
         CHECK(0, "%s P=%d M=%d lowered: %s", name, P, M, pt_last_error());
@@ -89,12 +93,19 @@ int main(void)
     for (int i = 0; i < 3; i++) {
         pt_schedule_costs split = pt_schedule_costs_default();
         split.bandwidth = 1, split.transfer_bytes = transfer[i];
-        per =
-            (run_makespan("1f1b", 2, M, &split) - run_makespan("1f1b", 2, M / 2, &split)) / (M / 2);
+        per = (run_makespan("1f1b", 2, M, &split, 0) - run_makespan("1f1b", 2, M / 2, &split, 0)) /
+              (M / 2);
         double want_split = 3 + fmax(0, transfer[i] - 0.5);
         CHECK(near(per, want_split),
               "1f1b P=2 as a pipeline runs it, transfer %g: %.17g per micro-batch, want %g",
               transfer[i], per, want_split);
+        /* the first worker's W after its next forward: a whole W covers it */
+        per = (run_makespan("1f1b", 2, M, &split, 1) - run_makespan("1f1b", 2, M / 2, &split, 1)) /
+              (M / 2);
+        double want_defer = 2 + fmax(1, transfer[i]);
+        CHECK(near(per, want_defer),
+              "1f1b P=2, weight passes deferred, transfer %g: %.17g per micro-batch, want %g",
+              transfer[i], per, want_defer);
     }
 
     double f[2] = {1, 1}, b[2] = {2, 2}, w[2] = {0.5, 0.5}, bytes[2] = {0, 4};

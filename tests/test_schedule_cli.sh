@@ -103,6 +103,12 @@ row1=$(echo "$out" | awk '$1 == "1" && NF == 8')
 [[ $out == *"spec of 3 layers"* && $(echo "$row0" | awk '{print $2}') == 4.00 &&
    $(echo "$row1" | awk '{print $2}') == 0.04 ]] || bad "--memory --model-spec: $out"
 
+# --defer-w: worker 0's W after its next forward, one more micro-batch at its peak
+out=$("$PT" schedule --schedule 1f1b --stages 2 --microbatches 6 --defer-w) ||
+    bad "--defer-w exited $?"
+[[ $out == *"worker 0: F0 F1 .. .. B0 F2 W0 B1 F3 W1"* &&
+   $out == *"worker 0: busy 18, idle 3, peak activations 3"* ]] || bad "--defer-w: $out"
+
 expect2() {
     local want=$1; shift
     local err
@@ -137,5 +143,10 @@ expect2 "--tied does nothing without --program" --schedule 1f1b --stages 2 --tie
 expect2 "--cost-collective does nothing without --program" --schedule 1f1b --cost-collective 1
 expect2 "do nothing with --costs" --schedule 1f1b --stages 2 --costs "$TMP/costs" --cost-b 2
 expect2 "not go with --json" --schedule 1f1b --stages 2 --program --json
+expect2 "this one splits them and orders its weight passes itself" --schedule zbh1 --stages 2 \
+    --defer-w
+expect2 "pipedream's backwards carry their weight updates" --schedule pipedream --stages 2 --defer-w
+expect2 "drop --schedule, --stages, --microbatches, --virtual, --replicas and --defer-w" \
+    --from "$DATA/good_1f1b_p2_m3.sched" --defer-w
 
 exit $fail

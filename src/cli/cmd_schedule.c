@@ -79,6 +79,11 @@ static void usage(FILE *f)
             "                      (default P for zb1p, 2P for zb2p; range [1, 1e6])\n"
             "  --w-memory X        zb1p, zb2p: share of a micro-batch's activations kept from\n"
             "                      its B to its W (default 0.5; range [0, 1])\n"
+            "  --defer-w           gpipe, 1f1b, interleaved, loopedbfs, 1f1b-rr: a fused\n"
+            "                      backward followed by a forward that waits for nothing from\n"
+            "                      another worker runs as B, that forward, then W: the\n"
+            "                      activation leaves a weight pass sooner (hides a slow\n"
+            "                      link), for one more micro-batch held at the worker's peak\n"
             "  --cost-collective C time of one REDUCE, TIED or NORM, for --program (default 0)\n"
             "                      (every time, here and in --costs, is in [0, 1e9])\n"
             "  --costs FILE        per-chunk costs: one line 'F B W' per chunk, in chunk order;\n"
@@ -198,6 +203,10 @@ static int parse_args(int argc, char **argv, options *o)
             o->sequence = true;
             continue;
         }
+        if (!strcmp(flag, "--defer-w")) {
+            o->cfg.defer_w = 1, o->generated_flags = true;
+            continue;
+        }
         if (!strcmp(flag, "--memory") || !strcmp(flag, "--checkpoint-activations")) {
             *(flag[2] == 'm' ? &o->memory : &o->checkpoint) = true;
             o->model_given |= flag[2] == 'c';
@@ -293,7 +302,7 @@ static int parse_args(int argc, char **argv, options *o)
                       "--memory or --tensor, or drop them");
     if (o->from && o->generated_flags)
         return refuse("--from takes the schedule from the file; drop --schedule, --stages, "
-                      "--microbatches, --virtual and --replicas");
+                      "--microbatches, --virtual, --replicas and --defer-w");
     if (o->costs_file && o->cost_given)
         return refuse("--cost-f, --cost-b and --cost-w do nothing with --costs (the file gives "
                       "every chunk's)");

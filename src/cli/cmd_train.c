@@ -127,7 +127,7 @@ static int check_modes(const flag *flags, int n, const char *model, const char *
     static const char *const sgd_only[] = {"momentum", NULL};
     static const char *const resume_only[] = {"fresh-optimizer", NULL};
     static const char *const save_only[] = {"save-every", NULL};
-    static const char *const not_with_file[] = {"schedule", "virtual", NULL};
+    static const char *const not_with_file[] = {"schedule", "virtual", "defer-w", NULL};
     static const char *const not_with_balance[] = {"max-stage-memory", NULL};
     static const char *const tokens_only[] = {"val-data", NULL};
     static const char *const trace_only[] = {"trace-steps", NULL};
@@ -417,6 +417,11 @@ int cmd_train(int argc, char **argv)
              "1f1b)"),
         FLAG("schedule-file", FLAG_STRING, &cfg.pipeline.schedule_file, "FILE",
              "a schedule in the text format (docs/schedules.md); overrides --schedule"),
+        FLAG("defer-w", FLAG_BOOL, &cfg.pipeline.defer_w, NULL,
+             "gpipe, 1f1b, interleaved, loopedbfs: a backward followed by a forward that waits "
+             "for nothing from another worker (the first stage's) runs as B, that forward, then "
+             "W, so its activation leaves a weight pass sooner: hides a slow link's transfers, "
+             "for one more micro-batch's activations held on that worker (docs/multi-host.md)"),
         FLAG_RANGED("virtual", FLAG_INT, &cfg.pipeline.virtual_stages, "V",
                     "chunks per worker for interleaved and loopedbfs (default: the schedule's own)",
                     LIMIT_VIRTUAL),

@@ -282,7 +282,10 @@ static int base_schedule(const pt_pipeline_config *cfg, int micro, int replicas,
 {
     int rc;
     if (cfg->schedule_file && cfg->schedule_file[0]) {
-        rc = pt_schedule_load(cfg->schedule_file, out);
+        rc = cfg->defer_w ? pt_fail(PT_EINVAL, "deferring weight passes applies to a generated "
+                                               "schedule, not to a schedule file (write the "
+                                               "order into the file instead)")
+                          : pt_schedule_load(cfg->schedule_file, out);
     } else {
         pt_schedule_config sc = pt_schedule_config_default();
         sc.name = cfg->schedule ? cfg->schedule : "1f1b";
@@ -291,6 +294,7 @@ static int base_schedule(const pt_pipeline_config *cfg, int micro, int replicas,
         sc.virtual_stages = cfg->virtual_stages;
         sc.replicas = replicas;
         sc.costs = costs;
+        sc.defer_w = cfg->defer_w;
         rc = pt_schedule_create(&sc, out);
     }
     return rc == PT_OK ? pt_schedule_validate(*out) : rc;

@@ -226,7 +226,8 @@ pt_schedule_config pt_schedule_config_default(void)
                                 .replicas = 0,
                                 .costs = NULL,
                                 .memory_limit = 0,
-                                .w_memory = 0.5};
+                                .w_memory = 0.5,
+                                .defer_w = 0};
 }
 
 /* zb1p and zb2p: the automatic scheduler on the config's times. */
@@ -307,6 +308,14 @@ int pt_schedule_create(const pt_schedule_config *cfg, pt_schedule **out)
                        name, P, v, R, M);
 
     bool takes_costs = !strcmp(name, "zbh1") || !strcmp(name, "zbh2") || is_zbv;
+    bool fused = !takes_costs && strcmp(name, "zb1p") && strcmp(name, "zb2p");
+    if (cfg->defer_w && (!fused || !strcmp(name, "pipedream")))
+        return pt_fail(PT_EINVAL,
+                       "%s: deferring weight passes applies to schedules with fused, synchronous "
+                       "backwards (gpipe, 1f1b, interleaved, loopedbfs, 1f1b-rr); %s",
+                       name,
+                       fused ? "pipedream's backwards carry their weight updates"
+                             : "this one splits them and orders its weight passes itself");
     int rc = takes_costs && cfg->costs ? pt_sched_check_costs(P * v, cfg->costs) : PT_OK;
     if (rc != PT_OK)
         return rc;
@@ -334,6 +343,10 @@ int pt_schedule_create(const pt_schedule_config *cfg, pt_schedule **out)
         rc = pt_sched_gen_1f1b_rr(P, M, R, out);
     if (rc == PT_OK)
         pt_sched_set_name(*out, name);
+    if (rc == PT_OK && cfg->defer_w && (rc = pt_sched_defer_weight(out)) != PT_OK) {
+        pt_schedule_destroy(*out);
+        *out = NULL;
+    }
     return rc;
 }
 

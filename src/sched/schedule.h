@@ -150,6 +150,11 @@ pt_schedule_sim *pt_sched_sim_alloc(int workers, const int *n_actions);
 /* Makespan, idle and bubble from busy[] and when each worker is done. */
 void pt_sched_sim_finish(pt_schedule_sim *r, const double *free_at);
 
+/* defer_weight.c: each fused backward followed by a forward that waits for
+ * nothing from another worker becomes B, that forward, W (*s replaced;
+ * PT_EINVAL for an asynchronous schedule) */
+int pt_sched_defer_weight(pt_schedule **s);
+
 /* ---- generators (one file per family) ---- */
 
 /* gen_flush.c */
