@@ -59,6 +59,11 @@ grep -q "link between workers: 1 Mbit/s" <<< "$out" || bad "plan does not say th
 slow=$(awk '$1 == "1f1b" && $2 == 4 { print $4 }' <<< "$out")
 # 32 x 64 x 4 bytes at 1 Mbit/s: 16.4 ms per transfer, at least 2 on the path
 awk -v t="$slow" 'BEGIN { exit !(t >= 32.7) }' || bad "plan's 1f1b step at 1 Mbit/s is $slow ms"
+# 1f1b with its first stage's weight passes deferred is ranked too, and the
+# link costs it no more
+deferred=$(awk '$1 == "1f1b" && $2 == "--defer-w" && $3 == 4 { print $5 }' <<< "$out")
+awk -v d="$deferred" -v t="$slow" 'BEGIN { exit !(d != "" && d <= t) }' ||
+    bad "plan's 1f1b --defer-w step at 1 Mbit/s is '$deferred' ms (1f1b: $slow)"
 
 [ $fail -eq 0 ] && echo ok
 exit $fail

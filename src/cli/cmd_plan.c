@@ -209,6 +209,7 @@ static int parse(int argc, char **argv, options *o)
 
 typedef struct {
     const char *name;
+    int defer_w; /* the schedule with --defer-w */
     int M;
     double makespan, bubble;
     int peak;
@@ -265,21 +266,24 @@ static int chunks_of(const options *o, const char *name)
     return !strcmp(name, "interleaved") ? o->virtual_stages : !strcmp(name, "zbv") ? 2 : 1;
 }
 
-/* The schedule, given the chunks' profiled times. */
-static int make_schedule(const char *name, int P, int M, int v, const pt_schedule_costs *costs,
-                         pt_schedule **s)
+/* The schedule, given the chunks' profiled times (its weight passes
+ * deferred where defer_w). */
+static int make_schedule(const char *name, int defer_w, int P, int M, int v,
+                         const pt_schedule_costs *costs, pt_schedule **s)
 {
     pt_schedule_config cfg = pt_schedule_config_default();
     cfg.name = name, cfg.stages = P, cfg.microbatches = M, cfg.virtual_stages = v;
-    cfg.costs = costs;
+    cfg.costs = costs, cfg.defer_w = defer_w;
     return pt_schedule_create(&cfg, s);
 }
 
 /* What each worker of the recommended run will hold (AdamW), as the
  * pipeline will allocate it. */
 static int print_memory(const options *o, const pt_model *m, const pt_block_profile *prof,
-                        const char *name, int M, int *balance, double *cost)
+                        const plan_row *row, int *balance, double *cost)
 {
+    const char *name = row->name;
+    int M = row->M;
     int v = chunks_of(o, name), K = o->stages * v;
     int rc = chunk_costs(o, m, prof, pt_model_n_blocks(m), K, balance, cost, cost + K, cost + 2 * K,
                          NULL);
@@ -287,7 +291,7 @@ static int print_memory(const options *o, const pt_model *m, const pt_block_prof
     sc.n_chunk_costs = K, sc.chunk_f = cost, sc.chunk_b = cost + K, sc.chunk_w = cost + 2 * K;
     pt_schedule *s = NULL;
     if (rc == PT_OK)
-        rc = make_schedule(name, o->stages, M, v, &sc, &s);
+        rc = make_schedule(name, row->defer_w, o->stages, M, v, &sc, &s);
     int W = rc == PT_OK ? pt_schedule_workers(s) : 0;
     pt_memory_use *u = rc == PT_OK ? calloc((size_t)W, sizeof *u) : NULL;
     if (rc == PT_OK && !u)
@@ -380,19 +384,25 @@ int cmd_plan(int argc, char **argv)
 
     /* zb1p and zb2p are left out: a run given their names searches them for
      * unit times, not for these profiled ones */
-    const char *scheds[] = {"gpipe", "1f1b", "interleaved", "zbh1", "zbh2", "zbv"};
+    /* and the fused-backward ones with their weight passes deferred, which
+     * pays on a slow link for memory */
+    static const struct {
+        const char *name;
+        int defer_w;
+    } scheds[] = {{"gpipe", 0},       {"1f1b", 0}, {"1f1b", 1}, {"interleaved", 0},
+                  {"interleaved", 1}, {"zbh1", 0}, {"zbh2", 0}, {"zbv", 0}};
     int n_scheds = (int)(sizeof scheds / sizeof scheds[0]);
-    plan_row rows[8 * MAX_MS];
+    plan_row rows[sizeof scheds / sizeof scheds[0] * MAX_MS];
     int n_rows = 0;
     if (o.link_bandwidth > 0 || o.link_latency > 0)
         printf("link between workers: %.4g Mbit/s, latency %.3g ms; each transfer on the wire "
                "for its bytes over the bandwidth, one after another per direction\n\n",
                o.link_bandwidth * 8 / 1e6, 1e3 * o.link_latency);
-    printf("%-12s %4s %10s %10s %12s %10s\n", "schedule", "M", "bubble", "step ms", "ms per mb",
+    printf("%-22s %4s %10s %10s %12s %10s\n", "schedule", "M", "bubble", "step ms", "ms per mb",
            "peak acts");
     for (int si = 0; si < n_scheds; si++)
         for (int mi = 0; mi < o.n_ms; mi++) {
-            int v = chunks_of(&o, scheds[si]), K = P * v;
+            int v = chunks_of(&o, scheds[si].name), K = P * v;
             if (K > n || chunk_costs(&o, m, prof, n, K, balance, f, b, w, bytes) != PT_OK)
                 continue;
             pt_schedule_costs sc = pt_schedule_costs_default();
@@ -400,7 +410,8 @@ int cmd_plan(int argc, char **argv)
             sc.bandwidth = o.link_bandwidth, sc.latency = o.link_latency;
             sc.boundary_bytes = bytes;
             pt_schedule *s;
-            if (make_schedule(scheds[si], P, o.ms[mi], v, &sc, &s) != PT_OK)
+            if (make_schedule(scheds[si].name, scheds[si].defer_w, P, o.ms[mi], v, &sc, &s) !=
+                PT_OK)
                 continue; /* the schedule cannot take this P, M */
             pt_schedule_sim *sim;
             if (pt_schedule_simulate_run(s, &sc, &sim) == PT_OK) {
@@ -408,10 +419,12 @@ int cmd_plan(int argc, char **argv)
                 for (int r = 0; r < sim->workers; r++)
                     peak = sim->peak_activations[r] > peak ? sim->peak_activations[r] : peak;
                 plan_row *row = &rows[n_rows++];
-                *row = (plan_row){scheds[si], o.ms[mi], sim->makespan, sim->bubble_fraction, peak};
-                printf("%-12s %4d %9.1f%% %10.3f %12.4f %10d\n", row->name, row->M,
-                       100 * row->bubble, 1e3 * row->makespan, 1e3 * row->makespan / row->M,
-                       row->peak);
+                *row = (plan_row){scheds[si].name, scheds[si].defer_w,   o.ms[mi],
+                                  sim->makespan,   sim->bubble_fraction, peak};
+                char label[32];
+                snprintf(label, sizeof label, "%s%s", row->name, row->defer_w ? " --defer-w" : "");
+                printf("%-22s %4d %9.1f%% %10.3f %12.4f %10d\n", label, row->M, 100 * row->bubble,
+                       1e3 * row->makespan, 1e3 * row->makespan / row->M, row->peak);
                 pt_schedule_sim_destroy(sim);
             }
             pt_schedule_destroy(s);
@@ -426,10 +439,11 @@ int cmd_plan(int argc, char **argv)
         for (int i = 0; i < n_rows; i++)
             if (rows[i].makespan / rows[i].M <= limit && rows[i].peak < rows[pick].peak)
                 pick = i;
-        printf("\nrecommended: --schedule %s --microbatches %d (%.1f%% bubble; the least "
+        printf("\nrecommended: --schedule %s%s --microbatches %d (%.1f%% bubble; the least "
                "activation memory within 2%% of the fastest time per micro-batch)\n",
-               rows[pick].name, rows[pick].M, 100 * rows[pick].bubble);
-        if (print_memory(&o, m, prof, rows[pick].name, rows[pick].M, balance, cost) != PT_OK) {
+               rows[pick].name, rows[pick].defer_w ? " --defer-w" : "", rows[pick].M,
+               100 * rows[pick].bubble);
+        if (print_memory(&o, m, prof, &rows[pick], balance, cost) != PT_OK) {
             fprintf(stderr, "pipetrain plan: %s\n", pt_last_error());
             status = 1;
         }
