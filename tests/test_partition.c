@@ -116,8 +116,10 @@ int main(void)
     REQUIRE(trials > 300, "too few trials (%d)", trials);
 
     /* a cap that binds costs time: the heavy-memory block 1 must sit alone */
-    pt_block_profile p4[4] = {
-        {1, 1, 1, 10, 100}, {1, 1, 1, 10, 10000}, {1, 1, 1, 10, 100}, {3, 3, 3, 10, 100}};
+    pt_block_profile p4[4] = {{1, 1, 1, 10, 100, 0},
+                              {1, 1, 1, 10, 10000, 0},
+                              {1, 1, 1, 10, 100, 0},
+                              {3, 3, 3, 10, 100, 0}};
     int bal4[3];
     double t4;
     REQUIRE(pt_partition_solve(p4, 4, 3, 0, 1, bal4, &t4) == PT_OK && t4 == 9,
@@ -140,6 +142,24 @@ int main(void)
         REQUIRE(mp[i].f > 0 && mp[i].b > 0 && mp[i].activation_bytes > 0,
                 "block %d: f %g b %g act %zu", i, mp[i].f, mp[i].b, mp[i].activation_bytes);
     REQUIRE(mp[1].param_bytes > 0 && mp[1].w > 0, "transformer block without weights");
+
+    /* bf16: a chunk also holds the products' bf16 copy of its parameters,
+     * half their float bytes, as the memory prediction counts it */
+    c.precision = PT_PRECISION_BF16;
+    pt_block_profile hp[4];
+    REQUIRE(pt_profile_blocks(&c, 2, 3, hp) == PT_OK, "bf16 profile: %s", pt_last_error());
+    for (int i = 0; i < 4; i++) {
+        CHECK(mp[i].copy_bytes == 0, "fp32 block %d: a bf16 copy of %zu bytes", i,
+              mp[i].copy_bytes);
+        CHECK(hp[i].param_bytes == mp[i].param_bytes && hp[i].copy_bytes == hp[i].param_bytes / 2,
+              "bf16 block %d: parameters %zu, copy %zu bytes", i, hp[i].param_bytes,
+              hp[i].copy_bytes);
+    }
+    CHECK(pt_partition_chunk_memory(hp, 1, 1, 2) ==
+              4 * hp[1].param_bytes + hp[1].param_bytes / 2 + 2 * hp[1].activation_bytes,
+          "a bf16 chunk's memory leaves out its bf16 copy");
+    if (failures)
+        return 1;
     printf("ok\n");
     return 0;
 }

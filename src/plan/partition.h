@@ -22,6 +22,7 @@ typedef struct {
     double f, b, w;          /* seconds: forward, backward-input, backward-weight */
     size_t activation_bytes; /* kept from forward to backward, per micro-batch */
     size_t param_bytes;
+    size_t copy_bytes; /* bf16: the products' bf16 copy of the parameters (0 in fp32) */
 } pt_block_profile;
 
 /* Parses "2,3,3" into balance[] (at most max entries); PT_EINVAL with a

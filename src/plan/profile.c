@@ -5,6 +5,7 @@
  * boundary would see. Only the block being timed is held in memory, so a
  * model too large for this machine can still be profiled. Called by the pipeline when no balance is
  * given, and by `pipetrain plan`. */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -61,6 +62,9 @@ static int time_block(pt_model *m, int b, const pt_microbatch *mb, const float *
     prof->b = median(t + reps, reps);
     prof->w = median(t + 2 * reps, reps);
     prof->param_bytes = pt_model_param_bytes(m, b, b); /* as a stage lays them out */
+    /* the bf16 copy the products read, as the memory prediction counts it */
+    bool bf16 = pt_model_get_config(m)->precision == PT_PRECISION_BF16;
+    prof->copy_bytes = bf16 ? prof->param_bytes / 2 : 0;
     prof->activation_bytes = pt_activations_bytes(acts);
     return PT_OK;
 }
