@@ -9,6 +9,8 @@
 #   - --save-dtype bf16 writes a .safetensors file of BF16 weights, about
 #     half the bytes of the fp32 file, each weight the fp32 one rounded, which
 #     eval loads; with a checkpoint folder it is refused, naming why;
+#   - eval --precision bf16 gives one loss on 1 and 2 stages, near fp32's,
+#     and generate runs in bf16;
 #   - a bad --precision or --bf16-kernel is refused by name.
 set -euo pipefail
 dir=$(mktemp -d)
@@ -61,12 +63,26 @@ awk -v f="$fs" -v b="$bs" 'BEGIN { exit !(b < 0.55 * f) }' ||
     { echo "FAIL: eval cannot load the bf16 weights"; cat "$dir/eval.out"; exit 1; }
 echo "bf16 weights: $bs bytes (fp32 $fs); eval: $(tail -n 1 "$dir/eval.out")"
 
+# eval and generate in bf16: the same loss on one stage and on two (bf16
+# rounds at the same places on every layout), near fp32's and not equal
+ev() { "$PIPETRAIN" eval --load "$dir/f.safetensors" --data "$dir/corpus.txt" --batches 4 "$@"; }
+e32=$(ev --precision fp32); e16=$(ev --precision bf16); e16p=$(ev --precision bf16 --stages 2)
+echo "eval: fp32 $e32; bf16 $e16; bf16 on 2 stages $e16p"
+[ "$e16" = "$e16p" ] || { echo "FAIL: eval in bf16 differs between 1 and 2 stages"; exit 1; }
+l32=$(awk '{print $2}' <<< "$e32"); l16=$(awk '{print $2}' <<< "$e16")
+awk -v f="$l32" -v b="$l16" 'BEGIN { d = (b - f) / f; if (d < 0) d = -d; exit !(b != f && d < 0.02) }' ||
+    { echo "FAIL: eval in bf16 ($l16) is not near and apart from fp32 ($l32)"; exit 1; }
+"$PIPETRAIN" generate --load "$dir/f.safetensors" --tokens 8 --precision bf16 > /dev/null ||
+    { echo "FAIL: generate --precision bf16"; exit 1; }
+
 set +e
 out=$("$PIPETRAIN" train "${run[@]}" --steps 1 --save "$dir/folder" --save-dtype bf16 2>&1); rc=$?
 [ "$rc" -eq 2 ] && grep -q "master weights" <<< "$out" ||
     { echo "FAIL: --save-dtype bf16 with a folder: $rc $out"; exit 1; }
 out=$("$PIPETRAIN" train "${run[@]}" --precision fp16 2>&1); rc=$?
 [ "$rc" -eq 2 ] && grep -q "fp16" <<< "$out" || { echo "FAIL: --precision fp16: $rc $out"; exit 1; }
+out=$(ev --precision fp16 2>&1); rc=$?
+[ "$rc" -eq 2 ] && grep -q "fp16" <<< "$out" || { echo "FAIL: eval --precision fp16: $rc $out"; exit 1; }
 out=$("$PIPETRAIN" train "${run[@]}" --bf16-kernel fast 2>&1); rc=$?
 [ "$rc" -eq 2 ] && grep -q "fast" <<< "$out" || { echo "FAIL: --bf16-kernel fast: $rc $out"; exit 1; }
 echo ok

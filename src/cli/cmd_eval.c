@@ -80,7 +80,7 @@ static int evaluate(pt_pipeline *pipe, const pt_token_data *d, int B, int T, lon
 
 int cmd_eval(int argc, char **argv)
 {
-    const char *load = NULL, *format = "auto", *tokenizer = NULL;
+    const char *load = NULL, *format = "auto", *tokenizer = NULL, *precision = "fp32";
     flag_list data = {.n = 0};
     int batch = 8, stages = 1, microbatches = 1;
     long batches = 0;
@@ -115,6 +115,7 @@ int cmd_eval(int argc, char **argv)
         FLAG_RANGED("microbatches", FLAG_INT, &microbatches, "M",
                     "cut each batch into M micro-batches; M must divide B (default 1)",
                     LIMIT_MICROBATCHES),
+        FLAG_PRECISION(precision),
     };
     int n = (int)(sizeof flags / sizeof flags[0]);
     int rc = flags_parse("eval",
@@ -137,7 +138,8 @@ int cmd_eval(int argc, char **argv)
                 microbatches, batch);
         return 2;
     }
-    if ((rc = model_from_checkpoint("eval", load, flags, n, &cfg)) != 0)
+    if ((rc = model_from_checkpoint("eval", load, flags, n, &cfg)) != 0 ||
+        (rc = model_precision("eval", precision, &cfg)) != 0)
         return rc;
     if (cfg.kind == PT_MODEL_SPEC && spec_as_language_model(&cfg) != PT_OK) {
         fprintf(stderr, "pipetrain eval: %s: %s\n", load, pt_last_error());

@@ -66,7 +66,7 @@ static int encode_prompt(pt_tokenizer *tok, const char *prompt, int n_new, int *
 
 int cmd_generate(int argc, char **argv)
 {
-    const char *load = NULL, *prompt = "\n", *tokenizer = NULL;
+    const char *load = NULL, *prompt = "\n", *tokenizer = NULL, *precision = "fp32";
     int tokens = 200, heads = 0, stages = 1;
     float temperature = 0.8f;
     uint64_t seed = 1;
@@ -85,6 +85,7 @@ int cmd_generate(int argc, char **argv)
                     "softmax temperature; 0 takes the most likely token (default 0.8)",
                     NUM_RANGE(0, 100)),
         FLAG("seed", FLAG_U64, &seed, "N", "sampling seed (default 1)"),
+        FLAG_PRECISION(precision),
         FLAG_RANGED("stages", FLAG_INT, &stages, "P",
                     "run each forward across P pipeline stages, one thread each (default 1)",
                     LIMIT_STAGES),
@@ -115,6 +116,8 @@ int cmd_generate(int argc, char **argv)
     cfg.n_head = heads;
     rc =
         model_from_checkpoint("generate", load, flags, (int)(sizeof flags / sizeof flags[0]), &cfg);
+    if (!rc)
+        rc = model_precision("generate", precision, &cfg);
     if (rc)
         return rc;
     pt_tokenizer *tok = NULL;

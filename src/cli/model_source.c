@@ -113,3 +113,11 @@ const char *model_tokenizer(const char *path, char *buf, size_t n)
         snprintf(buf, n, ".");
     return pt_tokenizer_find(buf) ? buf : NULL;
 }
+
+int model_precision(const char *cmd, const char *precision, pt_model_config *cfg)
+{
+    if (pt_precision_parse(precision, &cfg->precision) == PT_OK)
+        return 0;
+    fprintf(stderr, "pipetrain %s: %s\n", cmd, pt_last_error());
+    return 2;
+}

@@ -18,6 +18,19 @@
 int model_from_checkpoint(const char *cmd, const char *path, const flag *flags, int n,
                           pt_model_config *cfg);
 
+/* The --precision a forward-only command (eval, generate) runs in: the
+ * checkpoint's float weights then go to the products as bf16, as in a bf16
+ * run. */
+#define FLAG_PRECISION(var)                                                                     \
+    FLAG("precision", FLAG_STRING, &(var), "fp32|bf16",                                         \
+         "the forward's arithmetic: bf16 rounds the products' operands and the activations as " \
+         "a --precision bf16 run does, on the product kernel `auto` picks (default fp32; "      \
+         "docs/bf16.md)")
+
+/* Sets cfg's precision from a --precision value; 0, or prints "pipetrain
+ * CMD: ..." and returns 2. */
+int model_precision(const char *cmd, const char *precision, pt_model_config *cfg);
+
 /* The folder holding the tokenizer files of the model at path (the folder
  * itself, or the one a file is in), written into buf; NULL when it has
  * none. */
