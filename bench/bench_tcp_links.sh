@@ -6,7 +6,8 @@
 # handshake; the test hosts' recipe raises it to 1 MiB) and without the MPI
 # transport's progress thread (PIPETRAIN_MPI_PROGRESS=0), and with 9000-byte
 # frames (TH_MTU=9000: the shaped link's packets, which these test hosts
-# process on the training's own cores, six times fewer). The runs are
+# process on the training's own cores, six times fewer), and with the
+# first stage's weight passes deferred (--defer-w). The runs are
 # repeated ROUNDS times, interleaved, so that a change in the machine's other
 # load falls on all of them. Per run: tokens/s and the step time (medians of
 # the steps after the first), the link it measured by its own ping-pong at
@@ -36,12 +37,16 @@ run+=("${extra[@]}")
 dir=$(mktemp -d)
 trap 'rc=$?; [ $rc = 0 ] || tail -n 20 "$dir/out" 2>/dev/null; rm -rf "$dir"' EXIT
 rounds=${3:-3}
-all_cases=(shm unlimited 1gbit 100mbit 100mbit-rendezvous 100mbit-noprogress 100mbit-jumbo)
+all_cases=(shm unlimited 1gbit 100mbit 100mbit-rendezvous 100mbit-noprogress 100mbit-jumbo
+           100mbit-defer)
 all_names=("shared memory" "TCP unlimited" "TCP 1 Gb/s" "TCP 100 Mb/s" "TCP 100 Mb/s, rendezvous"
-           "TCP 100 Mb/s, no progress" "TCP 100 Mb/s, MTU 9000")
+           "TCP 100 Mb/s, no progress" "TCP 100 Mb/s, MTU 9000" "TCP 100 Mb/s, --defer-w")
 cases=() names=()
 for i in "${!all_cases[@]}"; do
     c=${all_cases[$i]}
+    # --defer-w takes only the schedules with fused backwards
+    [ "$c" = 100mbit-defer ] && [[ ! " gpipe 1f1b interleaved loopedbfs " == *" ${SCHEDULE:-1f1b} "* ]] &&
+        continue
     if [ -z "${CASES:-}" ] || [ "$c" = unlimited ] || [[ " $CASES " == *" $c "* ]]; then
         cases+=("$c") names+=("${all_names[$i]}")
     fi
@@ -56,12 +61,13 @@ for ((k = 0; k < rounds; k++)); do
         fi
         rate=${c%-*}
         [ "$rate" = unlimited ] && rate=
-        progress=1 eager= mtu=1500
+        progress=1 eager= mtu=1500 defer=
+        [ "$c" = 100mbit-defer ] && defer=--defer-w
         [ "$c" = 100mbit-noprogress ] && progress=0
         [ "$c" = 100mbit-jumbo ] && mtu=9000
         [ "$c" = 100mbit-rendezvous ] && eager=65536 # Open MPI's default
         TH_EAGER_LIMIT=$eager TH_MTU=$mtu bash "$here/../tests/testhosts.sh" 2 ${rate:+--rate $rate} -- bash -c \
-            "\$TH_MPIRUN_LINE -x PIPETRAIN_MPI_PROGRESS=$progress -np 2 $pipetrain ${run[*]} --metrics $log" \
+            "\$TH_MPIRUN_LINE -x PIPETRAIN_MPI_PROGRESS=$progress -np 2 $pipetrain ${run[*]} $defer --metrics $log" \
             >>"$dir/out" 2>&1
     done
 done
