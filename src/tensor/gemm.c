@@ -13,9 +13,6 @@
 #include "tensor/gemm.h"
 
 #include <string.h>
-#if defined(__SSE__)
-#include <xmmintrin.h>
-#endif
 
 #include "tensor/scratch.h"
 
@@ -58,64 +55,13 @@ static inline void copy_floats(float *dst, const float *src, int n)
     }
 }
 
-/* Four streams' next four values each, transposed: out[q][i] = src[i][q]
- * for q, i < 4, out's rows `width` apart. */
-static inline void transpose4(float *out, int width, const float *s0, const float *s1,
-                              const float *s2, const float *s3)
-{
-#if defined(__SSE__)
-    __m128 r0 = _mm_loadu_ps(s0), r1 = _mm_loadu_ps(s1), r2 = _mm_loadu_ps(s2),
-           r3 = _mm_loadu_ps(s3);
-    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-    _mm_storeu_ps(out, r0);
-    _mm_storeu_ps(out + width, r1);
-    _mm_storeu_ps(out + 2 * width, r2);
-    _mm_storeu_ps(out + 3 * width, r3);
-#else
-    for (int q = 0; q < 4; q++, out += width) {
-        out[0] = s0[q], out[1] = s1[q], out[2] = s2[q], out[3] = s3[q];
-    }
-#endif
-}
-
-/* Two streams' next four values each: out[q][0..1] = s0[q], s1[q]. */
-static inline void transpose2(float *out, int width, const float *s0, const float *s1)
-{
-#if defined(__SSE__)
-    __m128 a = _mm_loadu_ps(s0), b = _mm_loadu_ps(s1);
-    __m128 lo = _mm_unpacklo_ps(a, b), hi = _mm_unpackhi_ps(a, b);
-    _mm_storel_pi((__m64 *)out, lo);
-    _mm_storeh_pi((__m64 *)(out + width), lo);
-    _mm_storel_pi((__m64 *)(out + 2 * width), hi);
-    _mm_storeh_pi((__m64 *)(out + 3 * width), hi);
-#else
-    for (int q = 0; q < 4; q++, out += width) {
-        out[0] = s0[q], out[1] = s1[q];
-    }
-#endif
-}
-
 /* A panel of mr streams that each advance one float per p (rows of a
- * non-transposed A, columns of a transposed B): out[p][i] = src[i][p].
- * Four values of four streams at a time, transposed in registers; kept
+ * non-transposed A, columns of a transposed B): out[p][i] = src[i][p]. Kept
  * inline so that each panel width's copy is unrolled for it. */
 static inline __attribute__((always_inline)) void interleave(float *out, const float *const *src,
                                                              int kc, int mr)
 {
-    int p = 0;
-    for (; p + 4 <= kc; p += 4, out += 4 * mr) {
-        int i = 0;
-        for (; i + 4 <= mr; i += 4)
-            transpose4(out + i, mr, src[i] + p, src[i + 1] + p, src[i + 2] + p, src[i + 3] + p);
-        if (i + 2 <= mr) {
-            transpose2(out + i, mr, src[i] + p, src[i + 1] + p);
-            i += 2;
-        }
-        for (; i < mr; i++)
-            for (int q = 0; q < 4; q++)
-                out[q * mr + i] = src[i][p + q];
-    }
-    for (; p < kc; p++, out += mr)
+    for (int p = 0; p < kc; p++, out += mr)
         for (int i = 0; i < mr; i++)
             out[i] = src[i][p];
 }
