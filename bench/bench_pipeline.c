@@ -2,11 +2,14 @@
  * threading inside each product does?
  *
  * gpt with 4 layers, 6 heads, 384 embd, seq 256, vocab 256, micro-batches of
- * 2 samples, 16 micro-batches per step (8192 tokens), AdamW, full training
- * steps through pt_pipeline:
+ * 2 samples, 16 micro-batches per step (8192 tokens); or, with `base`, gpt
+ * with 12 layers, 12 heads, 768 embd, seq 256, vocab 256, micro-batches of
+ * 1 sample, 16 per step (4096 tokens); AdamW, full training steps through
+ * pt_pipeline:
  *   P = 1, one BLAS thread        the baseline
  *   P = 1, two BLAS threads       threading inside each product
- *   P = 2, 1f1b, one thread each  pipelining (the partitioner's cut)
+ *   P = 2, one thread each        pipelining (the partitioner's cut), 1f1b
+ *                                 or each schedule of a list
  * Prints tokens/s and the ratios to both baselines, utilisation (achieved
  * FLOP/s / (2 x the one-thread sgemm GFLOP/s measured in the same run, at the
  * model's MLP product shape)), and for P = 2 each worker's measured bubble
@@ -14,18 +17,21 @@
  * figure is the median of several steps after a warm-up step.
  * Also printed: the fp32 product kernel, OpenBLAS's core and the widest
  * FMA's two-core peak measured in this run, and the utilisation against it.
- * Usage: bench_pipeline [steps] [kernel] (default 3, auto: the kernel as
- * pt_fp32_set_kernel names it, to compare two back to back). */
+ * Usage: bench_pipeline [steps] [kernel] [small|base] [schedules] (default
+ * 3, auto, small, 1f1b: the kernel as pt_fp32_set_kernel names it, to
+ * compare two back to back; the P = 2 schedules comma-separated, e.g.
+ * 1f1b,interleaved,zbv, each run in turn after the P = 1 runs). */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bench_common.h"
 #include "bench_peak.h"
 #include "runtime/optimizer.h"
 
-#define MBS 2
-#define M   16
+#define M             16
+#define MAX_SCHEDULES 8
 
 typedef struct {
     double step_s;
@@ -33,12 +39,12 @@ typedef struct {
     int balance[2];
 } result;
 
-static int run(const pt_model_config *c, int P, int threads, int steps, const pt_microbatch *b,
-               result *res)
+static int run(const pt_model_config *c, int mbs, int P, const char *schedule, int threads,
+               int steps, const pt_microbatch *b, result *res)
 {
     pt_optim_config oc = pt_optim_config_default(PT_OPTIM_ADAMW);
     pt_pipeline_config pc = pt_pipeline_config_default();
-    pc.stages = P, pc.microbatches = M, pc.micro_batch_size = MBS, pc.schedule = "1f1b";
+    pc.stages = P, pc.microbatches = M, pc.micro_batch_size = mbs, pc.schedule = schedule;
     pc.blas_threads = threads;
     pt_pipeline *p;
     if (pt_pipeline_create(c, &oc, &pc, &p))
@@ -70,9 +76,24 @@ int main(int argc, char **argv)
         steps = 3;
     if (argc > 2 && pt_fp32_set_kernel(argv[2]) != PT_OK)
         return fprintf(stderr, "bench_pipeline: %s\n", pt_last_error()), 2;
+    int base = argc > 3 && !strcmp(argv[3], "base");
+    if (argc > 3 && !base && strcmp(argv[3], "small"))
+        return fprintf(stderr, "bench_pipeline: model '%s' is not small or base\n", argv[3]), 2;
+    char list[256] = "1f1b", *schedules[MAX_SCHEDULES];
+    if (argc > 4)
+        snprintf(list, sizeof list, "%s", argv[4]);
+    int n_sched = 0;
+    for (char *save, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        if (n_sched < MAX_SCHEDULES)
+            schedules[n_sched++] = t;
+    if (n_sched == 0)
+        return fprintf(stderr, "bench_pipeline: no schedule in '%s'\n", argv[4]), 2;
     double fma2 = bench_fma_peak_cores(2);
     pt_model_config c = bench_gpt_small();
-    int n = M * MBS, *tok;
+    int mbs = 2;
+    if (base)
+        c.n_layer = 12, c.n_head = 12, c.n_embd = 768, mbs = 1;
+    int n = M * mbs, *tok;
     pt_microbatch b = bench_random_batch(&c, n, &tok);
     int rows = n * c.seq_len; /* tokens a step */
 
@@ -82,38 +103,49 @@ int main(int argc, char **argv)
     pt_model_destroy(m);
 
     pt_blas_set_threads(1);
-    double sgemm1 = bench_sgemm_gflops(MBS * c.seq_len, 4 * c.n_embd, c.n_embd, 7);
-    result one, two, pipe;
-    if (run(&c, 1, 1, steps, &b, &one) || run(&c, 1, 2, steps, &b, &two) ||
-        run(&c, 2, 1, steps, &b, &pipe))
+    double sgemm1 = bench_sgemm_gflops(mbs * c.seq_len, 4 * c.n_embd, c.n_embd, 7);
+    result one, two, pipe[MAX_SCHEDULES];
+    if (run(&c, mbs, 1, "1f1b", 1, steps, &b, &one) || run(&c, mbs, 1, "1f1b", 2, steps, &b, &two))
         return 1;
-    double sgemm1b = bench_sgemm_gflops(MBS * c.seq_len, 4 * c.n_embd, c.n_embd, 7);
+    for (int i = 0; i < n_sched; i++)
+        if (run(&c, mbs, 2, schedules[i], 1, steps, &b, &pipe[i]))
+            return 1;
+    double sgemm1b = bench_sgemm_gflops(mbs * c.seq_len, 4 * c.n_embd, c.n_embd, 7);
     double peak = 2 * (sgemm1 + sgemm1b) / 2; /* the 2-core limit, before and after */
 
-    printf("gpt 4 layers, 6 heads, 384 embd, seq 256, vocab 256; %d micro-batches of %d "
+    printf("gpt %d layers, %d heads, %d embd, seq %d, vocab %d; %d micro-batches of %d "
            "(%d tokens per step); %.1f GFLOP per step\n",
-           M, MBS, rows, flops / 1e9);
+           c.n_layer, c.n_head, c.n_embd, c.seq_len, c.vocab, M, mbs, rows, flops / 1e9);
     printf("one-thread sgemm (%dx%dx%d): %.1f GFLOP/s before, %.1f after; 2-core limit %.1f "
            "GFLOP/s\n\n",
-           MBS * c.seq_len, 4 * c.n_embd, c.n_embd, sgemm1, sgemm1b, peak);
+           mbs * c.seq_len, 4 * c.n_embd, c.n_embd, sgemm1, sgemm1b, peak);
     printf("fp32 products on %s (openblas core %s); %d-bit FMA peak of 2 cores %.1f GFLOP/s\n\n",
            pt_fp32_kernel(), openblas_get_corename(), bench_fma_bits(), fma2);
-    printf("%-26s %9s %10s %9s %9s %11s %9s\n", "configuration", "step s", "tokens/s", "vs P1x1",
+    printf("%-34s %9s %10s %9s %9s %11s %9s\n", "configuration", "step s", "tokens/s", "vs P1x1",
            "vs P1x2", "utilisation", "of peak");
-    const char *names[] = {"P=1, 1 BLAS thread", "P=1, 2 BLAS threads", "P=2, 1f1b, 1 thread each"};
-    result *rs[] = {&one, &two, &pipe};
-    for (int i = 0; i < 3; i++) {
+    const char *names[2 + MAX_SCHEDULES] = {"P=1, 1 BLAS thread", "P=1, 2 BLAS threads"};
+    char label[MAX_SCHEDULES][40];
+    result *rs[2 + MAX_SCHEDULES] = {&one, &two};
+    for (int i = 0; i < n_sched; i++) {
+        snprintf(label[i], sizeof label[i], "P=2, %s, 1 thread each", schedules[i]);
+        names[2 + i] = label[i], rs[2 + i] = &pipe[i];
+    }
+    for (int i = 0; i < 2 + n_sched; i++) {
         double tps = rows / rs[i]->step_s;
-        printf("%-26s %9.3f %10.0f %8.2fx %8.2fx %10.1f%% %8.1f%%\n", names[i], rs[i]->step_s, tps,
+        printf("%-34s %9.3f %10.0f %8.2fx %8.2fx %10.1f%% %8.1f%%\n", names[i], rs[i]->step_s, tps,
                one.step_s / rs[i]->step_s, two.step_s / rs[i]->step_s,
                100 * flops / rs[i]->step_s / 1e9 / peak, 100 * flops / rs[i]->step_s / 1e9 / fma2);
     }
-    printf("\nP=2 partition --balance %d,%d; bubble of the last step:\n", pipe.balance[0],
-           pipe.balance[1]);
-    printf("%-8s %10s %10s %12s\n", "worker", "measured", "predicted", "difference");
-    for (int w = 0; w < 2; w++)
-        printf("%-8d %9.1f%% %9.1f%% %+10.1f pt\n", w, 100 * pipe.bubble[w],
-               100 * pipe.predicted[w], 100 * (pipe.bubble[w] - pipe.predicted[w]));
+    printf("\nP=2 %s: blocks %d and %d in chunks 0 and 1 (the partitioner's cut); bubble of "
+           "the last step:\n",
+           schedules[0], pipe[0].balance[0], pipe[0].balance[1]);
+    printf("%-14s %-8s %10s %10s %12s\n", "schedule", "worker", "measured", "predicted",
+           "difference");
+    for (int i = 0; i < n_sched; i++)
+        for (int w = 0; w < 2; w++)
+            printf("%-14s %-8d %9.1f%% %9.1f%% %+10.1f pt\n", schedules[i], w,
+                   100 * pipe[i].bubble[w], 100 * pipe[i].predicted[w],
+                   100 * (pipe[i].bubble[w] - pipe[i].predicted[w]));
     free(tok);
     return 0;
 }
