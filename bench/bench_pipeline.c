@@ -36,7 +36,7 @@
 typedef struct {
     double step_s;
     double bubble[2], predicted[2];
-    int balance[2];
+    char cut[64]; /* blocks per chunk, as --balance takes them */
 } result;
 
 static int run(const pt_model_config *c, int mbs, int P, const char *schedule, int threads,
@@ -49,11 +49,10 @@ static int run(const pt_model_config *c, int mbs, int P, const char *schedule, i
     pt_pipeline *p;
     if (pt_pipeline_create(c, &oc, &pc, &p))
         return fprintf(stderr, "bench_pipeline: %s\n", pt_last_error()), 1;
-    for (int ch = 0; ch < P && ch < 2; ch++) {
-        int first, last;
-        pt_pipeline_chunk_blocks(p, ch, &first, &last);
-        res->balance[ch] = last - first + 1;
-    }
+    res->cut[0] = 0;
+    for (int ch = 0, first, last; pt_pipeline_chunk_blocks(p, ch, &first, &last) == PT_OK; ch++)
+        snprintf(res->cut + strlen(res->cut), sizeof res->cut - strlen(res->cut), "%s%d",
+                 ch ? "," : "", last - first + 1);
     double t[32] = {0};
     float loss;
     for (int s = 0; s <= steps; s++) {
@@ -136,14 +135,12 @@ int main(int argc, char **argv)
                one.step_s / rs[i]->step_s, two.step_s / rs[i]->step_s,
                100 * flops / rs[i]->step_s / 1e9 / peak, 100 * flops / rs[i]->step_s / 1e9 / fma2);
     }
-    printf("\nP=2 %s: blocks %d and %d in chunks 0 and 1 (the partitioner's cut); bubble of "
-           "the last step:\n",
-           schedules[0], pipe[0].balance[0], pipe[0].balance[1]);
-    printf("%-14s %-8s %10s %10s %12s\n", "schedule", "worker", "measured", "predicted",
-           "difference");
+    printf("\nP=2, the partitioner's cut (blocks per chunk) and the bubble of the last step:\n");
+    printf("%-14s %-10s %-8s %10s %10s %12s\n", "schedule", "cut", "worker", "measured",
+           "predicted", "difference");
     for (int i = 0; i < n_sched; i++)
         for (int w = 0; w < 2; w++)
-            printf("%-14s %-8d %9.1f%% %9.1f%% %+10.1f pt\n", schedules[i], w,
+            printf("%-14s %-10s %-8d %9.1f%% %9.1f%% %+10.1f pt\n", schedules[i], pipe[i].cut, w,
                    100 * pipe[i].bubble[w], 100 * pipe[i].predicted[w],
                    100 * (pipe[i].bubble[w] - pipe[i].predicted[w]));
     free(tok);

@@ -5,7 +5,8 @@
  *   on random synthetic costs, for many block and chunk counts;
  * - a memory cap is honoured (every chosen chunk fits), costs time when it
  *   binds, and an impossible cap is refused;
- * - the profiler measures every block of a real model. */
+ * - the profiler measures every block of a real model, and blocks that do
+ *   the same work share their times. */
 #include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,6 +143,12 @@ int main(void)
         REQUIRE(mp[i].f > 0 && mp[i].b > 0 && mp[i].activation_bytes > 0,
                 "block %d: f %g b %g act %zu", i, mp[i].f, mp[i].b, mp[i].activation_bytes);
     REQUIRE(mp[1].param_bytes > 0 && mp[1].w > 0, "transformer block without weights");
+    /* the two transformer layers do the same work: they share their times,
+     * so noise does not decide the cut; the embedding and the head do not */
+    CHECK(mp[1].f == mp[2].f && mp[1].b == mp[2].b && mp[1].w == mp[2].w,
+          "equal layers timed apart: f %g %g, b %g %g, w %g %g", mp[1].f, mp[2].f, mp[1].b, mp[2].b,
+          mp[1].w, mp[2].w);
+    CHECK(mp[0].f != mp[1].f && mp[3].f != mp[1].f, "the embedding or head took a layer's time");
 
     /* bf16: a chunk also holds the products' bf16 copy of its parameters,
      * half their float bytes, as the memory prediction counts it */

@@ -47,7 +47,9 @@ int pt_partition_solve(const pt_block_profile *prof, int n_blocks, int n_chunks,
 
 /* profile.c: measures every block of the model `cfg` describes on random
  * micro-batches of `batch` samples, the median of `reps` runs (after one
- * warm-up), building one block at a time. prof has n_blocks entries. */
+ * warm-up), building one block at a time; blocks that do the same work
+ * (kind, FLOPs, parameters, activations) then share the median of their
+ * times. prof has n_blocks entries. */
 int pt_profile_blocks(const pt_model_config *cfg, int batch, int reps, pt_block_profile *prof);
 
 #endif

@@ -3,8 +3,9 @@
  * one-block activation record) on a random micro-batch of the configured
  * size, fed by the previous block's output, so the times are the ones a chunk
  * boundary would see. Only the block being timed is held in memory, so a
- * model too large for this machine can still be profiled. Called by the pipeline when no balance is
- * given, and by `pipetrain plan`. */
+ * model too large for this machine can still be profiled. Blocks that do the
+ * same work share the median of their times. Called by the pipeline when no
+ * balance is given, and by `pipetrain plan`. */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,54 @@ static int time_block(pt_model *m, int b, const pt_microbatch *mb, const float *
     bool bf16 = pt_model_get_config(m)->precision == PT_PRECISION_BF16;
     prof->copy_bytes = bf16 ? prof->param_bytes / 2 : 0;
     prof->activation_bytes = pt_activations_bytes(acts);
+    return PT_OK;
+}
+
+/* True when blocks a and b do the same work: the same kind, FLOPs,
+ * parameters and activations (a gpt's transformer layers). */
+static bool same_work(const pt_model *m, int a, int b)
+{
+    pt_block_cost x = pt_model_block_cost(m, a), y = pt_model_block_cost(m, b);
+    return !strcmp(pt_model_block_kind(m, a), pt_model_block_kind(m, b)) &&
+           x.forward_flops == y.forward_flops && x.backward_input_flops == y.backward_input_flops &&
+           x.backward_weight_flops == y.backward_weight_flops && x.param_bytes == y.param_bytes &&
+           x.activation_bytes == y.activation_bytes;
+}
+
+/* Blocks that do the same work get the same times: each of F, B and W the
+ * median of their measured ones. Measured alone, equal layers differ by
+ * the machine's noise, and a cut chosen on that noise differs from run to
+ * run (and on a uniform model, from the even cut); this keeps the cut a
+ * function of the real differences between blocks. */
+static int share_equal_blocks(const pt_model *m, pt_block_profile *prof, int n)
+{
+    double *v = malloc(sizeof(double) * 3 * (size_t)n);
+    int *group = malloc(sizeof(int) * (size_t)n);
+    if (!v || !group) {
+        free(v), free(group);
+        return pt_fail(PT_ENOMEM, "cannot allocate the profile's groups");
+    }
+    for (int b = 0; b < n; b++) {
+        group[b] = b;
+        for (int a = 0; a < b; a++)
+            if (group[a] == a && same_work(m, a, b)) {
+                group[b] = a;
+                break;
+            }
+    }
+    for (int g = 0; g < n; g++) {
+        if (group[g] != g)
+            continue;
+        int k = 0;
+        for (int b = g; b < n; b++)
+            if (group[b] == g)
+                v[k] = prof[b].f, v[n + k] = prof[b].b, v[2 * n + k] = prof[b].w, k++;
+        double f = median(v, k), bi = median(v + n, k), w = median(v + 2 * n, k);
+        for (int b = g; b < n; b++)
+            if (group[b] == g)
+                prof[b].f = f, prof[b].b = bi, prof[b].w = w;
+    }
+    free(v), free(group);
     return PT_OK;
 }
 
@@ -140,6 +189,8 @@ int pt_profile_blocks(const pt_model_config *c, int batch, int reps, pt_block_pr
         pt_activations_destroy(acts);
         pt_model_destroy(m);
     }
+    if (rc == PT_OK)
+        rc = share_equal_blocks(desc, prof, n);
     pt_model_destroy(desc);
     free(hold);
     free(tokens);
