@@ -13,8 +13,8 @@
  * Prints tokens/s and the ratios to both baselines, utilisation (achieved
  * FLOP/s / (2 x the one-thread sgemm GFLOP/s measured in the same run, at the
  * model's MLP product shape)), and for P = 2 each worker's measured bubble
- * next to the simulator's prediction for the measured per-chunk times. Each
- * figure is the median of several steps after a warm-up step.
+ * next to the simulator's prediction for the step's measured per-chunk
+ * times. Each figure is the median over the steps after a warm-up step.
  * Also printed: the fp32 product kernel, OpenBLAS's core and the widest
  * FMA's two-core peak measured in this run, and the utilisation against it.
  * Usage: bench_pipeline [steps] [kernel] [small|base] [schedules] (default
@@ -53,17 +53,25 @@ static int run(const pt_model_config *c, int mbs, int P, const char *schedule, i
     for (int ch = 0, first, last; pt_pipeline_chunk_blocks(p, ch, &first, &last) == PT_OK; ch++)
         snprintf(res->cut + strlen(res->cut), sizeof res->cut - strlen(res->cut), "%s%d",
                  ch ? "," : "", last - first + 1);
-    double t[32] = {0};
+    double t[32] = {0}, bubble[2][32] = {{0}}, predicted[2][32] = {{0}};
     float loss;
     for (int s = 0; s <= steps; s++) {
         double t0 = bench_now();
         if (pt_pipeline_train_step(p, b, s, oc.lr, &loss) != PT_OK)
             return fprintf(stderr, "bench_pipeline: %s\n", pt_last_error()), 1;
-        if (s > 0)
-            t[s - 1] = bench_now() - t0;
+        if (s == 0)
+            continue;
+        t[s - 1] = bench_now() - t0;
+        double bw[2] = {0}, pw[2] = {0};
+        pt_pipeline_bubbles(p, bw, pw);
+        for (int w = 0; w < 2; w++)
+            bubble[w][s - 1] = bw[w], predicted[w][s - 1] = pw[w];
     }
     res->step_s = bench_median(t, steps);
-    pt_pipeline_bubbles(p, res->bubble, res->predicted);
+    for (int w = 0; w < 2; w++) {
+        res->bubble[w] = bench_median(bubble[w], steps);
+        res->predicted[w] = bench_median(predicted[w], steps);
+    }
     pt_pipeline_destroy(p);
     return 0;
 }
@@ -135,7 +143,8 @@ int main(int argc, char **argv)
                one.step_s / rs[i]->step_s, two.step_s / rs[i]->step_s,
                100 * flops / rs[i]->step_s / 1e9 / peak, 100 * flops / rs[i]->step_s / 1e9 / fma2);
     }
-    printf("\nP=2, the partitioner's cut (blocks per chunk) and the bubble of the last step:\n");
+    printf("\nP=2, the partitioner's cut (blocks per chunk) and the bubble (median of the "
+           "steps):\n");
     printf("%-14s %-10s %-8s %10s %10s %12s\n", "schedule", "cut", "worker", "measured",
            "predicted", "difference");
     for (int i = 0; i < n_sched; i++)
