@@ -20,7 +20,9 @@
  * Usage: bench_pipeline [steps] [kernel] [small|base] [schedules] (default
  * 3, auto, small, 1f1b: the kernel as pt_fp32_set_kernel names it, to
  * compare two back to back; the P = 2 schedules comma-separated, e.g.
- * 1f1b,interleaved,zbv, each run in turn after the P = 1 runs). */
+ * 1f1b,interleaved,zbv, each run in turn after the P = 1 runs; a schedule
+ * written NAME:repack runs with repack_weights, its products packing each
+ * weight every time instead of keeping its panels). */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,9 +116,20 @@ int main(int argc, char **argv)
     result one, two, pipe[MAX_SCHEDULES];
     if (run(&c, mbs, 1, "1f1b", 1, steps, &b, &one) || run(&c, mbs, 1, "1f1b", 2, steps, &b, &two))
         return 1;
-    for (int i = 0; i < n_sched; i++)
-        if (run(&c, mbs, 2, schedules[i], 1, steps, &b, &pipe[i]))
+    for (int i = 0; i < n_sched; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s", schedules[i]);
+        char *colon = strchr(name, ':');
+        pt_model_config ci = c;
+        if (colon && !strcmp(colon, ":repack"))
+            *colon = 0, ci.repack_weights = 1;
+        else if (colon)
+            return fprintf(stderr, "bench_pipeline: '%s': only :repack may follow a schedule\n",
+                           schedules[i]),
+                   2;
+        if (run(&ci, mbs, 2, name, 1, steps, &b, &pipe[i]))
             return 1;
+    }
     double sgemm1b = bench_sgemm_gflops(mbs * c.seq_len, 4 * c.n_embd, c.n_embd, 7);
     double peak = 2 * (sgemm1 + sgemm1b) / 2; /* the 2-core limit, before and after */
 

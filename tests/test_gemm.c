@@ -137,7 +137,7 @@ static void run_gemm(void *ctx, int ta, int tb, dims d, float alpha, const opera
                      const float *bias, int threads)
 {
     int rc = pt_gemm(ctx, threads, ta, tb, d.M, d.N, d.K, alpha, o->a, o->lda, o->b, o->ldb, beta,
-                     o->c, o->ldc, bias);
+                     o->c, o->ldc, bias, NULL);
     CHECK(rc == 0, "pt_gemm could not allocate its packing buffers");
 }
 

@@ -17,7 +17,7 @@
  *   the schedule and the partition alone, for gpipe, 1f1b, interleaved, zbv
  *   and pipedream, with and without checkpointing and replicas; and the
  *   stages of a cut hold the whole model's parameters exactly once (plus
- *   the tied copy);
+ *   the tied copy), with the panels their products keep of each matrix;
  * - under bf16 the prediction matches what is allocated (the parameters'
  *   bf16 copy included), and each worker's activations take at most 0.55x
  *   the bytes they take under fp32. */
@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "io/json.h"
+#include "model/model.h"
 #include "pipetrain.h"
 #include "runtime/optimizer.h"
 #include "tensor/rng.h"
@@ -230,6 +231,8 @@ static int memory_matches(const char *schedule, int stages, int D, int v, int M,
     size_t tied = (size_t)c.vocab * (size_t)c.n_embd * sizeof(float);
     if (precision == PT_PRECISION_BF16) /* and the products' bf16 copy */
         whole += whole / 2, tied += tied / 2;
+    /* and the panels the products keep of each matrix (fp32, own products) */
+    whole += pt_model_panel_bytes(desc, 0, pt_model_n_blocks(desc) - 1);
     CHECK(params == whole || params == whole - tied,
           "%s: the stages hold %zu parameter bytes, the whole model %zu", schedule, params, whole);
     printf("%-11s %s P=%d D=%d v=%d M=%-2d ckpt %d: worker 0 allocated %zu bytes, predicted %zu\n",

@@ -117,6 +117,9 @@ static void usage(FILE *f)
             "  --balance LIST      layers per chunk (a gpt's blocks; default: as even as they\n"
             "                      allow, the extra ones to the last chunks)\n"
             "  --checkpoint-activations   keep only each chunk's input (recompute)\n"
+            "  --repack-weights    keep no packed panels of the matrices (pipetrain's own fp32\n"
+            "                      products keep them: twice the matrices' bytes, counted\n"
+            "                      under params)\n"
             "  --optimizer adamw|sgd|none moments per parameter: 2, 1, 0 (default adamw)\n");
 }
 
@@ -210,6 +213,10 @@ static int parse_args(int argc, char **argv, options *o)
         if (!strcmp(flag, "--memory") || !strcmp(flag, "--checkpoint-activations")) {
             *(flag[2] == 'm' ? &o->memory : &o->checkpoint) = true;
             o->model_given |= flag[2] == 'c';
+            continue;
+        }
+        if (!strcmp(flag, "--repack-weights")) {
+            o->model.repack_weights = 1, o->model_given = true;
             continue;
         }
         char name[32];

@@ -433,6 +433,10 @@ int cmd_train(int argc, char **argv)
                     NUM_RANGE(0, 1e15)),
         FLAG("checkpoint-activations", FLAG_BOOL, &cfg.pipeline.checkpoint_activations, NULL,
              "keep only each chunk's input per micro-batch; recompute before backward"),
+        FLAG("repack-weights", FLAG_BOOL, &cfg.model.repack_weights, NULL,
+             "pack each weight matrix for every product that reads it instead of once per "
+             "optimizer step (pipetrain's own fp32 products keep it packed for the forward and "
+             "the backward, twice the matrices' bytes per stage; this keeps nothing)"),
         FLAG_RANGED("threads", FLAG_INT, &threads, "N",
                     "BLAS threads per worker; 0: cores / stages, at least 1 (default 0)",
                     NUM_RANGE(0, 1024)),
@@ -484,10 +488,12 @@ int cmd_train(int argc, char **argv)
         return 2;
     }
     if (cfg.init_from) {
-        pt_precision keep = cfg.model.precision; /* how to train, not what the file holds */
+        /* how to train, not what the file holds */
+        pt_precision keep = cfg.model.precision;
+        int repack = cfg.model.repack_weights;
         if ((rc = model_from_checkpoint("train", cfg.init_from, flags, n, &cfg.model)) != 0)
             return rc;
-        cfg.model.precision = keep;
+        cfg.model.precision = keep, cfg.model.repack_weights = repack;
         model_note_dropout("train", cfg.init_from);
     }
     const char *kinds[] = {"auto", "text", "tokens", "digits", "synthetic-regression"};

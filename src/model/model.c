@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "tensor/error.h"
+#include "tensor/gemm.h"
 
 struct pt_activations {
     const pt_model *m;
@@ -106,6 +107,61 @@ static const pt_param_decl *find_decl(const pt_model *m, const char *name)
             if (!strcmp(m->blocks[b].decl[i].name, name))
                 return &m->blocks[b].decl[i];
     return NULL;
+}
+
+/* The floats a matrix's kept panels take as op(B), untransposed (t 0: K
+ * is its first dimension) or transposed (t 1); 0 where none are kept. */
+static size_t panel_floats(const pt_model *m, const pt_param_decl *d, int t)
+{
+    if (m->cfg.repack_weights || !m->k->packed_floats || d->ndim < 2 || d->float_read ||
+        d->product_a || d->shape[0] < 1)
+        return 0;
+    int rows = d->shape[0], cols = (int)(pt_param_decl_numel(d) / (size_t)rows);
+    return pt_arena_round(t ? m->k->packed_floats(cols, rows) : m->k->packed_floats(rows, cols));
+}
+
+size_t pt_model_panel_bytes(const pt_model *m, int first, int last)
+{
+    size_t floats = 0;
+    for (int b = first < 0 ? 0 : first; b <= last && b < m->n_blocks; b++)
+        for (int i = 0; i < m->blocks[b].n_params; i++)
+            for (int t = 0; t < 2; t++)
+                floats += panel_floats(m, &m->blocks[b].decl[i], t);
+    return floats * sizeof(float);
+}
+
+int pt_model_keep_panels(pt_model *m)
+{
+    if (m->packed)
+        return PT_OK;
+    size_t floats = 0;
+    for (int b = 0; b < m->n_blocks; b++)
+        if (m->held[b])
+            floats += pt_model_panel_bytes(m, b, b) / sizeof(float);
+    if (!floats)
+        return PT_OK;
+    m->packed = calloc(2 * (size_t)m->n_params, sizeof *m->packed);
+    m->panel_data = pt_alloc_floats(floats);
+    if (!m->packed || !m->panel_data)
+        return pt_fail(PT_ENOMEM,
+                       "cannot allocate the weights' packed panels (%zu MiB; "
+                       "repack_weights keeps none)",
+                       floats * sizeof(float) >> 20);
+    m->panel_floats = floats;
+    size_t at = 0;
+    for (int b = 0, n = 0; b < m->n_blocks; b++)
+        for (int i = 0; i < m->blocks[b].n_params; i++, n++) {
+            pt_block *blk = &m->blocks[b];
+            size_t f0 = panel_floats(m, &blk->decl[i], 0), f1 = panel_floats(m, &blk->decl[i], 1);
+            if (!m->held[b] || !(f0 + f1))
+                continue;
+            pt_gemm_packed *pair = &m->packed[2 * n];
+            pair[0] = (pt_gemm_packed){.panels = m->panel_data + at, .capacity = f0};
+            pair[1] = (pt_gemm_packed){.panels = m->panel_data + at + f0, .capacity = f1};
+            blk->packed[i] = pair;
+            at += f0 + f1;
+        }
+    return PT_OK;
 }
 
 /* Points every held block at its slice of the two arenas and fills the
@@ -297,6 +353,8 @@ void pt_model_destroy(pt_model *m)
     pt_arena_free(&m->data);
     pt_arena_free(&m->grad);
     pt_free(m->low);
+    pt_free(m->panel_data);
+    free(m->packed);
     free(m->master_lo);
     free(m->master_hi);
     pt_free(m->work);
@@ -414,10 +472,15 @@ int pt_model_holds_block(const pt_model *m, int block)
 size_t pt_model_held_bytes(const pt_model *m)
 {
     return (m->data.used - m->released) * sizeof(float) +
-           (m->low ? m->data.used * sizeof(pt_bf16) : 0);
+           (m->low ? m->data.used * sizeof(pt_bf16) : 0) + m->panel_floats * sizeof(float);
 }
 
-void pt_model_params_changed(pt_model *m) { m->low_stale = m->low != NULL; }
+void pt_model_params_changed(pt_model *m)
+{
+    m->low_stale = m->low != NULL;
+    for (int i = 0; m->packed && i < 2 * m->n_params; i++)
+        m->packed[i].filled = 0; /* packed again by the next product that reads them */
+}
 
 size_t pt_model_activation_size(const pt_model *m) { return pt_elem_size(m->k->act); }
 

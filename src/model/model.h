@@ -33,6 +33,13 @@ struct pt_model {
      * low_stale says data changed. NULL under fp32. */
     pt_bf16 *low;
     bool low_stale;
+    /* fp32 on pipetrain's own products: each matrix's panels as op(B),
+     * untransposed and transposed (packed[2 i + t] for parameter i; gemm.h),
+     * in panel_data's panel_floats; emptied whenever the data changes.
+     * NULL with repack_weights or where the products keep none. */
+    struct pt_gemm_packed *packed;
+    float *panel_data;
+    size_t panel_floats;
     /* bf16 with sharded optimizer state: the matrices' float master exists
      * only in [master_lo[k], master_hi[k]) of the data arena (vectors stay
      * whole), `released` floats of it given back; n_master 0: all of it
@@ -99,6 +106,16 @@ void pt_model_release_master(pt_model *m);
 bool pt_model_master_shards(const pt_model *m, int i);
 /* The bf16 copy brought up to the kept float parameters now. */
 void pt_model_refresh_low(pt_model *m);
+/* A pipeline's stage: room for every held matrix's panels as pipetrain's
+ * own fp32 products pack them (gemm.h's pt_gemm_packed), kept from one
+ * product to the next until pt_model_params_changed; nothing where the
+ * config says repack_weights or the products keep none. Only for a model
+ * whose every write of its parameters says so (the pipeline's): a model of
+ * the C API keeps none. */
+int pt_model_keep_panels(pt_model *m);
+/* Bytes of the panels a stage keeps for blocks first..last's matrices
+ * (pt_model_keep_panels), beside their parameters. */
+size_t pt_model_panel_bytes(const pt_model *m, int first, int last);
 /* The weight pass of blocks first..last in pieces, one per block with
  * parameters from the last block down (zero 2 reduces each piece's
  * gradient as soon as it is computed): how many (1 when none has

@@ -94,6 +94,9 @@ typedef struct {
      * layer's tensors), not only through its bf16 copy: a bf16 run with
      * sharded state keeps its float master whole on every replica */
     int float_read;
+    /* a matrix the products read as op(A) (a convolution's filters), not as
+     * op(B): no panels are kept for it (pt_mat's packed) */
+    int product_a;
 } pt_param_decl;
 
 #define PT_BLOCK_MAX_PARAMS 16
@@ -168,7 +171,10 @@ struct pt_block {
     float *p[PT_BLOCK_MAX_PARAMS];    /* parameter data, in declaration order */
     float *g[PT_BLOCK_MAX_PARAMS];    /* their gradients */
     pt_bf16 *pl[PT_BLOCK_MAX_PARAMS]; /* bf16 copies the products read (NULL: none) */
-    void *work;                       /* the stage's workspace (work_bytes), set by model.c */
+    /* fp32: each matrix's kept panels, untransposed and transposed (NULL:
+     * none; kernels.h's pt_mat) */
+    struct pt_gemm_packed *packed[PT_BLOCK_MAX_PARAMS];
+    void *work; /* the stage's workspace (work_bytes), set by model.c */
 };
 
 /* The pieces of work blocks without them share (block.c): a saved area of
@@ -204,7 +210,8 @@ static inline pt_mat pt_block_act(const pt_block *b, const void *p, int ld)
 /* Parameter i as a product's operand: its bf16 copy when it has one */
 static inline pt_mat pt_block_weight(const pt_block *b, int i, int ld)
 {
-    return b->pl[i] ? pt_mat_of(b->pl[i], ld, PT_BF16) : pt_mat_of(b->p[i], ld, PT_F32);
+    return b->pl[i] ? pt_mat_of(b->pl[i], ld, PT_BF16)
+                    : (pt_mat){b->p[i], ld, PT_F32, b->packed[i]};
 }
 
 /* Element i of an activation tensor, and storing one: for the few blocks

@@ -36,6 +36,8 @@ int pt_conv_declare(pt_block *b, const char *prefix, const pt_conv *c, int no_bi
     int ws[4] = {c->out_c, c->g.C, c->g.kh, c->g.kw}, bs[1] = {c->out_c};
     snprintf(name, sizeof name, "%s.weight", prefix);
     int w = pt_block_declare(b, name, 4, ws, PT_INIT_NORMAL, sqrtf(2.0f / (float)col_rows(c)));
+    if (w >= 0)
+        b->decl[w].product_a = 1; /* out (Cout, P) = W (Cout, K) col (K, P) */
     if (!no_bias) {
         snprintf(name, sizeof name, "%s.bias", prefix);
         pt_block_declare(b, name, 1, bs, PT_INIT_ZEROS, 0.0f);

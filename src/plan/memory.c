@@ -3,7 +3,9 @@
  * A worker owns the chunks the schedule places on it:
  *   parameters   every tensor of its chunks' blocks, each aligned as the
  *                stage's arena lays it out (a tied copy counts on each stage
- *                that holds it), and under bf16 the products' bf16 copy;
+ *                that holds it), and under bf16 the products' bf16 copy,
+ *                in fp32 on pipetrain's own products the matrices' kept
+ *                panels (pt_model_panel_bytes);
  *   gradients    as many bytes again;
  *   moments      one or two copies (SGD momentum, AdamW's two);
  *   stash        asynchronous schedules: one copy of a chunk's weights per
@@ -196,7 +198,8 @@ int pt_plan_worker_memory(const pt_memory_plan *mp, int worker, pt_memory_use *o
         int first = mp->chunk_first[c], last = mp->chunk_last[c];
         size_t params = pt_model_param_bytes(mp->desc, first, last);
         bool bf16 = pt_model_get_config(mp->desc)->precision == PT_PRECISION_BF16;
-        out->params += params + (bf16 ? params / 2 : 0);
+        out->params +=
+            params + (bf16 ? params / 2 : 0) + pt_model_panel_bytes(mp->desc, first, last);
         out->grads += params;
         size_t shard = params; /* bytes whose moments and sums this worker keeps */
         bool sharded = mp->zero && !async && D > 1;

@@ -22,7 +22,8 @@ typedef struct {
     double f, b, w;          /* seconds: forward, backward-input, backward-weight */
     size_t activation_bytes; /* kept from forward to backward, per micro-batch */
     size_t param_bytes;
-    size_t copy_bytes; /* bf16: the products' bf16 copy of the parameters (0 in fp32) */
+    size_t copy_bytes; /* the products' copies of the parameters: bf16's, and the panels a
+                        * stage keeps of its matrices (pt_model_panel_bytes) */
 } pt_block_profile;
 
 /* Parses "2,3,3" into balance[] (at most max entries); PT_EINVAL with a

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "model/model.h"
 #include "plan/partition.h"
 #include "tensor/arena.h"
 #include "tensor/error.h"
@@ -63,9 +64,10 @@ static int time_block(pt_model *m, int b, const pt_microbatch *mb, const float *
     prof->b = median(t + reps, reps);
     prof->w = median(t + 2 * reps, reps);
     prof->param_bytes = pt_model_param_bytes(m, b, b); /* as a stage lays them out */
-    /* the bf16 copy the products read, as the memory prediction counts it */
+    /* the copies the products read (bf16's, or the kept panels), as the
+     * memory prediction counts them */
     bool bf16 = pt_model_get_config(m)->precision == PT_PRECISION_BF16;
-    prof->copy_bytes = bf16 ? prof->param_bytes / 2 : 0;
+    prof->copy_bytes = (bf16 ? prof->param_bytes / 2 : 0) + pt_model_panel_bytes(m, b, b);
     prof->activation_bytes = pt_activations_bytes(acts);
     return PT_OK;
 }

@@ -526,6 +526,8 @@ static int make_stage(pt_pipeline *p, pt_worker *w)
     int rc = pt_model_create_slice(pt_model_get_config(p->desc), hold, 0, p->T, w->tensor_rank,
                                    p->cfg.sequence_parallel, &w->stage);
     free(hold);
+    if (rc == PT_OK)
+        rc = pt_model_keep_panels(w->stage);
     if (rc == PT_OK && p->has_optim)
         rc =
             p->zero ? pt_zero_make_optimizer(w) : pt_optimizer_create(w->stage, &p->optim, &w->opt);

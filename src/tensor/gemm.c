@@ -36,6 +36,7 @@ typedef struct {
     const float *A, *B, *bias;
     int lda, ldb, ldc;
     float *C;
+    const float *panels;   /* op(B) packed whole (pt_gemm_packed), or NULL */
     int parts, split_rows; /* the split of C: rows or columns, in whole tiles */
     int failed;
 } gemm_job;
@@ -146,6 +147,50 @@ static void finish_edge(const float *acc, int nr, float *c, long ldc, int rows, 
         }
 }
 
+/* ---- op(B) packed whole and kept (pt_gemm_packed) ---- */
+
+/* columns of C rounded up to whole panels: a row of the kept panels */
+static size_t padded_cols(const pt_gemm_kernel *k, int N)
+{
+    return (size_t)((N + k->nr - 1) / k->nr) * k->nr;
+}
+
+size_t pt_gemm_packed_floats(const pt_gemm_kernel *k, int K, int N)
+{
+    return K > 0 && N > 0 ? padded_cols(k, N) * (size_t)K : 0;
+}
+
+/* The panel of columns from jc in the block of K from pc (kb deep): the
+ * blocks follow each other, each holding every panel of its kb rows. */
+static const float *kept_panel(const gemm_job *g, int pc, int kb, int jc)
+{
+    return g->panels + padded_cols(g->k, g->N) * (size_t)pc + (size_t)jc * kb;
+}
+
+/* The job's op(B) in the kept panels: packed now when they are stale, read
+ * as they are when they already hold it; NULL when this product cannot use
+ * them (another reading of B, too little room, inside a part). */
+static const float *use_kept(const gemm_job *g, pt_gemm_packed *kept)
+{
+    if (!kept || !kept->panels || pt_gemm_in_part())
+        return NULL;
+    if (kept->filled)
+        return kept->k == g->k && kept->B == g->B && kept->trans_b == g->trans_b &&
+                       kept->K == g->K && kept->N == g->N && kept->ldb == g->ldb
+                   ? kept->panels
+                   : NULL;
+    if (pt_gemm_packed_floats(g->k, g->K, g->N) > kept->capacity)
+        return NULL;
+    size_t row = padded_cols(g->k, g->N);
+    for (int pc = 0; pc < g->K; pc += g->kc) {
+        int kb = min_int(g->kc, g->K - pc);
+        pack_b(g, pc, kb, 0, g->N, kept->panels + row * (size_t)pc);
+    }
+    *kept = (pt_gemm_packed){kept->panels, kept->capacity, g->k,   g->B, g->trans_b,
+                             g->K,         g->N,           g->ldb, 1};
+    return kept->panels;
+}
+
 /* C's rows m0 .. m1-1 and columns n0 .. n1-1 */
 static void gemm_block(gemm_job *g, int m0, int m1, int n0, int n1)
 {
@@ -153,8 +198,8 @@ static void gemm_block(gemm_job *g, int m0, int m1, int n0, int n1)
     int mr = k->mr, nr = k->nr, kc = g->kc, mcb = MC / mr * mr;
     int nc = min_int(NC_MAX, ((n1 - n0) + nr - 1) / nr * nr);
     float *ap = pt_scratch(SLOT_A, sizeof(float) * (size_t)mcb * kc);
-    float *bp = pt_scratch(SLOT_B, sizeof(float) * (size_t)nc * kc);
-    if (!ap || !bp) {
+    float *bp = g->panels ? NULL : pt_scratch(SLOT_B, sizeof(float) * (size_t)nc * kc);
+    if (!ap || (!bp && !g->panels)) {
         __atomic_store_n(&g->failed, 1, __ATOMIC_RELAXED);
         return;
     }
@@ -166,7 +211,9 @@ static void gemm_block(gemm_job *g, int m0, int m1, int n0, int n1)
             /* the first block of K brings in beta and the bias, the others add */
             float beta = pc == 0 ? g->beta : 1.0f;
             const float *bias = pc == 0 && g->bias ? g->bias + jc : NULL;
-            pack_b(g, pc, kb, jc, nb, bp);
+            const float *bq = g->panels ? kept_panel(g, pc, kb, jc) : bp;
+            if (!g->panels)
+                pack_b(g, pc, kb, jc, nb, bp);
             for (int ic = m0; ic < m1; ic += mcb) {
                 int mb = min_int(mcb, m1 - ic);
                 pack_a(g, ic, mb, pc, kb, ap);
@@ -174,7 +221,7 @@ static void gemm_block(gemm_job *g, int m0, int m1, int n0, int n1)
                     const float *a = ap + (size_t)ir * kb;
                     int rows = min_int(mr, mb - ir);
                     for (int jr = 0; jr < nb; jr += nr) {
-                        const float *b = bp + (size_t)jr * kb;
+                        const float *b = bq + (size_t)jr * kb;
                         float *c = g->C + (size_t)(ic + ir) * g->ldc + jc + jr;
                         int cols = min_int(nr, nb - jr);
                         const float *bj = bias ? bias + jr : NULL;
@@ -213,18 +260,18 @@ static void gemm_part(void *arg, int i)
  * its columns of op(B) and all of op(A) once per block of its columns. On
  * a micro-batch of one sequence (256 rows against weights of 768 x 2304)
  * the columns pack a third less, and the products of two threads ran
- * 4-20% faster for it. */
-static int rows_pack_less(int M, int N, int K, int parts)
+ * 4-20% faster for it. Kept panels of op(B) cost nothing to either. */
+static int rows_pack_less(int M, int N, int K, int parts, int b_kept)
 {
-    double col_width = (double)N / parts;
-    double rows = (double)K * N + (double)M / parts * K * ceil((double)N / NC_MAX);
-    double cols = (double)K * col_width + (double)M * K * ceil(col_width / NC_MAX);
+    double col_width = (double)N / parts, b = b_kept ? 0.0 : 1.0;
+    double rows = b * K * N + (double)M / parts * K * ceil((double)N / NC_MAX);
+    double cols = b * K * col_width + (double)M * K * ceil(col_width / NC_MAX);
     return rows <= cols;
 }
 
 int pt_gemm(const pt_gemm_kernel *k, int threads, int trans_a, int trans_b, int M, int N, int K,
             float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C,
-            int ldc, const float *bias)
+            int ldc, const float *bias, pt_gemm_packed *packed_b)
 {
     if (M <= 0 || N <= 0)
         return 0;
@@ -255,10 +302,11 @@ int pt_gemm(const pt_gemm_kernel *k, int threads, int trans_a, int trans_b, int 
                   .C = C,
                   .parts = 1,
                   .split_rows = 1};
+    g.panels = use_kept(&g, packed_b);
     int row_tiles = (M + k->mr - 1) / k->mr, col_tiles = (N + k->nr - 1) / k->nr;
     if (threads > 1 && (long)M * N * K >= PARALLEL_MIN_FMAS && !pt_gemm_in_part()) {
         if (row_tiles >= threads && col_tiles >= threads)
-            g.split_rows = rows_pack_less(M, N, K, threads);
+            g.split_rows = rows_pack_less(M, N, K, threads, g.panels != NULL);
         else
             g.split_rows = row_tiles >= threads || row_tiles >= col_tiles;
         int tiles = g.split_rows ? row_tiles : col_tiles;

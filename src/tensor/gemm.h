@@ -40,14 +40,37 @@ const pt_gemm_kernel *pt_gemm_avx512(void);
 const pt_gemm_kernel *pt_gemm_avx2(void);
 const pt_gemm_kernel *pt_gemm_generic(void);
 
+/* A weight's op(B) packed whole, kept between products while the weight
+ * is unchanged: a training step multiplies each weight once per
+ * micro-batch in each direction, and packing it every time cost about a
+ * tenth of a step. The owner gives the room (pt_gemm_packed_floats of the
+ * shape it will be read as) and clears `filled` whenever the weight
+ * changes; the first product after that packs the panels, and every
+ * product that reads the same B the same way (transpose, K, N, stride)
+ * reads them instead of packing. A product that reads it another way, or
+ * runs inside a part of pt_gemm_parallel, packs as if there were none.
+ * Packing only copies, so a product stores the same bits either way. */
+typedef struct pt_gemm_packed {
+    float *panels;   /* for each block of K: every panel of nr columns */
+    size_t capacity; /* floats */
+    /* what the panels hold, when filled */
+    const pt_gemm_kernel *k;
+    const float *B;
+    int trans_b, K, N, ldb, filled;
+} pt_gemm_packed;
+
+/* floats of a whole op(B) of K x N packed for kernel k */
+size_t pt_gemm_packed_floats(const pt_gemm_kernel *k, int K, int N);
+
 /* C (M,N) = alpha op(A) op(B) + beta C (+ bias (N) on every row), row-major
  * float matrices with leading dimensions lda, ldb, ldc; op transposes when
  * trans_* != 0. The calling thread and threads - 1 helpers of its own
- * share the tiles of C. Returns 0, or -1 when the packing buffers could not
- * be allocated (C is then partly written). */
+ * share the tiles of C. packed_b, when not NULL, keeps op(B)'s panels
+ * (above). Returns 0, or -1 when the packing buffers could not be
+ * allocated (C is then partly written). */
 int pt_gemm(const pt_gemm_kernel *k, int threads, int trans_a, int trans_b, int M, int N, int K,
             float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C,
-            int ldc, const float *bias);
+            int ldc, const float *bias, pt_gemm_packed *packed_b);
 
 /* Runs part(arg, i) for i in 0 .. n-1: part 0 on the calling thread, the
  * others on helpers the calling thread keeps (started on first use, they

@@ -30,17 +30,23 @@ typedef enum { PT_F32 = 0, PT_BF16 = 1 } pt_elem_type;
 
 static inline size_t pt_elem_size(pt_elem_type t) { return t == PT_BF16 ? 2 : 4; }
 
+struct pt_gemm_packed;
+
 /* A matrix of a product: its first element, its row stride (elements, so
- * heads are read in place from a (T, 3C) qkv row) and its element type. */
+ * heads are read in place from a (T, 3C) qkv row) and its element type;
+ * for a weight, the room its packed panels are kept in as op(B),
+ * untransposed [0] and transposed [1] (gemm.h; NULL: none), which the
+ * products that pack the way gemm.h does use. */
 typedef struct {
     void *p;
     int ld;
     pt_elem_type dt;
+    struct pt_gemm_packed *packed;
 } pt_mat;
 
 static inline pt_mat pt_mat_of(const void *p, int ld, pt_elem_type dt)
 {
-    return (pt_mat){(void *)p, ld, dt};
+    return (pt_mat){(void *)p, ld, dt, NULL};
 }
 
 /* (char *)p advanced by n elements of type t */
@@ -76,6 +82,9 @@ typedef struct pt_kernels {
      * bf16 C is rounded once at the end. */
     void (*matmul)(int trans_a, int trans_b, int M, int N, int K, float alpha, pt_mat A, pt_mat B,
                    float beta, pt_mat C, const float *bias);
+    /* Floats a weight's kept panels take as an op(B) of K x N (pt_mat's
+     * packed); NULL: these products keep none. */
+    size_t (*packed_floats)(int K, int N);
     /* The threads a block may share independent pieces of its work between
      * (attention's heads) with pt_gemm_parallel; the products inside a piece
      * then run on its thread alone. NULL: one (the products thread

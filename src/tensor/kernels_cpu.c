@@ -55,7 +55,7 @@ static void gemm_matmul(const pt_gemm_kernel *k, int trans_a, int trans_b, int M
                         float alpha, pt_mat A, pt_mat B, float beta, pt_mat C, const float *bias)
 {
     if (pt_gemm(k, product_threads, trans_a, trans_b, M, N, K, alpha, A.p, A.ld, B.p, B.ld, beta,
-                C.p, C.ld, bias) != 0)
+                C.p, C.ld, bias, B.packed ? &B.packed[trans_b != 0] : NULL) != 0)
         pt_matmul_poison(M, N, C);
 }
 
@@ -64,6 +64,10 @@ static void gemm_matmul(const pt_gemm_kernel *k, int trans_a, int trans_b, int M
                              pt_mat B, float beta, pt_mat C, const float *bias)                    \
     {                                                                                              \
         gemm_matmul(pt_gemm_##isa(), trans_a, trans_b, M, N, K, alpha, A, B, beta, C, bias);       \
+    }                                                                                              \
+    static size_t isa##_packed_floats(int K, int N)                                                \
+    {                                                                                              \
+        return pt_gemm_packed_floats(pt_gemm_##isa(), K, N);                                       \
     }
 GEMM_MATMUL(avx512)
 GEMM_MATMUL(avx2)
@@ -87,17 +91,17 @@ static void openblas_matmul(int trans_a, int trans_b, int M, int N, int K, float
  * running on them take one each (gemm_pool.c runs nested parts serially) */
 static int own_threads(void) { return product_threads; }
 
-#define F32_KERNELS(products_, matmul_, threads_)                                    \
+#define F32_KERNELS(products_, matmul_, packed_, threads_)                           \
     {                                                                                \
         .name = "cpu-fp32", .products = products_, .act = PT_F32, .matmul = matmul_, \
-        .threads = threads_, PT_KERNELS_BODY                                         \
+        .packed_floats = packed_, .threads = threads_, PT_KERNELS_BODY               \
     }
 
 static const pt_kernels tables[] = {
-    F32_KERNELS("gemm-avx512", avx512_matmul, own_threads),
-    F32_KERNELS("gemm-avx2", avx2_matmul, own_threads),
-    F32_KERNELS("gemm-generic", generic_matmul, own_threads),
-    F32_KERNELS("openblas", openblas_matmul, NULL),
+    F32_KERNELS("gemm-avx512", avx512_matmul, avx512_packed_floats, own_threads),
+    F32_KERNELS("gemm-avx2", avx2_matmul, avx2_packed_floats, own_threads),
+    F32_KERNELS("gemm-generic", generic_matmul, generic_packed_floats, own_threads),
+    F32_KERNELS("openblas", openblas_matmul, NULL, NULL),
 };
 
 /* The product kernels by name, auto's order first. */
