@@ -4,7 +4,10 @@
  * Loops, outermost first: columns of C in blocks of NC (op(B)'s block of
  * KC x NC is packed once and stays in L2), K in blocks of KC, rows in blocks
  * of MC (packed), then one A panel (MR x KC, in L1) against every B panel of
- * the block. KC = K split into equal blocks of at most KC_MAX: a function of
+ * the block. With op(B)'s panels kept (pt_gemm_packed) nothing of B is
+ * packed, and the columns are one block, so that op(A) is packed once per
+ * block of K and MC rows rather than once per NC columns too (GPT 12 /
+ * 768's MLP: three times). KC = K split into equal blocks of at most KC_MAX: a function of
  * K alone, which is what keeps every thread's and worker's sums the same.
  * A tile that runs past M or N is computed whole into a buffer (the packing
  * pads with zeros) and only its part inside C is finished, by the same
@@ -196,7 +199,9 @@ static void gemm_block(gemm_job *g, int m0, int m1, int n0, int n1)
 {
     const pt_gemm_kernel *k = g->k;
     int mr = k->mr, nr = k->nr, kc = g->kc, mcb = MC / mr * mr;
-    int nc = min_int(NC_MAX, ((n1 - n0) + nr - 1) / nr * nr);
+    int nc = ((n1 - n0) + nr - 1) / nr * nr; /* kept panels: all columns at once */
+    if (!g->panels)
+        nc = min_int(NC_MAX, nc);
     float *ap = pt_scratch(SLOT_A, sizeof(float) * (size_t)mcb * kc);
     float *bp = g->panels ? NULL : pt_scratch(SLOT_B, sizeof(float) * (size_t)nc * kc);
     if (!ap || (!bp && !g->panels)) {
@@ -260,12 +265,14 @@ static void gemm_part(void *arg, int i)
  * its columns of op(B) and all of op(A) once per block of its columns. On
  * a micro-batch of one sequence (256 rows against weights of 768 x 2304)
  * the columns pack a third less, and the products of two threads ran
- * 4-20% faster for it. Kept panels of op(B) cost nothing to either. */
+ * 4-20% faster for it. With op(B)'s panels kept, rows pack only their
+ * share of op(A), once. */
 static int rows_pack_less(int M, int N, int K, int parts, int b_kept)
 {
     double col_width = (double)N / parts, b = b_kept ? 0.0 : 1.0;
-    double rows = b * K * N + (double)M / parts * K * ceil((double)N / NC_MAX);
-    double cols = b * K * col_width + (double)M * K * ceil(col_width / NC_MAX);
+    double nc = b_kept ? N : NC_MAX;
+    double rows = b * K * N + (double)M / parts * K * ceil((double)N / nc);
+    double cols = b * K * col_width + (double)M * K * ceil(col_width / nc);
     return rows <= cols;
 }
 
