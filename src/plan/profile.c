@@ -178,6 +178,8 @@ int pt_profile_blocks(const pt_model_config *c, int batch, int reps, pt_block_pr
         hold[b] = 1;
         rc = pt_model_create_part(c, hold, &m);
         hold[b] = 0;
+        if (rc == PT_OK) /* products as a stage runs them: the warm-up packs the panels */
+            rc = pt_model_keep_panels(m);
         if (rc == PT_OK)
             rc = pt_activations_create(m, b, b, batch, &acts);
         if (rc == PT_OK)

@@ -7,8 +7,9 @@
  * the block. With op(B)'s panels kept (pt_gemm_packed) nothing of B is
  * packed, and the columns are one block, so that op(A) is packed once per
  * block of K and MC rows rather than once per NC columns too (GPT 12 /
- * 768's MLP: three times). KC = K split into equal blocks of at most KC_MAX: a function of
- * K alone, which is what keeps every thread's and worker's sums the same.
+ * 768's MLP: three times). KC = K split into equal blocks of at most
+ * KC_MAX: a function of K alone, which is what keeps every thread's and
+ * worker's sums the same.
  * A tile that runs past M or N is computed whole into a buffer (the packing
  * pads with zeros) and only its part inside C is finished, by the same
  * expression the micro-kernels use. Packing goes to the calling thread's
@@ -189,8 +190,8 @@ static const float *use_kept(const gemm_job *g, pt_gemm_packed *kept)
         int kb = min_int(g->kc, g->K - pc);
         pack_b(g, pc, kb, 0, g->N, kept->panels + row * (size_t)pc);
     }
-    *kept = (pt_gemm_packed){kept->panels, kept->capacity, g->k,   g->B, g->trans_b,
-                             g->K,         g->N,           g->ldb, 1};
+    kept->k = g->k, kept->B = g->B, kept->trans_b = g->trans_b;
+    kept->K = g->K, kept->N = g->N, kept->ldb = g->ldb, kept->filled = 1;
     return kept->panels;
 }
 
