@@ -121,12 +121,13 @@ int main(int argc, char **argv)
         snprintf(name, sizeof name, "%s", schedules[i]);
         char *colon = strchr(name, ':');
         pt_model_config ci = c;
-        if (colon && !strcmp(colon, ":repack"))
+        if (colon && strcmp(colon, ":repack")) {
+            fprintf(stderr, "bench_pipeline: '%s': only :repack may follow a schedule\n",
+                    schedules[i]);
+            return 2;
+        }
+        if (colon)
             *colon = 0, ci.repack_weights = 1;
-        else if (colon)
-            return fprintf(stderr, "bench_pipeline: '%s': only :repack may follow a schedule\n",
-                           schedules[i]),
-                   2;
         if (run(&ci, mbs, 2, name, 1, steps, &b, &pipe[i]))
             return 1;
     }

@@ -163,10 +163,7 @@ int main(void)
         CHECK(mp[i].copy_bytes == pt_model_panel_bytes(desc, i, i) && rp[i].copy_bytes == 0,
               "fp32 block %d: copies of %zu bytes with panels kept, %zu repacked; panels %zu", i,
               mp[i].copy_bytes, rp[i].copy_bytes, pt_model_panel_bytes(desc, i, i));
-        CHECK(rp[i].param_bytes == mp[i].param_bytes,
-              "fp32 block %d: repacking changed its "
-              "parameters",
-              i);
+        CHECK(rp[i].param_bytes == mp[i].param_bytes, "fp32 block %d: repacking changed it", i);
     }
     pt_model_destroy(desc);
 
