@@ -92,9 +92,15 @@ int main(int argc, char **argv)
     if (argc > 4)
         snprintf(list, sizeof list, "%s", argv[4]);
     int n_sched = 0;
-    for (char *save, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save))
+    for (char *save, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        const char *colon = strchr(t, ':');
+        if (colon && strcmp(colon, ":repack")) {
+            fprintf(stderr, "bench_pipeline: '%s': only :repack may follow a schedule\n", t);
+            return 2;
+        }
         if (n_sched < MAX_SCHEDULES)
             schedules[n_sched++] = t;
+    }
     if (n_sched == 0)
         return fprintf(stderr, "bench_pipeline: no schedule in '%s'\n", argv[4]), 2;
     double fma2 = bench_fma_peak_cores(2);
@@ -121,12 +127,7 @@ int main(int argc, char **argv)
         snprintf(name, sizeof name, "%s", schedules[i]);
         char *colon = strchr(name, ':');
         pt_model_config ci = c;
-        if (colon && strcmp(colon, ":repack")) {
-            fprintf(stderr, "bench_pipeline: '%s': only :repack may follow a schedule\n",
-                    schedules[i]);
-            return 2;
-        }
-        if (colon)
+        if (colon) /* ":repack", checked above */
             *colon = 0, ci.repack_weights = 1;
         if (run(&ci, mbs, 2, name, 1, steps, &b, &pipe[i]))
             return 1;
