@@ -2,8 +2,9 @@
  * 2 stages x 2 tensor slices on threads, one AdamW step:
  * - the bubble report and pt_pipeline_bubbles() give every rank (4 rows),
  *   each slice its own measurement and a prediction from its worker's
- *   measured passes (a pass's tensor sums count in it), so no prediction
- *   is 0 or 100% and the slices of a worker share theirs;
+ *   measured passes (a pass's tensor sums count in it), so none is 100%
+ *   and the last stage's is above 0 (it waits for the first forward), and
+ *   the slices of a worker share theirs;
  * - the step times give every rank, predicted above 0;
  * - the trace names a track per slice ("worker w slice t") and every
  *   track has the tensor group's sums in the program's order: for every
@@ -98,7 +99,11 @@ int main(void)
     REQUIRE(pt_pipeline_bubbles(p, meas, pred) == PT_OK, "bubbles: %s", pt_last_error());
     for (int k = 0; k < RANKS; k++) {
         CHECK(meas[k] >= 0 && meas[k] < 1, "rank %d: measured bubble %g", k, meas[k]);
-        CHECK(pred[k] > 0 && pred[k] < 1, "rank %d: predicted bubble %g", k, pred[k]);
+        /* the last stage waits for the first forward in any timing; the
+         * first may never wait when its passes are the slowest (as they
+         * can be, timed on four threads sharing the cores) */
+        CHECK(pred[k] >= 0 && pred[k] < 1 && (pred[k] > 0 || k < RANKS / 2),
+              "rank %d: predicted bubble %g", k, pred[k]);
         CHECK(pred[k] == pred[k - k % 2], "rank %d: its worker's slices predicted apart", k);
     }
     char report[4096];
