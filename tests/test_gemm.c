@@ -285,11 +285,47 @@ static void check_coretype_ignored(const char *self)
     CHECK(!strcmp(got, "gemm-avx512"), "with OPENBLAS_CORETYPE=Haswell auto runs %s", got);
 }
 
+/* The AVX2 interleave against its definition, at the panel widths of both
+ * x86 kernels (avx2 6 and 16, avx512 12 and 32) and depths around its
+ * steps of eight: every float of the panel right, and nothing written
+ * past it. */
+static void check_interleave(void)
+{
+    if (!pt_gemm_avx2()) {
+        printf("skipped: the AVX2 interleave (this CPU has no avx2)\n");
+        return;
+    }
+    enum { KC = 41, GUARD = 16 };
+    static const int widths[] = {6, 12, 16, 32}, depths[] = {1, 7, 8, 9, 16, 23, KC};
+    static float streams[32][KC], out[32 * KC + GUARD];
+    const float *src[32];
+    for (int i = 0; i < 32; i++) {
+        src[i] = streams[i];
+        for (int p = 0; p < KC; p++)
+            streams[i][p] = (float)(1000 * i + p + 1);
+    }
+    for (int w = 0; w < 4; w++)
+        for (int d = 0; d < 7; d++) {
+            int width = widths[w], kc = depths[d], bad = 0;
+            for (int i = 0; i < width * kc + GUARD; i++)
+                out[i] = -1.0f;
+            pt_gemm_interleave_avx2(out, src, kc, width);
+            for (int p = 0; p < kc; p++)
+                for (int i = 0; i < width; i++)
+                    bad += out[p * width + i] != streams[i][p];
+            for (int i = width * kc; i < width * kc + GUARD; i++)
+                bad += out[i] != -1.0f;
+            CHECK(!bad, "interleave of width %d, depth %d: %d floats wrong or past the panel",
+                  width, kc, bad);
+        }
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "--print-auto"))
         return printf("%s\n", pt_fp32_kernel()) < 0;
     check_coretype_ignored(argv[0]);
+    check_interleave();
     pt_rng r;
     pt_rng_seed(&r, 11);
     const pt_gemm_kernel *micro[] = {pt_gemm_avx512(), pt_gemm_avx2(), pt_gemm_generic()};

@@ -105,14 +105,18 @@ static void pack_rows(float *out, const float *x, long ldx, int kc, int n, int w
 /* n of X's values per p into panels `width` wide (zero past n) when each
  * comes from a stream of its own, x + i ldx + p (a non-transposed A's rows,
  * a transposed B's). */
-static void pack_streams(float *out, const float *x, long ldx, int kc, int n, int width)
+static void pack_streams(const pt_gemm_kernel *k, float *out, const float *x, long ldx, int kc,
+                         int n, int width)
 {
     static const float zeros[KC_MAX] = {0}; /* the streams past n */
     const float *src[MAX_PANEL];
     for (int c = 0; c < n; c += width, out += (size_t)width * kc) {
         for (int i = 0; i < width; i++)
             src[i] = c + i < n ? x + (size_t)(c + i) * ldx : zeros;
-        interleave_panel(out, src, kc, width);
+        if (k->interleave)
+            k->interleave(out, src, kc, width);
+        else
+            interleave_panel(out, src, kc, width);
     }
 }
 
@@ -123,7 +127,7 @@ static void pack_a(const gemm_job *g, int i0, int m, int p0, int kc, float *out)
     if (g->trans_a) /* A is (K,M): op(A)[i][p] = A[p][i] */
         pack_rows(out, g->A + (size_t)p0 * g->lda + i0, g->lda, kc, m, g->k->mr);
     else
-        pack_streams(out, g->A + (size_t)i0 * g->lda + p0, g->lda, kc, m, g->k->mr);
+        pack_streams(g->k, out, g->A + (size_t)i0 * g->lda + p0, g->lda, kc, m, g->k->mr);
 }
 
 /* op(B)'s rows p0 .. p0+kc-1, columns j0 .. j0+n-1, into panels of nr
@@ -133,7 +137,7 @@ static void pack_b(const gemm_job *g, int p0, int kc, int j0, int n, float *out)
     if (!g->trans_b)
         pack_rows(out, g->B + (size_t)p0 * g->ldb + j0, g->ldb, kc, n, g->k->nr);
     else /* B is (N,K): op(B)[p][j] = B[j][p] */
-        pack_streams(out, g->B + (size_t)j0 * g->ldb + p0, g->ldb, kc, n, g->k->nr);
+        pack_streams(g->k, out, g->B + (size_t)j0 * g->ldb + p0, g->ldb, kc, n, g->k->nr);
 }
 
 /* the part of a tile inside C, from its sums: the micro-kernels' finish */
@@ -343,6 +347,6 @@ static void tile_generic(int kc, const float *a, const float *b, float *c, long 
     finish_edge(&acc[0][0], GEN_NR, c, ldc, GEN_MR, GEN_NR, alpha, beta, bias);
 }
 
-static const pt_gemm_kernel generic = {"generic", GEN_MR, GEN_NR, tile_generic};
+static const pt_gemm_kernel generic = {"generic", GEN_MR, GEN_NR, tile_generic, NULL};
 
 const pt_gemm_kernel *pt_gemm_generic(void) { return &generic; }

@@ -28,10 +28,14 @@
 typedef void pt_gemm_tile_fn(int kc, const float *a, const float *b, float *c, long ldc,
                              float alpha, float beta, const float *bias);
 
+/* Packing's interleave: out[p][i] = src[i][p] for p < kc, i < width. */
+typedef void pt_gemm_interleave_fn(float *out, const float *const *src, int kc, int width);
+
 typedef struct {
     const char *name; /* "avx512", "avx2", "generic" */
     int mr, nr;
     pt_gemm_tile_fn *tile;
+    pt_gemm_interleave_fn *interleave; /* NULL: gemm.c's portable loop */
 } pt_gemm_kernel;
 
 /* The micro-kernels; NULL where this CPU (or the operating system's saving
@@ -39,6 +43,10 @@ typedef struct {
 const pt_gemm_kernel *pt_gemm_avx512(void);
 const pt_gemm_kernel *pt_gemm_avx2(void);
 const pt_gemm_kernel *pt_gemm_generic(void);
+
+/* The interleave on AVX2 registers (gemm_avx2.c), which the AVX2 and
+ * AVX-512 kernels pack with: x86-64 only, and only where the CPU has AVX2. */
+pt_gemm_interleave_fn pt_gemm_interleave_avx2;
 
 /* A weight's op(B) packed whole, kept between products while the weight
  * is unchanged: a training step multiplies each weight once per

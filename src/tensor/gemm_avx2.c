@@ -7,8 +7,9 @@
  * 16 there are: per k, 12 FMAs against 2 loads and 6 broadcasts, and 12
  * independent chains cover two FMA units' latency. The tile of C is
  * prefetched before the sums (3-4% on GPT's products when beta is 1, as for
- * every block of K after the first). Compiled for AVX2 and FMA by a target
- * attribute on the function alone. */
+ * every block of K after the first). Also here: packing's interleave on
+ * AVX2 registers, which the AVX-512 kernel packs with too. Compiled for
+ * AVX2 and FMA by a target attribute on each function alone. */
 #include "tensor/gemm.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -60,7 +61,58 @@ AVX2 static void tile_avx2(int kc, const float *a, const float *b, float *c, lon
     }
 }
 
-static const pt_gemm_kernel avx2 = {"avx2", MR, NR, tile_avx2};
+/* the 8 x 8 block r transposed: r[j] gets element j of each r[i] */
+AVX2 static inline void transpose8(__m256 r[8])
+{
+    __m256 t[8], u[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+        r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+    }
+}
+
+/* out[p][i] = src[i][p] for `width` streams (gemm.h), eight steps of p at a
+ * time: each group of eight streams is loaded eight floats deep and
+ * transposed in registers, where the portable loop moves one float at a
+ * time (packing op(A) ran twice as fast). The last group may hold fewer
+ * than eight streams (widths 6 and 12); it is padded with zeros, stored
+ * first and eight wide, so each row's spill lands on the start of the row
+ * after it, which the other groups then overwrite. Its last row is stored
+ * with a mask, so nothing lands past the eight rows. */
+AVX2 void pt_gemm_interleave_avx2(float *out, const float *const *src, int kc, int width)
+{
+    int p = 0;
+    for (; p + 8 <= kc; p += 8) {
+        for (int g = (width - 1) / 8 * 8; g >= 0; g -= 8) {
+            int n = width - g < 8 ? width - g : 8;
+            __m256 r[8];
+            for (int i = 0; i < 8; i++)
+                r[i] = i < n ? _mm256_loadu_ps(src[g + i] + p) : _mm256_setzero_ps();
+            transpose8(r);
+            float *o = out + (size_t)p * width + g;
+            for (int j = 0; j < 7; j++)
+                _mm256_storeu_ps(o + (size_t)j * width, r[j]);
+            __m256i mask =
+                _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            _mm256_maskstore_ps(o + (size_t)7 * width, mask, r[7]);
+        }
+    }
+    for (; p < kc; p++)
+        for (int i = 0; i < width; i++)
+            out[(size_t)p * width + i] = src[i][p];
+}
+
+static const pt_gemm_kernel avx2 = {"avx2", MR, NR, tile_avx2, pt_gemm_interleave_avx2};
 
 const pt_gemm_kernel *pt_gemm_avx2(void)
 {
