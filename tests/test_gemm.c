@@ -320,6 +320,42 @@ static void check_interleave(void)
         }
 }
 
+/* A kernel's tile on op(A) read in place against its tile on the same
+ * rows packed: the same bits, with beta and a bias, at depths around the
+ * unrolling. */
+static void check_tile_rows(const pt_gemm_kernel *k, pt_rng *r)
+{
+    if (!k->tile_rows)
+        return;
+    enum { KC = 37, LDA = 45, LDC = 40 };
+    int mr = k->mr, nr = k->nr;
+    float a[12 * LDA], packed[12 * KC], b[KC * 32], bias[32], c[12 * LDC], want[12 * LDC],
+        got[12 * LDC];
+    for (int i = 0; i < 12 * LDA; i++)
+        a[i] = pt_rng_normal(r);
+    for (int i = 0; i < KC * 32; i++)
+        b[i] = pt_rng_normal(r);
+    for (int i = 0; i < 32; i++)
+        bias[i] = pt_rng_normal(r);
+    for (int i = 0; i < 12 * LDC; i++)
+        c[i] = pt_rng_normal(r);
+    static const int depths[] = {1, 2, 3, 16, KC};
+    for (int d = 0; d < 5; d++) {
+        int kc = depths[d], differ = 0;
+        for (int p = 0; p < kc; p++)
+            for (int i = 0; i < mr; i++)
+                packed[p * mr + i] = a[i * LDA + p];
+        memcpy(want, c, sizeof c);
+        memcpy(got, c, sizeof c);
+        k->tile(kc, packed, b, want, LDC, 0.75f, -0.5f, bias);
+        k->tile_rows(kc, a, LDA, b, got, LDC, 0.75f, -0.5f, bias);
+        for (int i = 0; i < mr; i++)
+            differ += memcmp(want + i * LDC, got + i * LDC, sizeof(float) * (size_t)nr) != 0;
+        CHECK(!differ, "%s: the tile on A in place stores other bits than on A packed (depth %d)",
+              k->name, kc);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "--print-auto"))
@@ -335,6 +371,7 @@ int main(int argc, char **argv)
             printf("skipped: this CPU has no %s\n", isa[i]);
             continue;
         }
+        check_tile_rows(micro[i], &r);
         check_products(micro[i]->name, run_gemm, (void *)micro[i], &r);
         check_nan_and_threads(micro[i]->name, run_gemm, (void *)micro[i], &r, 0);
     }

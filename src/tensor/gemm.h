@@ -31,10 +31,17 @@ typedef void pt_gemm_tile_fn(int kc, const float *a, const float *b, float *c, l
 /* Packing's interleave: out[p][i] = src[i][p] for p < kc, i < width. */
 typedef void pt_gemm_interleave_fn(float *out, const float *const *src, int kc, int width);
 
+/* The same tile with op(A) not packed: its MR rows read where they are,
+ * row i's element p at a[i lda + p] (a non-transposed A). The sums are
+ * the packed tile's, in the same order, so it stores the same bits. */
+typedef void pt_gemm_tile_rows_fn(int kc, const float *a, long lda, const float *b, float *c,
+                                  long ldc, float alpha, float beta, const float *bias);
+
 typedef struct {
     const char *name; /* "avx512", "avx2", "generic" */
     int mr, nr;
     pt_gemm_tile_fn *tile;
+    pt_gemm_tile_rows_fn *tile_rows;   /* NULL: op(A) is always packed */
     pt_gemm_interleave_fn *interleave; /* NULL: gemm.c's portable loop */
 } pt_gemm_kernel;
 

@@ -20,8 +20,13 @@
 
 #define AVX2 __attribute__((target("avx2,fma")))
 
-AVX2 static void tile_avx2(int kc, const float *a, const float *b, float *c, long ldc, float alpha,
-                           float beta, const float *bias)
+/* The tile, with A's element (i, p) at a[i a_row + p a_col]: a packed
+ * panel (a_row 1, a_col MR) or MR rows of A read where they are (a_row
+ * their stride, a_col 1). Inlined into each, so the packed tile's
+ * addressing stays constant. */
+AVX2 static inline __attribute__((always_inline)) void
+tile_body(int kc, const float *a, long a_row, long a_col, const float *b, float *c, long ldc,
+          float alpha, float beta, const float *bias)
 {
     __m256 s0[MR], s1[MR];
     /* the tile of C, wanted when the sums are done (beta != 0 reads it) */
@@ -32,11 +37,11 @@ AVX2 static void tile_avx2(int kc, const float *a, const float *b, float *c, lon
         _mm_prefetch((const char *)(c + i * ldc + NR - 1), _MM_HINT_T0);
     }
 #pragma GCC unroll 2
-    for (int p = 0; p < kc; p++, a += MR, b += NR) {
+    for (int p = 0; p < kc; p++, a += a_col, b += NR) {
         __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
 #pragma GCC unroll 6
         for (int i = 0; i < MR; i++) {
-            __m256 ai = _mm256_broadcast_ss(a + i);
+            __m256 ai = _mm256_broadcast_ss(a + i * a_row);
             s0[i] = _mm256_fmadd_ps(ai, b0, s0[i]);
             s1[i] = _mm256_fmadd_ps(ai, b1, s1[i]);
         }
@@ -59,6 +64,18 @@ AVX2 static void tile_avx2(int kc, const float *a, const float *b, float *c, lon
         _mm256_storeu_ps(c, v0);
         _mm256_storeu_ps(c + 8, v1);
     }
+}
+
+AVX2 static void tile_avx2(int kc, const float *a, const float *b, float *c, long ldc, float alpha,
+                           float beta, const float *bias)
+{
+    tile_body(kc, a, 1, MR, b, c, ldc, alpha, beta, bias);
+}
+
+AVX2 static void tile_rows_avx2(int kc, const float *a, long lda, const float *b, float *c,
+                                long ldc, float alpha, float beta, const float *bias)
+{
+    tile_body(kc, a, lda, 1, b, c, ldc, alpha, beta, bias);
 }
 
 /* the 8 x 8 block r transposed: r[j] gets element j of each r[i] */
@@ -112,7 +129,8 @@ AVX2 void pt_gemm_interleave_avx2(float *out, const float *const *src, int kc, i
             out[(size_t)p * width + i] = src[i][p];
 }
 
-static const pt_gemm_kernel avx2 = {"avx2", MR, NR, tile_avx2, pt_gemm_interleave_avx2};
+static const pt_gemm_kernel avx2 = {"avx2", MR, NR, tile_avx2, tile_rows_avx2,
+                                     pt_gemm_interleave_avx2};
 
 const pt_gemm_kernel *pt_gemm_avx2(void)
 {

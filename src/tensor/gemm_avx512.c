@@ -55,7 +55,7 @@ AVX512 static void tile_avx512(int kc, const float *a, const float *b, float *c,
     }
 }
 
-static const pt_gemm_kernel avx512 = {"avx512", MR, NR, tile_avx512, pt_gemm_interleave_avx2};
+static const pt_gemm_kernel avx512 = {"avx512", MR, NR, tile_avx512, NULL, pt_gemm_interleave_avx2};
 
 const pt_gemm_kernel *pt_gemm_avx512(void)
 {
