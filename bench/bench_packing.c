@@ -1,6 +1,7 @@
 /* bench_packing: what the fp32 product's handling of op(A) is worth, as a
  * pipeline stage multiplies: the weights' panels kept (pt_gemm_packed), the
- * activations coming from memory (16 operands in turn, 3-24 MiB in all).
+ * activations coming from memory (16 operands in turn, 12-48 MiB of op(A)
+ * in all).
  *
  * For the weight products of GPT 4 layers / 384 and 12 layers / 768 at
  * context 256 (forward x W and input gradient dY W^T; 512 or 256 rows),
