@@ -12,8 +12,8 @@
  * tile_rows: its panels are read in place, each panel's tiles fetching the
  * next panel's rows a few lines at a time; only the rows short of a whole
  * panel are packed. On GPT's products, with the weights' panels kept and
- * op(A) cycling through memory as in training, that ran 2-6% faster than
- * packing it (AVX2). KC = K split into equal blocks of at most
+ * op(A) cycling through memory as in training, that ran 0-6% faster than
+ * packing it (AVX2; bench/bench_packing.c). KC = K split into equal blocks of at most
  * KC_MAX: a function of K alone, which is what keeps every thread's and
  * worker's sums the same.
  * A tile that runs past M or N is computed whole into a buffer (the packing

@@ -24,9 +24,10 @@
  * panel (a_row 1, a_col MR) or MR rows of A read where they are (a_row
  * their stride, a_col 1). Inlined into each, so the packed tile's
  * addressing stays constant. */
-AVX2 static inline __attribute__((always_inline)) void
-tile_body(int kc, const float *a, long a_row, long a_col, const float *b, float *c, long ldc,
-          float alpha, float beta, const float *bias)
+AVX2 static inline __attribute__((always_inline)) void tile_body(int kc, const float *a, long a_row,
+                                                                 long a_col, const float *b,
+                                                                 float *c, long ldc, float alpha,
+                                                                 float beta, const float *bias)
 {
     __m256 s0[MR], s1[MR];
     /* the tile of C, wanted when the sums are done (beta != 0 reads it) */
@@ -103,9 +104,9 @@ AVX2 static inline void transpose8(__m256 r[8])
  * transposed in registers, where the portable loop moves one float at a
  * time (packing op(A) ran twice as fast). The last group may hold fewer
  * than eight streams (widths 6 and 12); it is padded with zeros, stored
- * first and eight wide, so each row's spill lands on the start of the row
- * after it, which the other groups then overwrite. Its last row is stored
- * with a mask, so nothing lands past the eight rows. */
+ * first and eight wide: each row's spill lands on the start of the next
+ * row, which is stored after it (by this group and then the others). Its
+ * last row is stored with a mask, so nothing lands past the eight rows. */
 AVX2 void pt_gemm_interleave_avx2(float *out, const float *const *src, int kc, int width)
 {
     int p = 0;
@@ -129,8 +130,8 @@ AVX2 void pt_gemm_interleave_avx2(float *out, const float *const *src, int kc, i
             out[(size_t)p * width + i] = src[i][p];
 }
 
-static const pt_gemm_kernel avx2 = {"avx2", MR, NR, tile_avx2, tile_rows_avx2,
-                                     pt_gemm_interleave_avx2};
+static const pt_gemm_kernel avx2 = {
+    "avx2", MR, NR, tile_avx2, tile_rows_avx2, pt_gemm_interleave_avx2};
 
 const pt_gemm_kernel *pt_gemm_avx2(void)
 {
