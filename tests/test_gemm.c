@@ -291,6 +291,9 @@ static void check_coretype_ignored(const char *self)
  * past it. */
 static void check_interleave(void)
 {
+#if !(defined(__x86_64__) && defined(__GNUC__))
+    printf("skipped: the AVX2 interleave (not an x86-64 build)\n");
+#else
     if (!pt_gemm_avx2()) {
         printf("skipped: the AVX2 interleave (this CPU has no avx2)\n");
         return;
@@ -318,6 +321,7 @@ static void check_interleave(void)
             CHECK(!bad, "interleave of width %d, depth %d: %d floats wrong or past the panel",
                   width, kc, bad);
         }
+#endif
 }
 
 /* A kernel's tile on op(A) read in place against its tile on the same

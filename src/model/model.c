@@ -142,11 +142,14 @@ int pt_model_keep_panels(pt_model *m)
         return PT_OK;
     m->packed = calloc(2 * (size_t)m->n_params, sizeof *m->packed);
     m->panel_data = pt_alloc_floats(floats);
-    if (!m->packed || !m->panel_data)
+    if (!m->packed || !m->panel_data) { /* none kept: a second call tries again */
+        free(m->packed), pt_free(m->panel_data);
+        m->packed = NULL, m->panel_data = NULL;
         return pt_fail(PT_ENOMEM,
                        "cannot allocate the weights' packed panels (%zu MiB; "
                        "repack_weights keeps none)",
                        floats * sizeof(float) >> 20);
+    }
     m->panel_floats = floats;
     size_t at = 0;
     for (int b = 0, n = 0; b < m->n_blocks; b++)
