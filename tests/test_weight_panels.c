@@ -3,7 +3,8 @@
  * read, and are packed again whenever the weights change.
  *
  * The product, on every micro-kernel this CPU runs, one and two threads,
- * both readings of B, with edges in every dimension and two blocks of K:
+ * both readings of B, with edges in every dimension, two blocks of K and
+ * two blocks of the kept panels' columns:
  *   - a product that fills the panels and one that reads them store what a
  *     product without them stores, bit for bit;
  *   - B changed behind the panels' back (filled left set): the next product
@@ -139,9 +140,11 @@ static int product_keeps_panels(const pt_gemm_kernel *k, const pt_gemm_kernel *o
 static void products(void)
 {
     const pt_gemm_kernel *ks[] = {pt_gemm_avx512(), pt_gemm_avx2(), pt_gemm_generic()};
-    /* two blocks of K (at most 384 deep), edges in M, N and K */
+    /* two blocks of K (at most 384 deep), edges in M, N and K; two blocks
+     * of the kept panels' columns (at most 4096 wide: an LM head's) */
     const shape shapes[] = {{37, 53, 700, 0, 1},   {37, 53, 700, 1, 1},  {131, 300, 390, 0, 2},
-                            {131, 300, 390, 1, 2}, {64, 1100, 96, 0, 2}, {64, 1100, 96, 1, 2}};
+                            {131, 300, 390, 1, 2}, {64, 1100, 96, 0, 2}, {64, 1100, 96, 1, 2},
+                            {13, 4200, 400, 0, 1}, {13, 4200, 400, 1, 2}};
     int ran = 0;
     for (int i = 0; i < 3; i++) {
         if (!ks[i]) {

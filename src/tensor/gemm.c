@@ -5,9 +5,9 @@
  * KC x NC is packed once and stays in L2), K in blocks of KC, rows in blocks
  * of MC (packed), then one A panel (MR x KC, in L1) against every B panel of
  * the block. With op(B)'s panels kept (pt_gemm_packed) nothing of B is
- * packed, and the columns are one block, so that op(A) is packed once per
- * block of K and MC rows rather than once per NC columns too (GPT 12 /
- * 768's MLP: three times). A non-transposed op(A) (the activations of
+ * packed, and the columns are blocks of up to KEPT_NC_MAX, so that op(A)
+ * is packed once per block of K and MC rows rather than once per NC
+ * columns too (GPT 12 / 768's MLP: three times). A non-transposed op(A) (the activations of
  * the forward and the input gradient) is not packed where the kernel has a
  * tile_rows: its panels are read in place, each panel's tiles fetching the
  * next panel's rows a few lines at a time; only the rows short of a whole
@@ -27,13 +27,20 @@
 
 #include "tensor/scratch.h"
 
-#define KC_MAX    384 /* an A panel of 12 x 384 floats is 18 KiB of L1 */
-#define NC_MAX    1024
-#define MC        192 /* a multiple of every MR */
-#define MAX_TILE  (12 * 32)
-#define MAX_PANEL 32 /* the widest panel: avx512's NR */
-#define SLOT_A    4
-#define SLOT_B    5
+#define KC_MAX 384 /* an A panel of 12 x 384 floats is 18 KiB of L1 */
+#define NC_MAX 1024
+/* With op(B)'s panels kept, columns at once: all of a weight's (op(A) is
+ * then packed once per block of K, not once per block of columns too), up
+ * to this many, so that a block of the kept panels (KC x 4096 floats, 6 MiB)
+ * still stays in L3. All of them at once sent GPT-2's LM head (50257
+ * columns, 77 MB a block of K) through memory once per panel of op(A)'s
+ * rows: its forward ran 3x as long as its backward's products. */
+#define KEPT_NC_MAX 4096
+#define MC          192 /* a multiple of every MR */
+#define MAX_TILE    (12 * 32)
+#define MAX_PANEL   32 /* the widest panel: avx512's NR */
+#define SLOT_A      4
+#define SLOT_B      5
 
 /* Products smaller than this many multiply-adds run on one thread: waking
  * a helper costs more than it saves. */
@@ -234,9 +241,7 @@ static void gemm_block(gemm_job *g, int m0, int m1, int n0, int n1)
 {
     const pt_gemm_kernel *k = g->k;
     int mr = k->mr, nr = k->nr, kc = g->kc, mcb = MC / mr * mr;
-    int nc = ((n1 - n0) + nr - 1) / nr * nr; /* kept panels: all columns at once */
-    if (!g->panels)
-        nc = min_int(NC_MAX, nc);
+    int nc = min_int(g->panels ? KEPT_NC_MAX : NC_MAX, ((n1 - n0) + nr - 1) / nr * nr);
     float *ap = pt_scratch(SLOT_A, sizeof(float) * (size_t)mcb * kc);
     float *bp = g->panels ? NULL : pt_scratch(SLOT_B, sizeof(float) * (size_t)nc * kc);
     if (!ap || (!bp && !g->panels)) {
@@ -319,7 +324,7 @@ static void gemm_part(void *arg, int i)
 static int rows_pack_less(int M, int N, int K, int parts, int b_kept)
 {
     double col_width = (double)N / parts, b = b_kept ? 0.0 : 1.0;
-    double nc = b_kept ? N : NC_MAX;
+    double nc = b_kept ? KEPT_NC_MAX : NC_MAX;
     double rows = b * K * N + (double)M / parts * K * ceil((double)N / nc);
     double cols = b * K * col_width + (double)M * K * ceil(col_width / nc);
     return rows <= cols;
