@@ -3,7 +3,10 @@
  * - one SGD step on a fixed batch lowers the loss on that batch;
  * - the same seed gives bit-identical losses and parameters in two runs;
  * - parameters carry Hugging Face GPT-2's names and shapes, and the LM head
- *   is a copy of the token embedding whose gradient is summed with it. */
+ *   is a copy of the token embedding whose gradient is summed with it;
+ * - the LM head's activations hold one float per token and vocabulary entry
+ *   (its probabilities), not a second for a gradient of its output that
+ *   nothing reads. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,6 +114,20 @@ int main(void)
                 tc.param_bytes == sizeof(float) * (12 * 32 * 32 + 13 * 32) &&
                 tc.activation_bytes > 0,
             "transformer block cost record");
+
+    /* the head's activations grow by one float per token and vocabulary
+     * entry: its probabilities, and no gradient of them */
+    pt_model_config wide = small_gpt();
+    wide.vocab = 2 * 64;
+    pt_model *m3;
+    REQUIRE(pt_model_create(&wide, &m3) == PT_OK, "create: %s", pt_last_error());
+    int head_block = pt_model_n_blocks(m1) - 1, B = 2;
+    size_t narrow_head = pt_model_activation_bytes(m1, head_block, head_block, B),
+           wide_head = pt_model_activation_bytes(m3, head_block, head_block, B);
+    REQUIRE(wide_head - narrow_head == (size_t)B * 16 * 64 * sizeof(float),
+            "64 more vocabulary entries added %zu bytes to the head's activations, not %zu",
+            wide_head - narrow_head, (size_t)B * 16 * 64 * sizeof(float));
+    pt_model_destroy(m3);
 
     /* bad input is refused, not crashed on */
     pt_model_config bad = small_gpt();

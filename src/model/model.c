@@ -632,6 +632,15 @@ static size_t out_bytes(const pt_model *m, const pt_block *b, int batch)
     return (size_t)batch * (size_t)b->out_floats * size;
 }
 
+/* Bytes of the gradient of a block's output for a micro-batch: none for a
+ * loss head, whose backward starts from its own loss (GPT-2's LM head
+ * would otherwise hold tokens x vocabulary floats that nothing reads, per
+ * micro-batch in flight). */
+static size_t grad_bytes(const pt_model *m, const pt_block *b, int batch)
+{
+    return b->ops->out_is_float ? 0 : out_bytes(m, b, batch);
+}
+
 /* The mlp's first block reads the micro-batch's float inputs: under bf16 a
  * record keeps them rounded, as the block's input activation. */
 static size_t in0_bytes(const pt_model *m, int first, int batch)
@@ -648,8 +657,9 @@ static size_t activation_floats(const pt_model *m, int first, int last, int batc
     size_t floats = pt_arena_floats_for(in0_bytes(m, first, batch));
     for (int i = first; i <= last; i++) {
         const pt_block *b = &m->blocks[i];
-        floats += 2 * pt_arena_floats_for(out_bytes(m, b, batch)) +
-                  pt_arena_floats_for(b->ops->saved_bytes(b, batch));
+        floats += pt_arena_floats_for(out_bytes(m, b, batch)) +
+                  pt_arena_floats_for(b->ops->saved_bytes(b, batch)) +
+                  pt_arena_floats_for(grad_bytes(m, b, batch));
     }
     return floats;
 }
@@ -710,11 +720,11 @@ int pt_activations_create(const pt_model *m, int first, int last, int batch, pt_
     a->in0 = in0 ? pt_arena_take(&a->arena, pt_arena_floats_for(in0)) : NULL;
     for (int i = first; i <= last; i++) {
         const pt_block *b = &m->blocks[i];
-        size_t out = pt_arena_floats_for(out_bytes(m, b, batch));
-        a->out[i - first] = pt_arena_take(&a->arena, out);
+        a->out[i - first] = pt_arena_take(&a->arena, pt_arena_floats_for(out_bytes(m, b, batch)));
         a->saved[i - first] =
             pt_arena_take(&a->arena, pt_arena_floats_for(b->ops->saved_bytes(b, batch)));
-        a->dout[i - first] = pt_arena_take(&a->arena, out);
+        size_t grad = grad_bytes(m, b, batch);
+        a->dout[i - first] = grad ? pt_arena_take(&a->arena, pt_arena_floats_for(grad)) : NULL;
     }
     *out = a;
     return PT_OK;
