@@ -163,18 +163,34 @@ static void pack_b(const gemm_job *g, int p0, int kc, int j0, int n, float *out)
         pack_streams(g->k, out, g->B + (size_t)j0 * g->ldb + p0, g->ldb, kc, n, g->k->nr);
 }
 
-/* the part of a tile inside C, from its sums: the micro-kernels' finish */
+/* One row of an edge tile's part in C, from its sums */
+static inline __attribute__((always_inline)) void finish_row(const float *restrict acc,
+                                                             float *restrict c, int cols,
+                                                             float alpha, float beta,
+                                                             const float *bias)
+{
+    for (int j = 0; j < cols; j++) {
+        float v = alpha * acc[j];
+        if (beta != 0.0f)
+            v = v + beta * c[j];
+        if (bias)
+            v = v + bias[j];
+        c[j] = v;
+    }
+}
+
+/* the part of a tile inside C, from its sums: the micro-kernels' finish.
+ * Rows as wide as a panel (a tile past M alone: 512 rows in panels of 6)
+ * are finished at that width, so they vectorise without masks: masked
+ * loads of C took a quarter of the driver's time. */
 static void finish_edge(const float *acc, int nr, float *c, long ldc, int rows, int cols,
                         float alpha, float beta, const float *bias)
 {
-    for (int i = 0; i < rows; i++)
-        for (int j = 0; j < cols; j++) {
-            float v = alpha * acc[i * nr + j];
-            if (beta != 0.0f)
-                v = v + beta * c[i * ldc + j];
-            if (bias)
-                v = v + bias[j];
-            c[i * ldc + j] = v;
+    for (int i = 0; i < rows; i++, acc += nr, c += ldc)
+        switch (cols) {
+        case 16: finish_row(acc, c, 16, alpha, beta, bias); break;
+        case 32: finish_row(acc, c, 32, alpha, beta, bias); break;
+        default: finish_row(acc, c, cols, alpha, beta, bias);
         }
 }
 
@@ -224,26 +240,31 @@ static const float *use_kept(const gemm_job *g, pt_gemm_packed *kept)
 
 /* A fetch of a few cache lines of op(A)'s next panel, read in place,
  * before each tile of this one: spread over the panel's tiles, so that its
- * rows come in while they run (packing would have waited for them). */
+ * rows come in while they run (packing would have waited for them). The
+ * next line to fetch is kept as its row and its place in the row: a
+ * division per fetch took a quarter of the driver's time. */
 typedef struct {
     const float *rows; /* NULL: nothing to fetch */
     long lda;
-    int row_lines, lines, per_tile, done;
+    int row_lines, per_tile, left; /* lines per row, per tile, not fetched */
+    int row, line;                 /* the next line to fetch */
 } next_panel;
 
 static next_panel next_of(const float *rows, long lda, int mr, int kb, int tiles)
 {
-    next_panel n = {rows, lda, (kb + 15) / 16, 0, 0, 0};
-    n.lines = mr * n.row_lines;
-    n.per_tile = (n.lines + tiles - 1) / tiles;
+    next_panel n = {rows, lda, (kb + 15) / 16, 0, 0, 0, 0};
+    n.left = rows ? mr * n.row_lines : 0;
+    n.per_tile = (n.left + tiles - 1) / tiles;
     return n;
 }
 
 static inline void fetch_some(next_panel *n)
 {
-    for (int q = 0; n->rows && q < n->per_tile && n->done < n->lines; q++, n->done++)
-        __builtin_prefetch(n->rows + (size_t)(n->done / n->row_lines) * n->lda +
-                           (size_t)(n->done % n->row_lines) * 16);
+    for (int q = 0; q < n->per_tile && n->left > 0; q++, n->left--) {
+        __builtin_prefetch(n->rows + (size_t)n->row * n->lda + (size_t)n->line * 16);
+        if (++n->line == n->row_lines)
+            n->line = 0, n->row++;
+    }
 }
 
 /* C's rows m0 .. m1-1 and columns n0 .. n1-1 */
