@@ -103,11 +103,11 @@ static void interleave_panel(float *out, const float *const *src, int kc, int mr
 /* n of X's values per p into panels `width` wide (zero past n) when X's
  * row p holds them side by side from x + p ldx (a transposed A, a
  * non-transposed B). Row by row across the panels, so X is read in order,
- * fetching the row PACK_AHEAD below: each row starts a new page, where
- * the hardware's prefetch starts again (these operands are activations,
- * often in memory by now). On the weight gradient's product of GPT-small
- * (384 x 1152 x 512) op(A) then packed 1.4-2.1x as fast and op(B)
- * 1.05-1.3x (packing timed inside the product, in turn with and without). */
+ * fetching the row PACK_AHEAD below: each row is a jump of ldx, often to
+ * another page, where the hardware's prefetch starts again (these
+ * operands are activations, often in memory by now). On the weight gradient's product of GPT-small
+ * (384 x 1152 x 512) op(A) then packed 1.3-2.1x as fast and op(B)
+ * 1.03-1.5x (packing timed inside the product, in turn with and without). */
 static void pack_rows(float *out, const float *x, long ldx, int kc, int n, int width)
 {
     size_t panel = (size_t)width * kc;
