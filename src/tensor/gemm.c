@@ -7,15 +7,15 @@
  * the block. With op(B)'s panels kept (pt_gemm_packed) nothing of B is
  * packed, and the columns are blocks of up to KEPT_NC_MAX, so that op(A)
  * is packed once per block of K and MC rows rather than once per NC
- * columns too (GPT 12 / 768's MLP: three times). A non-transposed op(A) (the activations of
- * the forward and the input gradient) is not packed where the kernel has a
- * tile_rows: its panels are read in place, each panel's tiles fetching the
- * next panel's rows a few lines at a time; only the rows short of a whole
- * panel are packed. On GPT's products, with the weights' panels kept and
- * op(A) cycling through memory as in training, that ran 0-6% faster than
- * packing it (AVX2; bench/bench_packing.c). KC = K split into equal blocks of at most
- * KC_MAX: a function of K alone, which is what keeps every thread's and
- * worker's sums the same.
+ * columns too (GPT 12 / 768's MLP: three times). A non-transposed op(A)
+ * (the activations of the forward and the input gradient) is not packed
+ * where the kernel has a tile_rows: its panels are read in place, each
+ * panel's tiles fetching the next panel's rows a few lines at a time; only
+ * the rows short of a whole panel are packed. On GPT's products, with the
+ * weights' panels kept and op(A) cycling through memory as in training,
+ * that ran 0-6% faster than packing it (AVX2; bench/bench_packing.c).
+ * KC = K split into equal blocks of at most KC_MAX: a function of K alone,
+ * which is what keeps every thread's and worker's sums the same.
  * A tile that runs past M or N is computed whole into a buffer (the packing
  * pads with zeros) and only its part inside C is finished, by the same
  * expression the micro-kernels use. Packing goes to the calling thread's
@@ -105,9 +105,10 @@ static void interleave_panel(float *out, const float *const *src, int kc, int mr
  * non-transposed B). Row by row across the panels, so X is read in order,
  * fetching the row PACK_AHEAD below: each row is a jump of ldx, often to
  * another page, where the hardware's prefetch starts again (these
- * operands are activations, often in memory by now). On the weight gradient's product of GPT-small
- * (384 x 1152 x 512) op(A) then packed 1.3-2.1x as fast and op(B)
- * 1.03-1.5x (packing timed inside the product, in turn with and without). */
+ * operands are activations, often in memory by now). On the weight
+ * gradient's product of GPT-small (384 x 1152 x 512) op(A) then packed
+ * 1.3-2.1x as fast and op(B) 1.03-1.5x (packing timed inside the product,
+ * in turn with and without). */
 static void pack_rows(float *out, const float *x, long ldx, int kc, int n, int width)
 {
     size_t panel = (size_t)width * kc;
