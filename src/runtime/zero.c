@@ -17,9 +17,11 @@
  * every other replica's at a time), adds the others' parts of its own shard
  * to it in position order, and clears the rest, whose pages go back (the
  * stage's gradient arena is paged memory, model.h). Each owner thus folds
- * micro-batch by micro-batch: the same on threads and MPI and from run to
- * run, but not zero 0's order, so zero 2's step equals zero 0's within
- * rounding only.
+ * micro-batch by micro-batch, its own part first: the same on threads and
+ * MPI and from run to run at one partition, but not zero 0's order, so zero
+ * 2's step equals zero 0's within rounding only. Which replica's part comes
+ * first depends on where the shards cut the chunk's span, so another
+ * partition (the automatic one follows measured times) rounds otherwise.
  *
  * Zero 1's step stays bit-identical to the unsharded one: each sum is folded in
  * rank order by whoever owns it; the norm's shares are taken per shard and
