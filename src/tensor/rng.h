@@ -26,7 +26,10 @@ double pt_rng_uniform(pt_rng *r);
 uint64_t pt_rng_below(pt_rng *r, uint64_t n);
 /* Standard normal deviate. */
 double pt_rng_normal(pt_rng *r);
-/* Fills x[0..n) with normal(0, std). */
+/* n standard normal deviates: the bits of n calls of pt_rng_normal, taken
+ * several at a time where the CPU allows. */
+void pt_rng_normals(pt_rng *r, double *x, size_t n);
+/* Fills x[0..n) with normal(0, std): (float)(pt_rng_normal(r) * std) each. */
 void pt_rng_fill_normal(pt_rng *r, float *x, size_t n, float std);
 
 #endif
