@@ -2,7 +2,8 @@
  * stage) holds exactly the tensors of those blocks, bit-identical to the
  * same blocks of a whole-model build, and nothing else:
  * - for every block of a gpt and an mlp, a part holding that block alone has
- *   the whole model's values for its parameters and NULL for every other;
+ *   the whole model's values for its parameters and NULL for every other
+ *   (the whole drawn on two threads, each part on one);
  * - the tied copy (lm_head.weight) on a part without the token embedding
  *   starts equal to the whole model's embedding;
  * - a part's held bytes are the sum of its blocks' parameter bytes (rounded
@@ -24,7 +25,9 @@
 static int check_model(const pt_model_config *c)
 {
     pt_model *whole, *desc;
+    pt_blas_set_threads(2); /* the whole drawn on two threads, the parts on one */
     REQUIRE(pt_model_create(c, &whole) == PT_OK, "model: %s", pt_last_error());
+    pt_blas_set_threads(1);
     REQUIRE(pt_model_describe(c, &desc) == PT_OK, "description: %s", pt_last_error());
     CHECK(pt_model_held_bytes(desc) == 0, "the description holds %zu bytes",
           pt_model_held_bytes(desc));

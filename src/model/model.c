@@ -13,6 +13,8 @@
 #include "model/model.h"
 
 #include <limits.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,33 +85,79 @@ static void fill_param(float *data, size_t numel, const pt_param_decl *d, uint64
 }
 
 /* A slice holds its part of the whole tensor's stream: the same bits as
- * the whole model's at the same offsets. */
-static int init_param(pt_param *p, const pt_param_decl *d, uint64_t seed)
+ * the whole model's at the same offsets. false: no memory for the whole. */
+static bool init_param(pt_param *p, const pt_param_decl *d, uint64_t seed)
 {
     if (d->split_parts < 2) {
         fill_param(p->data, p->numel, d, seed);
-        return PT_OK;
+        return true;
     }
     size_t whole = p->numel * (size_t)d->split_parts;
     float *all = malloc(whole * sizeof(float));
     if (!all)
-        return pt_fail(PT_ENOMEM, "cannot allocate %s whole to slice it", d->name);
+        return false;
     fill_param(all, whole, d, seed);
     pt_param_slice_copy(d, p->data, all, 0);
     free(all);
-    return PT_OK;
+    return true;
 }
 
-/* The parameter `name` if this model holds it and has drawn it already: a
- * tied copy (GPT-2's LM head) on the same stage as its source is the same
- * stream's draw, so it is copied rather than drawn again (at GPT-2's
- * vocabulary, 38.6 million of the model's 163 million normal draws). */
+/* The held parameters' draws, shared a parameter at a time in table order
+ * between the threads the products are given (pt_blas_threads; nothing
+ * else runs yet): each is drawn from its own stream, so which thread draws
+ * what changes no bit. */
+typedef struct {
+    pt_model *m;
+    const pt_param_decl **as; /* per parameter: the declaration it is drawn as; NULL: none */
+    bool *ok;
+    atomic_int next;
+} draws;
+
+static void draw_part(void *arg, int part)
+{
+    draws *d = arg;
+    (void)part;
+    for (int i; (i = atomic_fetch_add(&d->next, 1)) < d->m->n_params;)
+        d->ok[i] = !d->as[i] || init_param(&d->m->params[i], d->as[i], d->m->cfg.seed);
+}
+
+/* The parameter `name` if this model holds it and draws it: a tied copy
+ * (GPT-2's LM head) on the same stage as its source is the same stream's
+ * draw, so it is copied rather than drawn again (at GPT-2's vocabulary,
+ * 38.6 million of the model's 163 million normal draws). */
 static const pt_param *drawn_param(const pt_model *m, const char *name)
 {
     for (int i = 0; i < m->n_params; i++)
-        if (m->params[i].data && !strcmp(m->params[i].name, name))
+        if (m->params[i].data && !m->params[i].tied_to && !strcmp(m->params[i].name, name))
             return &m->params[i];
     return NULL;
+}
+
+/* Every held parameter drawn as as[i] says, but a tied copy whose source
+ * this model draws, which is copied from it. */
+static int draw_params(pt_model *m, const pt_param_decl **as)
+{
+    for (int i = 0; i < m->n_params; i++) {
+        const pt_param *p = &m->params[i], *drawn;
+        if (p->tied_to && (drawn = drawn_param(m, p->tied_to)) && drawn->numel == p->numel)
+            as[i] = NULL;
+    }
+    draws d = {
+        .m = m, .as = as, .ok = calloc((size_t)(m->n_params ? m->n_params : 1), sizeof(bool))};
+    if (!d.ok)
+        return pt_fail(PT_ENOMEM, "cannot allocate the parameters' draws");
+    atomic_init(&d.next, 0);
+    pt_gemm_parallel(pt_blas_threads(), draw_part, &d);
+    int rc = PT_OK;
+    for (int i = 0; i < m->n_params && rc == PT_OK; i++) {
+        pt_param *p = &m->params[i];
+        if (!d.ok[i])
+            rc = pt_fail(PT_ENOMEM, "cannot allocate %s whole to slice it", p->name);
+        else if (p->data && !as[i])
+            memcpy(p->data, drawn_param(m, p->tied_to)->data, p->numel * sizeof(float));
+    }
+    free(d.ok);
+    return rc;
 }
 
 static const pt_param_decl *find_decl(const pt_model *m, const char *name)
@@ -190,23 +238,21 @@ static int lay_out_params(pt_model *m)
             if (m->held[b])
                 floats += pt_arena_round(pt_param_decl_numel(&m->blocks[b].decl[i]));
     m->params = calloc((size_t)(n ? n : 1), sizeof *m->params);
-    if (!m->params)
-        return pt_fail(PT_ENOMEM, "cannot allocate the parameter table");
+    const pt_param_decl **as = calloc((size_t)(n ? n : 1), sizeof *as);
     /* pages on first write: sharded state keeps a shard of them (zero.c) */
-    int rc = pt_arena_init_paged(&m->data, floats);
+    int rc = !m->params || !as ? pt_fail(PT_ENOMEM, "cannot allocate the parameter table")
+                               : pt_arena_init_paged(&m->data, floats);
     if (rc == PT_OK)
         rc = pt_arena_init_paged(&m->grad, floats);
-    if (rc != PT_OK)
-        return rc;
-    if (m->k->act == PT_BF16) {
+    if (rc == PT_OK && m->k->act == PT_BF16) {
         /* floats / 2 floats hold `floats` bf16 */
         if (!(m->low = (pt_bf16 *)pt_alloc_floats((floats + 1) / 2)))
-            return pt_fail(PT_ENOMEM, "cannot allocate the parameters' bf16 copy");
+            rc = pt_fail(PT_ENOMEM, "cannot allocate the parameters' bf16 copy");
         m->low_stale = true;
     }
-    for (int b = 0; b < m->n_blocks; b++) {
+    for (int b = 0; rc == PT_OK && b < m->n_blocks; b++) {
         pt_block *blk = &m->blocks[b];
-        for (int i = 0; i < blk->n_params; i++) {
+        for (int i = 0; rc == PT_OK && i < blk->n_params; i++) {
             const pt_param_decl *d = &blk->decl[i];
             pt_param *p = &m->params[m->n_params++];
             p->name = d->name;
@@ -223,19 +269,15 @@ static int lay_out_params(pt_model *m)
                 blk->pl[i] = m->low + (p->data - m->data.base);
             const pt_param_decl *src = p->tied_to ? find_decl(m, p->tied_to) : d;
             if (!src || pt_param_decl_numel(src) != p->numel)
-                return pt_fail(PT_EINVAL, "parameter %s is tied to %s, which %s", p->name,
-                               p->tied_to, src ? "has another shape" : "does not exist");
-            const pt_param *drawn = p->tied_to ? drawn_param(m, p->tied_to) : NULL;
-            if (drawn && drawn->numel == p->numel) {
-                memcpy(p->data, drawn->data, p->numel * sizeof(float));
-                continue;
-            }
-            int rc = init_param(p, src, m->cfg.seed);
-            if (rc != PT_OK)
-                return rc;
+                rc = pt_fail(PT_EINVAL, "parameter %s is tied to %s, which %s", p->name, p->tied_to,
+                             src ? "has another shape" : "does not exist");
+            as[m->n_params - 1] = src;
         }
     }
-    return PT_OK;
+    if (rc == PT_OK)
+        rc = draw_params(m, as);
+    free(as);
+    return rc;
 }
 
 static int create(const pt_model_config *cfg, const unsigned char *hold, int hold_all, int T, int t,
