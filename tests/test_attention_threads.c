@@ -6,7 +6,9 @@
  * that kernel), on 2, 3 and 5 threads; and pipetrain's own products say
  * the heads may be shared between as many threads as the products use.
  * Shapes with a partial band of query rows, more pairs of sample and head
- * than threads. */
+ * than threads. With pipetrain's own fp32 products each head packs its keys
+ * and values once for all its bands: the same bits as every band packing
+ * its own. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +75,16 @@ static void check_table(const char *what, const pt_kernels *(*table)(void), cons
               "%s: %d threads change the softmax statistics", what, threads[i]);
         CHECK(!memcmp(one.dqkv, many.dqkv, n * 3 * C * e), "%s: %d threads change the gradient",
               what, threads[i]);
+        free(many.y), free(many.stats), free(many.dqkv);
+    }
+    if (k->packed_floats) { /* each head's keys and values packed once for its bands */
+        pt_kernels repack = *k;
+        repack.packed_floats = NULL;
+        run(&repack, qkv, dy, 1, &many);
+        CHECK(!memcmp(one.y, many.y, n * C * e) && !memcmp(one.dqkv, many.dqkv, n * 3 * C * e),
+              "%s: the bands' kept panels change the output or the gradient", what);
+        printf("  %s (%s): the same bits with every band packing its own keys and values\n", what,
+               k->products);
         free(many.y), free(many.stats), free(many.dqkv);
     }
     free(one.y), free(one.stats), free(one.dqkv);

@@ -10,8 +10,14 @@
  *   - B changed behind the panels' back (filled left set): the next product
  *     reads the old panels, so it differs from a fresh one (they are used);
  *     with filled cleared it equals the fresh one again;
- *   - another reading of B (its stride, its width, the other kernel) or too
- *     little room leaves the panels alone and packs as before.
+ *   - a narrower reading of B reads a prefix of the panels' columns (the
+ *     same bits, and the panels, not B, are what it reads); panels asked to
+ *     hold more columns than the first product reads (cols) hold them, and
+ *     the wider product then reads them;
+ *   - another reading of B (its stride, the other kernel) or too little
+ *     room leaves the panels alone and packs as before;
+ *   - inside a part of pt_gemm_parallel, shared panels are left alone and
+ *     a part's own (local) are used.
  * A pipeline, on pipetrain's own products, for 1f1b, zbh1 (split
  * backward), interleaved, zbv, gpipe with activation checkpointing,
  * PipeDream's asynchronous 1f1b with weight stashing, and 1f1b over two
@@ -66,6 +72,23 @@ static int unchanged(const pt_gemm_packed *x, const pt_gemm_packed *y)
            x->filled == y->filled;
 }
 
+/* the product inside part 0 of pt_gemm_parallel (the other parts idle) */
+typedef struct {
+    const pt_gemm_kernel *k;
+    const shape *s;
+    const float *A, *B;
+    int ldb;
+    float *c;
+    pt_gemm_packed kept;
+} in_part_job;
+
+static void product_in_part(void *arg, int i)
+{
+    in_part_job *j = arg;
+    if (i == 0)
+        product(j->k, j->s, j->A, j->B, j->ldb, j->c, NULL, &j->kept);
+}
+
 static int product_keeps_panels(const pt_gemm_kernel *k, const pt_gemm_kernel *other,
                                 const shape *s)
 {
@@ -107,16 +130,36 @@ static int product_keeps_panels(const pt_gemm_kernel *k, const pt_gemm_kernel *o
     CHECK(kept.filled && same(got, want, nc),
           "%s trans_b %d threads %d: emptied panels were not packed again from B", name, t, th);
 
-    /* other readings of B leave the panels alone */
+    /* a narrower reading of B reads a prefix of the panels' columns */
     pt_gemm_packed before = kept;
     shape narrow = *s;
-    narrow.N = s->N - 1;
+    narrow.N = s->N - 1 - s->N / 3;
     size_t nn = (size_t)s->M * narrow.N;
     product(k, &narrow, A, B, ldb, want, NULL, NULL);
     product(k, &narrow, A, B, ldb, got, NULL, &kept);
     CHECK(same(got, want, nn) && unchanged(&kept, &before),
-          "%s trans_b %d threads %d: a narrower reading of B used or changed the panels", name, t,
-          th);
+          "%s trans_b %d threads %d: a narrower reading of the panels differs or changed them",
+          name, t, th);
+    for (size_t i = 0; i < nb; i++) /* behind the panels' back, and back */
+        B[i] = -B[i];
+    product(k, &narrow, A, B, ldb, got, NULL, &kept);
+    for (size_t i = 0; i < nb; i++)
+        B[i] = -B[i];
+    CHECK(same(got, want, nn), "%s trans_b %d threads %d: a narrower reading packed B itself", name,
+          t, th);
+
+    /* panels filled for more columns than the first product reads */
+    pt_gemm_packed wide = {.panels = room, .capacity = floats, .cols = s->N};
+    product(k, &narrow, A, B, ldb, got, NULL, &wide);
+    CHECK(wide.filled && wide.N == s->N && same(got, want, nn),
+          "%s trans_b %d threads %d: panels for %d columns filled by a product of %d", name, t, th,
+          s->N, narrow.N);
+    product(k, s, A, B, ldb, want, NULL, NULL);
+    product(k, s, A, B, ldb, got, NULL, &wide);
+    CHECK(same(got, want, nc), "%s trans_b %d threads %d: the whole read from wider panels differs",
+          name, t, th);
+
+    /* other readings of B leave the panels alone */
     product(k, s, A, B, ldb - 1, want, NULL, NULL);
     product(k, s, A, B, ldb - 1, got, NULL, &kept);
     CHECK(same(got, want, nc) && unchanged(&kept, &before),
@@ -133,6 +176,16 @@ static int product_keeps_panels(const pt_gemm_kernel *k, const pt_gemm_kernel *o
     product(k, s, A, B, ldb, got, NULL, &small);
     CHECK(same(got, want, nc) && !small.filled,
           "%s trans_b %d threads %d: panels without room enough were filled", name, t, th);
+
+    /* inside a part of pt_gemm_parallel only a part's own panels are used */
+    in_part_job job = {k, s, A, B, ldb, got, {.panels = room, .capacity = floats}};
+    pt_gemm_parallel(1 + (th > 1), product_in_part, &job);
+    CHECK(same(got, want, nc) && !job.kept.filled,
+          "%s trans_b %d threads %d: shared panels were filled inside a part", name, t, th);
+    job.kept.local = 1;
+    pt_gemm_parallel(1 + (th > 1), product_in_part, &job);
+    CHECK(same(got, want, nc) && job.kept.filled,
+          "%s trans_b %d threads %d: a part's own panels were not used inside it", name, t, th);
     free(A), free(B), free(bias), free(want), free(got), free(room);
     return 0;
 }

@@ -61,6 +61,36 @@ size_t pt_attention_scratch_floats(int T, int C, int H, pt_elem_type act)
 #define ACT(p, n, ld) pt_mat_of(pt_elems_at(p, n, k->act), ld, k->act)
 #define FLOATS(p, ld) pt_mat_of(p, ld, PT_F32)
 
+/* A head's keys (the scores' op(B), k^T) and values (the probabilities'
+ * gradient's, v^T) packed once for all its bands, in the thread's scratch:
+ * each band's product reads a prefix of their columns (gemm.h), where each
+ * packed its own prefix before (at T = 256, 2.5x the packing). Without
+ * room, or where the products keep no panels (OpenBLAS, bf16), the panels
+ * are NULL and every band packs its own. */
+typedef struct {
+    pt_gemm_packed keys[2], values[2]; /* [1]: read transposed, as the bands read them */
+} head_panels;
+
+static head_panels panels_of(const pt_kernels *k, int T, int hs)
+{
+    head_panels hp = {0};
+    size_t floats = k->packed_floats ? k->packed_floats(hs, T) : 0;
+    float *room = floats ? pt_scratch(PT_SCRATCH_HEAD_PANELS, 2 * floats * sizeof(float)) : NULL;
+    if (room) {
+        hp.keys[1] = (pt_gemm_packed){.panels = room, .capacity = floats, .cols = T, .local = 1};
+        hp.values[1] =
+            (pt_gemm_packed){.panels = room + floats, .capacity = floats, .cols = T, .local = 1};
+    }
+    return hp;
+}
+
+/* m read through the kept panels of `pair` */
+static pt_mat through(pt_mat m, pt_gemm_packed *pair)
+{
+    m.packed = pair;
+    return m;
+}
+
 /* One call's heads, shared between the worker's threads: each (sample,
  * head) pair is taken by whichever thread asks next and computed whole
  * there, the same operations in the same order wherever it runs, so the
@@ -136,10 +166,12 @@ static void forward_head(const heads_job *j, int b, int h, float *scratch)
     const void *qkv = j->qkv;
     void *y = j->out;
     float *st = j->stats_out + ((size_t)b * j->H + h) * T * 2;
+    head_panels hp = panels_of(k, T, (int)hs);
+    pt_mat keys = through(ACT(qkv, kk, (int)C3), hp.keys);
     for (int r0 = 0; r0 < T; r0 += ATT_ROWS) {
         int n = band(T, r0);
-        k->matmul(0, 1, n, r0 + n, (int)hs, 1.0f, ACT(qkv, q + r0 * C3, (int)C3),
-                  ACT(qkv, kk, (int)C3), 0.0f, FLOATS(scores, T), NULL);
+        k->matmul(0, 1, n, r0 + n, (int)hs, 1.0f, ACT(qkv, q + r0 * C3, (int)C3), keys, 0.0f,
+                  FLOATS(scores, T), NULL);
         k->softmax_causal_forward(att, scores, st + 2 * (size_t)r0, r0, n, T, j->scale);
         k->matmul(0, 0, n, (int)hs, r0 + n, 1.0f, ACT(att, 0, T), ACT(qkv, v, (int)C3), 0.0f,
                   ACT(y, yh + (size_t)r0 * C, C), NULL);
@@ -171,15 +203,16 @@ static void backward_head(const heads_job *j, int b, int h, float *scratch)
     const float *st = j->stats_in + ((size_t)b * j->H + h) * T * 2;
     memset(dk_sum, 0, sizeof(float) * T * hs);
     memset(dv_sum, 0, sizeof(float) * T * hs);
+    head_panels hp = panels_of(k, T, (int)hs);
+    pt_mat keys = through(ACT(qkv, kk, (int)C3), hp.keys);
+    pt_mat values = through(ACT(qkv, v, (int)C3), hp.values);
     for (int r0 = 0; r0 < T; r0 += ATT_ROWS) {
         int n = band(T, r0);
         pt_mat qb = ACT(qkv, q + r0 * C3, (int)C3), dyb = ACT(dy, dyh + (size_t)r0 * C, C);
         /* the forward's probabilities; dP = dy v^T; dv += P^T dy */
-        k->matmul(0, 1, n, r0 + n, (int)hs, 1.0f, qb, ACT(qkv, kk, (int)C3), 0.0f,
-                  FLOATS(scores, T), NULL);
+        k->matmul(0, 1, n, r0 + n, (int)hs, 1.0f, qb, keys, 0.0f, FLOATS(scores, T), NULL);
         k->softmax_causal_recompute(att, scores, st + 2 * (size_t)r0, r0, n, T, j->scale);
-        k->matmul(0, 1, n, r0 + n, (int)hs, 1.0f, dyb, ACT(qkv, v, (int)C3), 0.0f, FLOATS(dprob, T),
-                  NULL);
+        k->matmul(0, 1, n, r0 + n, (int)hs, 1.0f, dyb, values, 0.0f, FLOATS(dprob, T), NULL);
         k->matmul(1, 0, r0 + n, (int)hs, n, 1.0f, ACT(att, 0, T), dyb, 1.0f,
                   FLOATS(dv_sum, (int)hs), NULL);
         /* dS, in place; dq = dS k; dk += dS^T q */

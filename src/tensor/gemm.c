@@ -54,6 +54,7 @@ typedef struct {
     int lda, ldb, ldc;
     float *C;
     const float *panels;   /* op(B) packed whole (pt_gemm_packed), or NULL */
+    size_t panel_row;      /* the panels' floats per row of op(B): all their columns' */
     int parts, split_rows; /* the split of C: rows or columns, in whole tiles */
     int failed;
 } gemm_job;
@@ -212,30 +213,34 @@ size_t pt_gemm_packed_floats(const pt_gemm_kernel *k, int K, int N)
  * blocks follow each other, each holding every panel of its kb rows. */
 static const float *kept_panel(const gemm_job *g, int pc, int kb, int jc)
 {
-    return g->panels + padded_cols(g->k, g->N) * (size_t)pc + (size_t)jc * kb;
+    return g->panels + g->panel_row * (size_t)pc + (size_t)jc * kb;
 }
 
 /* The job's op(B) in the kept panels: packed now when they are stale, read
- * as they are when they already hold it; NULL when this product cannot use
- * them (another reading of B, too little room, inside a part). */
-static const float *use_kept(const gemm_job *g, pt_gemm_packed *kept)
+ * as they are when they already hold it or more of its columns (and
+ * g->panel_row set); NULL when this product cannot use them (another
+ * reading of B, too little room, a part's product with shared panels). */
+static const float *use_kept(gemm_job *g, pt_gemm_packed *kept)
 {
-    if (!kept || !kept->panels || pt_gemm_in_part())
+    if (!kept || !kept->panels || (pt_gemm_in_part() && !kept->local))
         return NULL;
-    if (kept->filled)
-        return kept->k == g->k && kept->B == g->B && kept->trans_b == g->trans_b &&
-                       kept->K == g->K && kept->N == g->N && kept->ldb == g->ldb
-                   ? kept->panels
-                   : NULL;
-    if (pt_gemm_packed_floats(g->k, g->K, g->N) > kept->capacity)
+    if (kept->filled) {
+        if (kept->k != g->k || kept->B != g->B || kept->trans_b != g->trans_b || kept->K != g->K ||
+            kept->N < g->N || kept->ldb != g->ldb)
+            return NULL;
+        g->panel_row = padded_cols(g->k, kept->N);
+        return kept->panels;
+    }
+    int N = kept->cols > g->N ? kept->cols : g->N;
+    if (pt_gemm_packed_floats(g->k, g->K, N) > kept->capacity)
         return NULL;
-    size_t row = padded_cols(g->k, g->N);
+    g->panel_row = padded_cols(g->k, N);
     for (int pc = 0; pc < g->K; pc += g->kc) {
         int kb = min_int(g->kc, g->K - pc);
-        pack_b(g, pc, kb, 0, g->N, kept->panels + row * (size_t)pc);
+        pack_b(g, pc, kb, 0, N, kept->panels + g->panel_row * (size_t)pc);
     }
     kept->k = g->k, kept->B = g->B, kept->trans_b = g->trans_b;
-    kept->K = g->K, kept->N = g->N, kept->ldb = g->ldb, kept->filled = 1;
+    kept->K = g->K, kept->N = N, kept->ldb = g->ldb, kept->filled = 1;
     return kept->panels;
 }
 

@@ -60,14 +60,21 @@ pt_gemm_interleave_fn pt_gemm_interleave_avx2;
  * micro-batch in each direction, and packing it every time cost about a
  * tenth of a step. The owner gives the room (pt_gemm_packed_floats of the
  * shape it will be read as) and clears `filled` whenever the weight
- * changes; the first product after that packs the panels, and every
- * product that reads the same B the same way (transpose, K, N, stride)
- * reads them instead of packing. A product that reads it another way, or
- * runs inside a part of pt_gemm_parallel, packs as if there were none.
- * Packing only copies, so a product stores the same bits either way. */
+ * changes; the first product after that packs the panels (`cols` columns
+ * of op(B) where that is more than its own N), and every product that
+ * reads the same B the same way (transpose, K, stride) and at most as many
+ * columns reads them instead of packing: a prefix of the columns is a
+ * prefix of each block's panels (attention's bands read longer and longer
+ * prefixes of one head's keys). A product that reads it another way packs
+ * as if there were none, and so does one inside a part of
+ * pt_gemm_parallel unless the panels are that part's own (`local`: shared
+ * ones could be packed by two parts at once). Packing only copies, so a
+ * product stores the same bits either way. */
 typedef struct pt_gemm_packed {
     float *panels;   /* for each block of K: every panel of nr columns */
     size_t capacity; /* floats */
+    int cols;        /* columns to pack when they are filled (fewer: the product's own N) */
+    int local;       /* only the calling thread reads them: usable inside a part */
     /* what the panels hold, when filled */
     const pt_gemm_kernel *k;
     const float *B;

@@ -10,8 +10,9 @@
 #include <stddef.h>
 
 /* 0-3: the bf16 products, 4-5: gemm.c, 6: a block's piece of work on a
- * helper thread (attention.c) */
-enum { PT_SCRATCH_SLOTS = 7, PT_SCRATCH_PIECE = 6 };
+ * helper thread (attention.c), 7: a head's keys and values packed for its
+ * bands (attention.c) */
+enum { PT_SCRATCH_SLOTS = 8, PT_SCRATCH_PIECE = 6, PT_SCRATCH_HEAD_PANELS = 7 };
 
 /* At least `bytes` bytes of slot `slot` (0 .. PT_SCRATCH_SLOTS-1) of the
  * calling thread, 64-byte aligned; NULL when they cannot be allocated. The
