@@ -6,7 +6,10 @@
  * pt_model_create on 1 and on 2 threads (the draws are shared a parameter
  * at a time), rounds taken in turn: wall seconds, median of the rounds, and
  * the normal draws per second of one thread filling a tensor; the two
- * builds' parameters are compared bit for bit.
+ * builds' parameters are compared bit for bit. Then a pipeline of two
+ * stages on threads (7 blocks each, AdamW, 2 micro-batches of 1) created
+ * by pt_pipeline_create, which builds both stages on the threads of both
+ * workers before they start: wall seconds, median of the rounds.
  * Usage: bench_init [rounds] (default 3). */
 #include <stdio.h>
 #include <string.h>
@@ -26,6 +29,24 @@ static pt_model *build(const pt_model_config *c, int threads, double *seconds)
     }
     *seconds = bench_now() - t0;
     return m;
+}
+
+static double create_pipeline(const pt_model_config *c)
+{
+    pt_optim_config oc = pt_optim_config_default(PT_OPTIM_ADAMW);
+    pt_pipeline_config pc = pt_pipeline_config_default();
+    int balance[2] = {7, 7};
+    pc.stages = 2, pc.microbatches = 2, pc.micro_batch_size = 1;
+    pc.balance = balance, pc.n_balance = 2, pc.transport = PT_PIPELINE_THREADS;
+    pt_pipeline *p;
+    double t0 = bench_now();
+    if (pt_pipeline_create(c, &oc, &pc, &p) != PT_OK) {
+        fprintf(stderr, "bench_init: %s\n", pt_last_error());
+        return -1.0;
+    }
+    double s = bench_now() - t0;
+    pt_pipeline_destroy(p);
+    return s;
 }
 
 static int same_params(const pt_model *a, const pt_model *b)
@@ -72,5 +93,10 @@ int main(int argc, char **argv)
     printf("GPT-2 124M built: %.2f s on 1 thread, %.2f s on 2 (median of %d), %s\n",
            bench_median(t[0], rounds), bench_median(t[1], rounds), rounds,
            same ? "the same bits" : "DIFFERENT BITS");
+    for (int round = 0; round < rounds; round++)
+        if ((t[0][round] = create_pipeline(&c)) < 0)
+            return 1;
+    printf("a pipeline of 2 stages on threads created: %.2f s (median of %d)\n",
+           bench_median(t[0], rounds), rounds);
     return !same;
 }

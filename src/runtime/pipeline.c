@@ -648,6 +648,18 @@ static int blas_threads(const pt_pipeline *p, const pt_pipeline_config *cfg)
     return (int)(cores / sharing > 1 ? cores / sharing : 1);
 }
 
+/* Threads for building the stages: on threads they are built here one
+ * after another before any worker runs, so each stage's draws (model.c)
+ * take every worker's threads, up to the machine's cores; under MPI each
+ * rank builds its own at once, on its own. */
+static int building_threads(const pt_pipeline *p, const pt_pipeline_config *cfg)
+{
+    long each = blas_threads(p, cfg), cores = sysconf(_SC_NPROCESSORS_ONLN);
+    long all = p->mpi ? each : each * p->n_ranks;
+    all = cores > 0 && all > cores ? cores : all;
+    return (int)(all > each ? all : each);
+}
+
 static int start_threads(pt_pipeline *p)
 {
     for (int r = 0; r < p->n_ranks; r++) {
@@ -761,11 +773,16 @@ int pt_pipeline_create(const pt_model_config *model, const pt_optim_config *opti
     if (rc == PT_OK)
         rc = make_programs(p);
     p->loss_scale = 1.0f / (float)(p->async ? p->D : p->M); /* a micro-batch's share of an update */
-    if (rc == PT_OK)
-        rc = pt_blas_set_threads(blas_threads(p, cfg));
+    bool building = rc == PT_OK;
+    if (building)
+        rc = pt_blas_set_threads(building_threads(p, cfg));
     for (int r = 0; rc == PT_OK && r < p->n_ranks; r++)
         if (!p->mpi || r == p->rank)
             rc = make_worker(p, r);
+    if (building) { /* what each worker runs on */
+        int r2 = pt_blas_set_threads(blas_threads(p, cfg));
+        rc = rc == PT_OK ? r2 : rc;
+    }
     if (p->mpi) {
         if (rc == PT_OK)
             rc = connect_worker(p, &p->workers[p->rank], p->mpi_t);
