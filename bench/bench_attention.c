@@ -27,21 +27,14 @@ typedef struct {
     int B, T, C, H;
 } shape;
 
-static double thread_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
 /* one forward + backward into y and dqkv; CPU seconds */
 static double run(const pt_kernels *k, const shape *s, const float *qkv, const float *dy,
                   float *scratch, float *stats, float *y, float *dqkv)
 {
-    double t0 = thread_seconds();
+    double t0 = bench_thread_seconds();
     pt_attention_forward(k, y, stats, scratch, qkv, s->B, s->T, s->C, s->H, 0.125f);
     pt_attention_backward(k, dqkv, stats, scratch, dy, qkv, s->B, s->T, s->C, s->H, 0.125f);
-    return thread_seconds() - t0;
+    return bench_thread_seconds() - t0;
 }
 
 static int bench(const pt_kernels *k, const shape *s, int rounds)

@@ -22,6 +22,15 @@ static inline double bench_now(void)
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
 
+/* the calling thread's CPU seconds: on a machine shared with other jobs,
+ * one thread's time without the time it was descheduled */
+static inline double bench_thread_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+
 /* sleeps s seconds */
 static inline void bench_pause(double s)
 {

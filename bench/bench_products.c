@@ -95,15 +95,6 @@ static double difference(const float *c, const float *ref, size_t n)
 /* what a column's rate holds where it has none */
 enum { NOT_TAKEN = -1, WRONG = -2 };
 
-/* the calling thread's CPU seconds: on a machine shared with other jobs, a
- * one-thread product's time without the time it was descheduled */
-static double thread_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return ts.tv_sec + 1e-9 * ts.tv_nsec;
-}
-
 /* GFLOP/s of each kernel in have[] on s, median of reps rounds; one
  * thread's in its CPU time, several threads' in wall time. On one thread
  * the rounds take the kernels in turn (a shared machine's load then falls
@@ -130,7 +121,7 @@ static void rates(const shape *s, const int *have, int reps, float *a, float *b,
             bench_pause(0.5);
         if (k < N_SEAM)
             pt_fp32_set_kernel(kernel_names[k]);
-        double (*clock)(void) = pt_blas_threads() == 1 ? thread_seconds : bench_now;
+        double (*clock)(void) = pt_blas_threads() == 1 ? bench_thread_seconds : bench_now;
         double t0 = clock();
         for (int j = 0; j < inner && out[k] == 0; j++)
             if (product(k, s, lda, ldb, a, b, r ? 1.0f : 0.0f, c))
