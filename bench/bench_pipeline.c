@@ -14,13 +14,16 @@
  * FLOP/s / (2 x the one-thread sgemm GFLOP/s measured in the same run, at the
  * model's MLP product shape)), and for P = 2 each worker's measured bubble
  * next to the simulator's prediction for the step's measured per-chunk
- * times. Each figure is the median over the steps after a warm-up step.
+ * times. The configurations run in rounds (bench_rounds.h): one step of
+ * each in turn per round, after a warm-up step of each; every figure is a
+ * median over the rounds, and the ratios are taken within a round.
  * Also printed: the fp32 product kernel, OpenBLAS's core and the widest
- * FMA's two-core peak measured in this run, and the utilisation against it.
- * Usage: bench_pipeline [steps] [kernel] [small|base] [schedules] (default
- * 3, auto, small, 1f1b: the kernel as pt_fp32_set_kernel names it, to
+ * FMA's two-core peak measured before and after the rounds (the higher
+ * taken), and the utilisation against it.
+ * Usage: bench_pipeline [rounds] [kernel] [small|base] [schedules] (default
+ * 5, auto, small, 1f1b: the kernel as pt_fp32_set_kernel names it, to
  * compare two back to back; the P = 2 schedules comma-separated, e.g.
- * 1f1b,interleaved,zbv, each run in turn after the P = 1 runs; a schedule
+ * 1f1b,interleaved,zbv, each beside the P = 1 runs; a schedule
  * written NAME:repack runs with repack_weights, its products packing each
  * weight every time instead of keeping its panels). */
 #include <cblas.h>
@@ -30,59 +33,36 @@
 
 #include "bench_common.h"
 #include "bench_peak.h"
+#include "bench_rounds.h"
 #include "runtime/optimizer.h"
 
 #define M             16
 #define MAX_SCHEDULES 8
 
-typedef struct {
-    double step_s;
-    double bubble[2], predicted[2];
-    char cut[64]; /* blocks per chunk, as --balance takes them */
-} result;
-
-static int run(const pt_model_config *c, int mbs, int P, const char *schedule, int threads,
-               int steps, const pt_microbatch *b, result *res)
+/* A pipeline of P workers with `threads` BLAS threads each, and the
+ * partitioner's cut as --balance takes it (blocks per chunk). */
+static int open_entry(const pt_model_config *c, int mbs, int P, const char *schedule, int threads,
+                      bench_entry *e, char *cut, size_t cut_size)
 {
     pt_optim_config oc = pt_optim_config_default(PT_OPTIM_ADAMW);
     pt_pipeline_config pc = pt_pipeline_config_default();
     pc.stages = P, pc.microbatches = M, pc.micro_batch_size = mbs, pc.schedule = schedule;
     pc.blas_threads = threads;
-    pt_pipeline *p;
-    if (pt_pipeline_create(c, &oc, &pc, &p))
+    *e = (bench_entry){.workers = P, .threads = threads};
+    if (pt_pipeline_create(c, &oc, &pc, &e->p))
         return fprintf(stderr, "bench_pipeline: %s\n", pt_last_error()), 1;
-    res->cut[0] = 0;
-    for (int ch = 0, first, last; pt_pipeline_chunk_blocks(p, ch, &first, &last) == PT_OK; ch++)
-        snprintf(res->cut + strlen(res->cut), sizeof res->cut - strlen(res->cut), "%s%d",
-                 ch ? "," : "", last - first + 1);
-    double t[32] = {0}, bubble[2][32] = {{0}}, predicted[2][32] = {{0}};
-    float loss;
-    for (int s = 0; s <= steps; s++) {
-        double t0 = bench_now();
-        if (pt_pipeline_train_step(p, b, s, oc.lr, &loss) != PT_OK)
-            return fprintf(stderr, "bench_pipeline: %s\n", pt_last_error()), 1;
-        if (s == 0)
-            continue;
-        t[s - 1] = bench_now() - t0;
-        double bw[2] = {0}, pw[2] = {0};
-        pt_pipeline_bubbles(p, bw, pw);
-        for (int w = 0; w < 2; w++)
-            bubble[w][s - 1] = bw[w], predicted[w][s - 1] = pw[w];
-    }
-    res->step_s = bench_median(t, steps);
-    for (int w = 0; w < 2; w++) {
-        res->bubble[w] = bench_median(bubble[w], steps);
-        res->predicted[w] = bench_median(predicted[w], steps);
-    }
-    pt_pipeline_destroy(p);
+    cut[0] = 0;
+    for (int ch = 0, first, last; pt_pipeline_chunk_blocks(e->p, ch, &first, &last) == PT_OK; ch++)
+        snprintf(cut + strlen(cut), cut_size - strlen(cut), "%s%d", ch ? "," : "",
+                 last - first + 1);
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    int steps = argc > 1 ? atoi(argv[1]) : 3;
-    if (steps < 1 || steps > 32)
-        steps = 3;
+    int steps = argc > 1 ? atoi(argv[1]) : 5;
+    if (steps < 1 || steps > BENCH_MAX_ROUNDS)
+        steps = 5;
     if (argc > 2 && pt_fp32_set_kernel(argv[2]) != PT_OK)
         return fprintf(stderr, "bench_pipeline: %s\n", pt_last_error()), 2;
     int base = argc > 3 && !strcmp(argv[3], "base");
@@ -119,21 +99,33 @@ int main(int argc, char **argv)
 
     pt_blas_set_threads(1);
     double sgemm1 = bench_sgemm_gflops(mbs * c.seq_len, 4 * c.n_embd, c.n_embd, 7);
-    result one, two, pipe[MAX_SCHEDULES];
-    if (run(&c, mbs, 1, "1f1b", 1, steps, &b, &one) || run(&c, mbs, 1, "1f1b", 2, steps, &b, &two))
-        return 1;
-    for (int i = 0; i < n_sched; i++) {
+    /* P = 1 on one thread, on two, then each schedule at P = 2 */
+    int n_entries = 2 + n_sched;
+    bench_entry e[2 + MAX_SCHEDULES];
+    char cut[2 + MAX_SCHEDULES][64], label[2 + MAX_SCHEDULES][48];
+    snprintf(label[0], sizeof label[0], "P=1, 1 BLAS thread");
+    snprintf(label[1], sizeof label[1], "P=1, 2 BLAS threads");
+    int rc = open_entry(&c, mbs, 1, "1f1b", 1, &e[0], cut[0], sizeof cut[0]) ||
+             open_entry(&c, mbs, 1, "1f1b", 2, &e[1], cut[1], sizeof cut[1]);
+    for (int i = 0; i < n_sched && !rc; i++) {
         char name[64];
         snprintf(name, sizeof name, "%s", schedules[i]);
         char *colon = strchr(name, ':');
         pt_model_config ci = c;
         if (colon) /* ":repack", checked above */
             *colon = 0, ci.repack_weights = 1;
-        if (run(&ci, mbs, 2, name, 1, steps, &b, &pipe[i]))
-            return 1;
+        snprintf(label[2 + i], sizeof label[2 + i], "P=2, %s, 1 thread each", schedules[i]);
+        rc = open_entry(&ci, mbs, 2, name, 1, &e[2 + i], cut[2 + i], sizeof cut[2 + i]);
     }
+    if (rc || bench_rounds(e, n_entries, &b, steps, pt_optim_config_default(PT_OPTIM_ADAMW).lr))
+        return 1;
+    pt_blas_set_threads(1);
     double sgemm1b = bench_sgemm_gflops(mbs * c.seq_len, 4 * c.n_embd, c.n_embd, 7);
     double peak = 2 * (sgemm1 + sgemm1b) / 2; /* the 2-core limit, before and after */
+    /* the FMA peak before and after the rounds, the higher taken: read while
+     * the machine is slow, it would overstate every share of it */
+    double fma2b = bench_fma_peak_cores(2), fma2a = fma2;
+    fma2 = fma2b > fma2a ? fma2b : fma2a;
 
     printf("gpt %d layers, %d heads, %d embd, seq %d, vocab %d; %d micro-batches of %d "
            "(%d tokens per step); %.1f GFLOP per step\n",
@@ -141,32 +133,36 @@ int main(int argc, char **argv)
     printf("one-thread sgemm (%dx%dx%d): %.1f GFLOP/s before, %.1f after; 2-core limit %.1f "
            "GFLOP/s\n\n",
            mbs * c.seq_len, 4 * c.n_embd, c.n_embd, sgemm1, sgemm1b, peak);
-    printf("fp32 products on %s (openblas core %s); %d-bit FMA peak of 2 cores %.1f GFLOP/s\n\n",
-           pt_fp32_kernel(), openblas_get_corename(), bench_fma_bits(), fma2);
+    printf("fp32 products on %s (openblas core %s); %d-bit FMA peak of 2 cores %.1f GFLOP/s "
+           "(%.1f before the rounds, %.1f after)\n",
+           pt_fp32_kernel(), openblas_get_corename(), bench_fma_bits(), fma2, fma2a, fma2b);
+    printf("%d rounds, each one step of every configuration in turn; step s and tokens/s are "
+           "medians over the rounds, vs P1x1 and vs P1x2 medians of the ratios within a "
+           "round\n\n",
+           steps);
     printf("%-34s %9s %10s %9s %9s %11s %9s\n", "configuration", "step s", "tokens/s", "vs P1x1",
            "vs P1x2", "utilisation", "of peak");
-    const char *names[2 + MAX_SCHEDULES] = {"P=1, 1 BLAS thread", "P=1, 2 BLAS threads"};
-    char label[MAX_SCHEDULES][40];
-    result *rs[2 + MAX_SCHEDULES] = {&one, &two};
-    for (int i = 0; i < n_sched; i++) {
-        snprintf(label[i], sizeof label[i], "P=2, %s, 1 thread each", schedules[i]);
-        names[2 + i] = label[i], rs[2 + i] = &pipe[i];
+    for (int i = 0; i < n_entries; i++) {
+        double step = bench_round_median(e[i].step, steps);
+        printf("%-34s %9.3f %10.0f %8.2fx %8.2fx %10.1f%% %8.1f%%\n", label[i], step, rows / step,
+               bench_round_speedup(&e[i], &e[0], steps), bench_round_speedup(&e[i], &e[1], steps),
+               100 * flops / step / 1e9 / peak, 100 * flops / step / 1e9 / fma2);
     }
-    for (int i = 0; i < 2 + n_sched; i++) {
-        double tps = rows / rs[i]->step_s;
-        printf("%-34s %9.3f %10.0f %8.2fx %8.2fx %10.1f%% %8.1f%%\n", names[i], rs[i]->step_s, tps,
-               one.step_s / rs[i]->step_s, two.step_s / rs[i]->step_s,
-               100 * flops / rs[i]->step_s / 1e9 / peak, 100 * flops / rs[i]->step_s / 1e9 / fma2);
-    }
-    printf("\nP=2, the partitioner's cut (blocks per chunk) and the bubble (median of the "
-           "steps):\n");
+    printf("\nP=2, the partitioner's cut (blocks per chunk) and the bubble: medians over the "
+           "rounds of the measured, of the predicted for that step's chunk times, and of their "
+           "difference in each round\n");
     printf("%-14s %-10s %-8s %10s %10s %12s\n", "schedule", "cut", "worker", "measured",
            "predicted", "difference");
     for (int i = 0; i < n_sched; i++)
-        for (int w = 0; w < 2; w++)
-            printf("%-14s %-10s %-8d %9.1f%% %9.1f%% %+10.1f pt\n", schedules[i], pipe[i].cut, w,
-                   100 * pipe[i].bubble[w], 100 * pipe[i].predicted[w],
-                   100 * (pipe[i].bubble[w] - pipe[i].predicted[w]));
+        for (int w = 0; w < 2; w++) {
+            const bench_entry *x = &e[2 + i];
+            printf("%-14s %-10s %-8d %9.1f%% %9.1f%% %+10.1f pt\n", schedules[i], cut[2 + i], w,
+                   100 * bench_round_median(x->bubble[w], steps),
+                   100 * bench_round_median(x->predicted[w], steps),
+                   100 * bench_round_median_difference(x->bubble[w], x->predicted[w], steps));
+        }
+    for (int i = 0; i < n_entries; i++)
+        pt_pipeline_destroy(e[i].p);
     free(tok);
     return 0;
 }
