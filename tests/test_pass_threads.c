@@ -7,7 +7,10 @@
  * table), for the product kernel `auto` picks and for the generic one.
  * Shapes are odd and large enough to be cut; pt_parallel_ranges itself
  * is checked to cut [0, n) into aligned ranges that cover it once, on
- * more than one thread, and to leave short work whole. */
+ * more than one thread, and to leave short work whole. pt_zero_floats,
+ * which zeroes large ranges on the product threads (and with them every
+ * new buffer, pt_alloc_floats), is checked on a dirty buffer to zero its
+ * range, and nothing beside it, on 1, 2 and 3 threads. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -15,6 +18,7 @@
 #include <string.h>
 
 #include "pipetrain.h"
+#include "tensor/arena.h"
 #include "tensor/bf16.h"
 #include "tensor/gemm.h"
 #include "tensor/kernels.h"
@@ -193,8 +197,42 @@ static void check_table(const char *what, const pt_kernels *k, const float *x, c
     release(&one);
 }
 
+/* ---- zeroing ---- */
+
+static void check_zeroing(int threads)
+{
+    pt_blas_set_threads(threads);
+    size_t n = ((size_t)24 << 20) / sizeof(float) + 3; /* past the split, not whole pages */
+    float *x = malloc(n * sizeof(float));
+    CHECK(x != NULL, "cannot allocate %zu floats", n);
+    if (!x)
+        return;
+    memset(x, 0xff, n * sizeof(float));
+    pt_zero_floats(x + 1, n - 2); /* not on a page boundary at either end */
+    size_t dirty = 0;
+    for (size_t i = 1; i < n - 1; i++)
+        dirty += x[i] != 0.0f;
+    unsigned ends[2];
+    memcpy(&ends[0], &x[0], sizeof(unsigned));
+    memcpy(&ends[1], &x[n - 1], sizeof(unsigned));
+    CHECK(dirty == 0 && ends[0] == 0xffffffffu && ends[1] == 0xffffffffu,
+          "%d threads: %zu of %zu floats not zeroed, or the floats beside them zeroed", threads,
+          dirty, n - 2);
+    free(x);
+    float *y = pt_alloc_floats(n);
+    CHECK(y != NULL, "%d threads: cannot allocate %zu floats", threads, n);
+    size_t nonzero = 0;
+    for (size_t i = 0; y && i < n; i++)
+        nonzero += y[i] != 0.0f;
+    CHECK(nonzero == 0, "%d threads: pt_alloc_floats gave %zu floats not zero", threads, nonzero);
+    pt_free(y);
+    pt_blas_set_threads(1);
+}
+
 int main(void)
 {
+    for (int t = 1; t <= 3; t++)
+        check_zeroing(t);
     check_ranges(3, 100000, 1000, 64, 3);
     check_ranges(2, 100001, 1000, 1, 2);
     check_ranges(5, 4000, 1000, 16, 4); /* no more ranges than `least` allows */

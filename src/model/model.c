@@ -524,7 +524,7 @@ size_t pt_model_param_count(const pt_model *m)
     return n;
 }
 
-void pt_model_zero_grads(pt_model *m) { memset(m->grad.base, 0, m->grad.capacity * sizeof(float)); }
+void pt_model_zero_grads(pt_model *m) { pt_zero_floats(m->grad.base, m->grad.capacity); }
 
 int pt_model_holds_block(const pt_model *m, int block)
 {

@@ -43,8 +43,13 @@ size_t pt_arena_round(size_t n);
  * 2-byte elements takes from an arena. */
 size_t pt_arena_floats_for(size_t bytes);
 
-/* Aligned allocation of n floats, zeroed; free with pt_free(). */
+/* Aligned allocation of n floats, zeroed by pt_zero_floats; free with
+ * pt_free(). */
 float *pt_alloc_floats(size_t n);
+/* n floats from p set to zero: large ranges shared out between the product
+ * threads (pt_blas_threads), whose page faults on a new buffer cost more
+ * than the stores. */
+void pt_zero_floats(float *p, size_t n);
 void pt_free(void *p);
 
 #endif
