@@ -19,7 +19,8 @@ size_t pt_arena_round(size_t n)
 /* Zeroing a new buffer is the first touch of each of its pages, and the
  * page faults cost more than the stores (about 1 GB/s on one thread of a
  * KVM guest): ranges of ZERO_SPLIT bytes and more are zeroed by the
- * product threads (pt_blas_threads) in parts of whole pages, 1.7-2x as
+ * product threads (pt_blas_threads), in parts a whole number of pages
+ * long (so two parts share at most the page where they meet), 1.7-2x as
  * fast on two. Creating a pipeline of a large model is mostly this (its
  * moments, activations and kept panels), and its stages are built on
  * every worker's threads (pipeline.c). */
