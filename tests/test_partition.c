@@ -6,7 +6,7 @@
  * - a memory cap is honoured (every chosen chunk fits), costs time when it
  *   binds, and an impossible cap is refused;
  * - the profiler measures every block of a real model, and blocks that do
- *   the same work share their times. */
+ *   the same work share their times (timed once). */
 #include <float.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,7 +4,8 @@
  * size, fed by the previous block's output, so the times are the ones a chunk
  * boundary would see. Only the block being timed is held in memory, so a
  * model too large for this machine can still be profiled. Blocks that do the
- * same work share the median of their times. Called by the pipeline when no
+ * same work (a gpt's layers) are timed once, on the first of them, with
+ * more repetitions, and share its times. Called by the pipeline when no
  * balance is given, and by `pipetrain plan`. */
 #include <stdbool.h>
 #include <stdlib.h>
@@ -63,13 +64,20 @@ static int time_block(pt_model *m, int b, const pt_microbatch *mb, const float *
     prof->f = median(t, reps);
     prof->b = median(t + reps, reps);
     prof->w = median(t + 2 * reps, reps);
+    return PT_OK;
+}
+
+/* What block b holds in memory, measured on a model holding it and its
+ * activation record. */
+static void block_memory(const pt_model *m, int b, const pt_activations *acts,
+                         pt_block_profile *prof)
+{
     prof->param_bytes = pt_model_param_bytes(m, b, b); /* as a stage lays them out */
     /* the copies the products read (bf16's, or the kept panels), as the
      * memory prediction counts them */
     bool bf16 = pt_model_get_config(m)->precision == PT_PRECISION_BF16;
     prof->copy_bytes = (bf16 ? prof->param_bytes / 2 : 0) + pt_model_panel_bytes(m, b, b);
     prof->activation_bytes = pt_activations_bytes(acts);
-    return PT_OK;
 }
 
 /* True when blocks a and b do the same work: the same kind, FLOPs,
@@ -83,19 +91,14 @@ static bool same_work(const pt_model *m, int a, int b)
            x.activation_bytes == y.activation_bytes;
 }
 
-/* Blocks that do the same work get the same times: each of F, B and W the
- * median of their measured ones. Measured alone, equal layers differ by
+/* Each block's group: the first block that does the same work as it
+ * (itself when none before it does). Measured alone, equal layers differ by
  * the machine's noise, and a cut chosen on that noise differs from run to
- * run (and on a uniform model, from the even cut); this keeps the cut a
- * function of the real differences between blocks. */
-static int share_equal_blocks(const pt_model *m, pt_block_profile *prof, int n)
+ * run (and on a uniform model, from the even cut): a group is timed once,
+ * so the cut follows only the real differences between blocks, and a
+ * gpt of 12 layers is timed in a fraction of the time. */
+static void group_blocks(const pt_model *m, int n, int *group)
 {
-    double *v = malloc(sizeof(double) * 3 * (size_t)n);
-    int *group = malloc(sizeof(int) * (size_t)n);
-    if (!v || !group) {
-        free(v), free(group);
-        return pt_fail(PT_ENOMEM, "cannot allocate the profile's groups");
-    }
     for (int b = 0; b < n; b++) {
         group[b] = b;
         for (int a = 0; a < b; a++)
@@ -104,20 +107,16 @@ static int share_equal_blocks(const pt_model *m, pt_block_profile *prof, int n)
                 break;
             }
     }
-    for (int g = 0; g < n; g++) {
-        if (group[g] != g)
-            continue;
-        int k = 0;
-        for (int b = g; b < n; b++)
-            if (group[b] == g)
-                v[k] = prof[b].f, v[n + k] = prof[b].b, v[2 * n + k] = prof[b].w, k++;
-        double f = median(v, k), bi = median(v + n, k), w = median(v + 2 * n, k);
-        for (int b = g; b < n; b++)
-            if (group[b] == g)
-                prof[b].f = f, prof[b].b = bi, prof[b].w = w;
-    }
-    free(v), free(group);
-    return PT_OK;
+}
+
+/* Repetitions for timing a group of k blocks: up to three times `reps`,
+ * as many samples as up to three of them timed apart would give. */
+static int group_reps(const int *group, int n, int g, int reps)
+{
+    int k = 0;
+    for (int b = g; b < n; b++)
+        k += group[b] == g;
+    return reps * (k < 3 ? k : 3);
 }
 
 int pt_profile_blocks(const pt_model_config *c, int batch, int reps, pt_block_profile *prof)
@@ -138,8 +137,9 @@ int pt_profile_blocks(const pt_model_config *c, int batch, int reps, pt_block_pr
         *targets = malloc(sizeof(int) * (n_labels + 1));
     float *inputs = pt_alloc_floats(n_inputs + 1), *values = pt_alloc_floats(n_values + 1);
     unsigned char *hold = calloc((size_t)n, 1);
+    int *group = malloc(sizeof(int) * (size_t)n);
     float *dout = NULL, *din = NULL, *in = NULL, *next = NULL;
-    double *t = malloc(sizeof(double) * 3 * (size_t)reps);
+    double *t = malloc(sizeof(double) * 9 * (size_t)reps); /* F, B, W of group_reps */
     size_t widest = 0;
     for (int b = 0; b < n; b++) {
         size_t w = (size_t)pt_model_block_input_floats(desc, b);
@@ -152,9 +152,11 @@ int pt_profile_blocks(const pt_model_config *c, int batch, int reps, pt_block_pr
     din = pt_alloc_floats(widest);
     in = pt_alloc_floats(widest);
     next = pt_alloc_floats(widest);
-    rc = tokens && targets && inputs && values && hold && t && dout && din && in && next
+    rc = tokens && targets && inputs && values && hold && group && t && dout && din && in && next
              ? PT_OK
              : pt_fail(PT_ENOMEM, "cannot allocate the profiler's buffers");
+    if (rc == PT_OK)
+        group_blocks(desc, n, group);
     pt_rng rng;
     pt_rng_seed(&rng, 12345);
     for (size_t i = 0; rc == PT_OK && i < n_tokens; i++)
@@ -171,8 +173,11 @@ int pt_profile_blocks(const pt_model_config *c, int batch, int reps, pt_block_pr
                         .inputs = io.tokens ? NULL : inputs,
                         .targets = targets,
                         .target_values = values};
-    /* one block held at a time, fed by the previous block's output */
+    /* one block held at a time, fed by the last timed block's output (any
+     * finite input times the same); a block of a group timed before is
+     * only built, for what it holds in memory */
     for (int b = 0; rc == PT_OK && b < n; b++) {
+        bool timed = group[b] == b;
         pt_model *m = NULL;
         pt_activations *acts = NULL;
         hold[b] = 1;
@@ -182,9 +187,16 @@ int pt_profile_blocks(const pt_model_config *c, int batch, int reps, pt_block_pr
             rc = pt_model_keep_panels(m);
         if (rc == PT_OK)
             rc = pt_activations_create(m, b, b, batch, &acts);
+        if (rc == PT_OK && timed)
+            rc = time_block(m, b, &mb, b ? in : NULL, acts, dout, din,
+                            group_reps(group, n, b, reps), t, &prof[b]);
+        if (rc == PT_OK && !timed) {
+            const pt_block_profile *first = &prof[group[b]];
+            prof[b].f = first->f, prof[b].b = first->b, prof[b].w = first->w;
+        }
         if (rc == PT_OK)
-            rc = time_block(m, b, &mb, b ? in : NULL, acts, dout, din, reps, t, &prof[b]);
-        if (rc == PT_OK && b + 1 < n) {
+            block_memory(m, b, acts, &prof[b]);
+        if (rc == PT_OK && timed && b + 1 < n) {
             memcpy(next, pt_activations_output(acts),
                    sizeof(float) * pt_activations_output_floats(acts));
             float *swap = in;
@@ -193,10 +205,9 @@ int pt_profile_blocks(const pt_model_config *c, int batch, int reps, pt_block_pr
         pt_activations_destroy(acts);
         pt_model_destroy(m);
     }
-    if (rc == PT_OK)
-        rc = share_equal_blocks(desc, prof, n);
     pt_model_destroy(desc);
     free(hold);
+    free(group);
     free(tokens);
     free(targets);
     pt_free(inputs);
