@@ -60,9 +60,9 @@ static int open_entry(const pt_model_config *c, int mbs, int P, const char *sche
 
 int main(int argc, char **argv)
 {
-    int steps = argc > 1 ? atoi(argv[1]) : 5;
-    if (steps < 1 || steps > BENCH_MAX_ROUNDS)
-        steps = 5;
+    int rounds = argc > 1 ? atoi(argv[1]) : 5;
+    if (rounds < 1 || rounds > BENCH_MAX_ROUNDS)
+        rounds = 5;
     if (argc > 2 && pt_fp32_set_kernel(argv[2]) != PT_OK)
         return fprintf(stderr, "bench_pipeline: %s\n", pt_last_error()), 2;
     int base = argc > 3 && !strcmp(argv[3], "base");
@@ -117,7 +117,7 @@ int main(int argc, char **argv)
         snprintf(label[2 + i], sizeof label[2 + i], "P=2, %s, 1 thread each", schedules[i]);
         rc = open_entry(&ci, mbs, 2, name, 1, &e[2 + i], cut[2 + i], sizeof cut[2 + i]);
     }
-    if (rc || bench_rounds(e, n_entries, &b, steps, pt_optim_config_default(PT_OPTIM_ADAMW).lr))
+    if (rc || bench_rounds(e, n_entries, &b, rounds, pt_optim_config_default(PT_OPTIM_ADAMW).lr))
         return 1;
     pt_blas_set_threads(1);
     double sgemm1b = bench_sgemm_gflops(mbs * c.seq_len, 4 * c.n_embd, c.n_embd, 7);
@@ -139,13 +139,13 @@ int main(int argc, char **argv)
     printf("%d rounds, each one step of every configuration in turn; step s and tokens/s are "
            "medians over the rounds, vs P1x1 and vs P1x2 medians of the ratios within a "
            "round\n\n",
-           steps);
+           rounds);
     printf("%-34s %9s %10s %9s %9s %11s %9s\n", "configuration", "step s", "tokens/s", "vs P1x1",
            "vs P1x2", "utilisation", "of peak");
     for (int i = 0; i < n_entries; i++) {
-        double step = bench_round_median(e[i].step, steps);
+        double step = bench_round_median(e[i].step, rounds);
         printf("%-34s %9.3f %10.0f %8.2fx %8.2fx %10.1f%% %8.1f%%\n", label[i], step, rows / step,
-               bench_round_speedup(&e[i], &e[0], steps), bench_round_speedup(&e[i], &e[1], steps),
+               bench_round_speedup(&e[i], &e[0], rounds), bench_round_speedup(&e[i], &e[1], rounds),
                100 * flops / step / 1e9 / peak, 100 * flops / step / 1e9 / fma2);
     }
     printf("\nP=2, the partitioner's cut (blocks per chunk) and the bubble: medians over the "
@@ -157,9 +157,9 @@ int main(int argc, char **argv)
         for (int w = 0; w < 2; w++) {
             const bench_entry *x = &e[2 + i];
             printf("%-14s %-10s %-8d %9.1f%% %9.1f%% %+10.1f pt\n", schedules[i], cut[2 + i], w,
-                   100 * bench_round_median(x->bubble[w], steps),
-                   100 * bench_round_median(x->predicted[w], steps),
-                   100 * bench_round_median_difference(x->bubble[w], x->predicted[w], steps));
+                   100 * bench_round_median(x->bubble[w], rounds),
+                   100 * bench_round_median(x->predicted[w], rounds),
+                   100 * bench_round_median_difference(x->bubble[w], x->predicted[w], rounds));
         }
     for (int i = 0; i < n_entries; i++)
         pt_pipeline_destroy(e[i].p);

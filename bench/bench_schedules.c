@@ -57,9 +57,9 @@ static bool wanted(const char *name, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    int steps = argc > 1 ? atoi(argv[1]) : 6;
-    if (steps < 1 || steps > BENCH_MAX_ROUNDS)
-        steps = 6;
+    int rounds = argc > 1 ? atoi(argv[1]) : 6;
+    if (rounds < 1 || rounds > BENCH_MAX_ROUNDS)
+        rounds = 6;
     pt_model_config c = bench_gpt_small();
     int n = M * MBS, *tok;
     pt_microbatch b = bench_random_batch(&c, n, &tok);
@@ -69,7 +69,7 @@ int main(int argc, char **argv)
         "gpt 4 layers, 6 heads, 384 embd, seq 256, vocab 256; %d micro-batches of %d (%d "
         "tokens per step); 1 BLAS thread per worker; medians of %d rounds, each one step of every "
         "schedule of a P in turn\n\n",
-        M, MBS, rows, steps);
+        M, MBS, rows, rounds);
     printf("%-12s %2s %9s %10s %8s  %s\n", "schedule", "P", "step s", "tokens/s", "vs 1f1b",
            "bubble per worker: measured / predicted (difference)");
     int worst = 0;
@@ -84,17 +84,17 @@ int main(int argc, char **argv)
                 name[n_open++] = names[i];
         if (n_open == 0 || strcmp(name[0], "1f1b"))
             return fprintf(stderr, "bench_schedules: 1f1b at P=%d was refused\n", P), 1;
-        if (bench_rounds(e, n_open, &b, steps, pt_optim_config_default(PT_OPTIM_ADAMW).lr))
+        if (bench_rounds(e, n_open, &b, rounds, pt_optim_config_default(PT_OPTIM_ADAMW).lr))
             return 1;
         for (int i = 0; i < n_open; i++) {
-            double step = bench_round_median(e[i].step, steps);
+            double step = bench_round_median(e[i].step, rounds);
             printf("%-12s %2d %9.3f %10.0f %7.3fx ", name[i], P, step, rows / step,
-                   bench_round_speedup(&e[i], &e[0], steps));
+                   bench_round_speedup(&e[i], &e[0], rounds));
             for (int w = 0; w < P; w++) {
                 double d =
-                    100 * bench_round_median_difference(e[i].bubble[w], e[i].predicted[w], steps);
-                printf(" %4.1f/%4.1f (%+.1f)", 100 * bench_round_median(e[i].bubble[w], steps),
-                       100 * bench_round_median(e[i].predicted[w], steps), d);
+                    100 * bench_round_median_difference(e[i].bubble[w], e[i].predicted[w], rounds);
+                printf(" %4.1f/%4.1f (%+.1f)", 100 * bench_round_median(e[i].bubble[w], rounds),
+                       100 * bench_round_median(e[i].predicted[w], rounds), d);
                 if (d * d > most * most)
                     most = d, worst = P;
             }
