@@ -1269,8 +1269,9 @@ typedef struct {
     char step_times[1024]; /* the link (MPI: measured at the start) and per worker the
                               last step's time vs the simulator's for that link */
     pt_link_rate link;
-    char memory[4096]; /* per worker: bytes by kind, measured vs predicted, peak RSS */
-    int is_main;       /* this process reports for the run (always, but under mpirun) */
+    char memory[4096];   /* per worker: bytes by kind, measured vs predicted, peak RSS */
+    char partition[256]; /* blocks per chunk, e.g. "3,3": the partitioner's cut or --balance's */
+    int is_main;         /* this process reports for the run (always, but under mpirun) */
 } pt_train_result;
 
 /* Trains as configured; a usage mistake (batch not divisible, ...) returns

@@ -4,7 +4,8 @@
 # rounding), a hand-written schedule file runs, a bad balance is refused
 # naming the block count, the trace is valid JSON with one track per worker,
 # a checkpoint saved at P = 2 resumes at P = 1, and generation across 3 stages
-# samples what one worker samples; --quiet prints only the summary.
+# samples what one worker samples; the partition, given or chosen, is
+# reported; --quiet prints only the summary.
 set -euo pipefail
 corpus=/usr/share/games/fortunes
 [ -d "$corpus" ] || { echo "skipped: $corpus is missing (scripts/install-deps.sh installs it)"; exit 77; }
@@ -36,6 +37,15 @@ run zbv --stages 2 --schedule zbv
 run balanced --stages 3 --schedule 1f1b --balance 1,2,1
 run file --stages 2 --schedule-file "$PT_TEST_DATA/pipeline/v_shape_2x3.txt" --balance 1,1,2
 grep -q "predicted" "$dir/1f1b.out" || { echo "FAIL: no bubble report"; exit 1; }
+# the partition the run trained with: the one given, or the partitioner's
+# cut of the model's 4 blocks into 2 chunks
+grep -qx "partition: 1,2,1 blocks per chunk" "$dir/balanced.out" ||
+    { echo "FAIL: the given balance is not reported"; cat "$dir/balanced.out"; exit 1; }
+cut=$(sed -n 's/^partition: \([0-9]*\),\([0-9]*\) blocks per chunk$/\1 \2/p' "$dir/1f1b.out")
+read -r a b <<< "$cut"
+[ -n "$cut" ] && [ $((a + b)) -eq 4 ] && [ "$a" -ge 1 ] && [ "$b" -ge 1 ] ||
+    { echo "FAIL: the partitioner's cut is not reported: '$cut'"; cat "$dir/1f1b.out"; exit 1; }
+echo "partitions: given 1,2,1; chosen $a,$b"
 
 if command -v python3 >/dev/null; then
     python3 - "$dir/trace.json" <<'PY'

@@ -751,6 +751,18 @@ static int run(trainer *t, pt_train_result *result)
     return rc;
 }
 
+/* Blocks per chunk, comma-separated: what the run trained with, which a
+ * run that must give the same bits repeats (the partitioner follows
+ * measured times). */
+static void report_partition(const pt_pipeline *p, pt_train_result *result)
+{
+    size_t at = 0, n = sizeof result->partition;
+    for (int c = 0, first, last; at < n && pt_pipeline_chunk_blocks(p, c, &first, &last) == PT_OK;
+         c++)
+        at += (size_t)snprintf(result->partition + at, n - at, "%s%d", c ? "," : "",
+                               last - first + 1);
+}
+
 int pt_train(const pt_train_config *cfg, pt_train_result *result)
 {
     trainer t;
@@ -760,6 +772,8 @@ int pt_train(const pt_train_config *cfg, pt_train_result *result)
     result->val_loss = NAN;
     result->val_accuracy = -1.0f;
     int rc = setup(&t, cfg);
+    if (rc == PT_OK)
+        report_partition(t.pipe, result);
     if (rc == PT_OK)
         rc = run(&t, result);
     result->is_main = !t.pipe || pt_pipeline_is_main(t.pipe);
