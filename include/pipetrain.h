@@ -259,6 +259,9 @@ int pt_model_layer_blocks(const pt_model *m, int layer, int *first, int *last);
 /* A balance in layers per chunk turned into blocks per chunk; PT_EINVAL
  * (naming the layers) when it does not sum to the layer count. */
 int pt_model_balance_blocks(const pt_model *m, const int *layers, int n, int *blocks);
+/* The inverse: blocks per chunk as layers per chunk (what --balance takes);
+ * 0 when a chunk boundary falls inside a layer. */
+int pt_model_balance_layers(const pt_model *m, const int *blocks, int n, int *layers);
 
 /* What a model reads and what its loss compares against, per sample. */
 typedef struct {
@@ -1270,7 +1273,9 @@ typedef struct {
                               last step's time vs the simulator's for that link */
     pt_link_rate link;
     char memory[4096];   /* per worker: bytes by kind, measured vs predicted, peak RSS */
-    char partition[256]; /* blocks per chunk, e.g. "3,3": the partitioner's cut or --balance's */
+    char partition[256]; /* the cut trained with, the partitioner's or the one given:
+                            "--balance 3,3" (layers per chunk), or blocks per chunk
+                            where a chunk boundary falls inside a layer */
     int is_main;         /* this process reports for the run (always, but under mpirun) */
 } pt_train_result;
 

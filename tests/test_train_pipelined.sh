@@ -39,9 +39,9 @@ run file --stages 2 --schedule-file "$PT_TEST_DATA/pipeline/v_shape_2x3.txt" --b
 grep -q "predicted" "$dir/1f1b.out" || { echo "FAIL: no bubble report"; exit 1; }
 # the partition the run trained with: the one given, or the partitioner's
 # cut of the model's 4 blocks into 2 chunks
-grep -qx "partition: 1,2,1 blocks per chunk" "$dir/balanced.out" ||
+grep -qx "partition: --balance 1,2,1" "$dir/balanced.out" ||
     { echo "FAIL: the given balance is not reported"; cat "$dir/balanced.out"; exit 1; }
-cut=$(sed -n 's/^partition: \([0-9]*\),\([0-9]*\) blocks per chunk$/\1 \2/p' "$dir/1f1b.out")
+cut=$(sed -n 's/^partition: --balance \([0-9]*\),\([0-9]*\)$/\1 \2/p' "$dir/1f1b.out")
 read -r a b <<< "$cut"
 [ -n "$cut" ] && [ $((a + b)) -eq 4 ] && [ "$a" -ge 1 ] && [ "$b" -ge 1 ] ||
     { echo "FAIL: the partitioner's cut is not reported: '$cut'"; cat "$dir/1f1b.out"; exit 1; }

@@ -244,21 +244,6 @@ static int chunk_costs(const options *o, const pt_model *m, const pt_block_profi
 
 /* blocks per stage as layers per stage (what --balance counts); false when
  * a stage boundary falls inside a layer */
-static bool layer_balance(const pt_model *m, const int *blocks, int P, int *layers)
-{
-    int n = pt_model_n_layers(m), l = 0, end = -1;
-    for (int s = 0; s < P; s++) {
-        end += blocks[s];
-        layers[s] = 0;
-        int first, last;
-        while (l < n && pt_model_layer_blocks(m, l, &first, &last) == PT_OK && last <= end)
-            layers[s]++, l++;
-        if (l < n && pt_model_layer_blocks(m, l, &first, &last) == PT_OK && first <= end)
-            return false; /* layer l straddles the boundary */
-    }
-    return true;
-}
-
 static double mib(size_t b) { return (double)b / (1 << 20); }
 
 /* Chunks per worker of a schedule: --virtual for interleaved, zbv's two. */
@@ -367,7 +352,7 @@ int cmd_plan(int argc, char **argv)
         goto done;
     }
     int layers[PT_PARTITION_MAX_CHUNKS];
-    bool whole = layer_balance(m, balance, P, layers);
+    bool whole = pt_model_balance_layers(m, balance, P, layers);
     printf("partition (%s", whole ? "--balance " : "blocks per stage ");
     for (int s = 0; s < P; s++)
         printf("%s%d", s ? "," : "", whole ? layers[s] : balance[s]);

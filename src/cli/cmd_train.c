@@ -588,7 +588,7 @@ int cmd_train(int argc, char **argv)
     if (cfg.save)
         printf("saved %s\n", cfg.save);
     if (strchr(result.partition, ','))
-        printf("partition: %s blocks per chunk\n", result.partition);
+        printf("partition: %s\n", result.partition);
     if (cfg.pipeline.stages > 1 && result.bubbles[0])
         printf("bubble per worker in the last step, measured vs simulated:\n%s", result.bubbles);
     if (result.step_times[0])

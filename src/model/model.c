@@ -490,6 +490,22 @@ int pt_model_balance_blocks(const pt_model *m, const int *layers, int n, int *bl
     return PT_OK;
 }
 
+int pt_model_balance_layers(const pt_model *m, const int *blocks, int n, int *layers)
+{
+    int l = 0, end = -1;
+    for (int c = 0; c < n; c++) {
+        end += blocks[c];
+        layers[c] = 0;
+        int first, last;
+        while (l < m->n_layers && pt_model_layer_blocks(m, l, &first, &last) == PT_OK &&
+               last <= end)
+            layers[c]++, l++;
+        if (l < m->n_layers && pt_model_layer_blocks(m, l, &first, &last) == PT_OK && first <= end)
+            return 0; /* layer l straddles the boundary */
+    }
+    return 1;
+}
+
 pt_model_io pt_model_get_io(const pt_model *m) { return m->io; }
 
 int pt_model_n_params(const pt_model *m) { return m->n_params; }

@@ -28,6 +28,7 @@
 #include "io/metrics.h"
 #include "io/tensorboard.h"
 #include "io/text_data.h"
+#include "plan/partition.h"
 #include "runtime/optimizer.h"
 #include "text/text_tokens.h"
 #include "tensor/error.h"
@@ -751,16 +752,20 @@ static int run(trainer *t, pt_train_result *result)
     return rc;
 }
 
-/* Blocks per chunk, comma-separated: what the run trained with, which a
- * run that must give the same bits repeats (the partitioner follows
- * measured times). */
+/* The cut the run trained with, as --balance takes it: a run that must
+ * give the same bits repeats it (the partitioner follows measured times). */
 static void report_partition(const pt_pipeline *p, pt_train_result *result)
 {
-    size_t at = 0, n = sizeof result->partition;
-    for (int c = 0, first, last; at < n && pt_pipeline_chunk_blocks(p, c, &first, &last) == PT_OK;
-         c++)
-        at += (size_t)snprintf(result->partition + at, n - at, "%s%d", c ? "," : "",
-                               last - first + 1);
+    int blocks[PT_PARTITION_MAX_CHUNKS], layers[PT_PARTITION_MAX_CHUNKS], n = 0;
+    for (int first, last;
+         n < PT_PARTITION_MAX_CHUNKS && pt_pipeline_chunk_blocks(p, n, &first, &last) == PT_OK; n++)
+        blocks[n] = last - first + 1;
+    int whole = pt_model_balance_layers(pt_pipeline_description(p), blocks, n, layers);
+    size_t at = (size_t)snprintf(result->partition, sizeof result->partition, "%s",
+                                 whole ? "--balance " : "blocks per chunk ");
+    for (int c = 0; c < n && at < sizeof result->partition; c++)
+        at += (size_t)snprintf(result->partition + at, sizeof result->partition - at, "%s%d",
+                               c ? "," : "", whole ? layers[c] : blocks[c]);
 }
 
 int pt_train(const pt_train_config *cfg, pt_train_result *result)
