@@ -79,6 +79,24 @@ static inline double bench_round_median_difference(const double *x, const double
     return bench_median(d, rounds);
 }
 
+/* How much longer e's steps ran than the simulator's play of them: a
+ * worker's busy time is the same in both (the program played with each
+ * chunk's mean times, once per action), so (1 - predicted) / (1 - measured)
+ * is the measured step's span over the simulated makespan. The mean over
+ * the workers in a round, the median over the rounds; where it is not 1, a
+ * bubble's miss is this and not one worker waiting on another. */
+static inline double bench_round_span_ratio(const bench_entry *e, int rounds)
+{
+    double ratio[BENCH_MAX_ROUNDS];
+    for (int r = 0; r < rounds; r++) {
+        double sum = 0;
+        for (int w = 0; w < e->workers; w++)
+            sum += (1 - e->predicted[w][r]) / (1 - e->bubble[w][r]);
+        ratio[r] = sum / e->workers;
+    }
+    return bench_median(ratio, rounds);
+}
+
 /* e's speed against base's: the median over the rounds of base's step time
  * over e's in the same round */
 static inline double bench_round_speedup(const bench_entry *e, const bench_entry *base, int rounds)

@@ -10,7 +10,9 @@
  *           8 chunks: refused when the model has fewer blocks)
  * Prints tokens/s, the ratio to 1f1b at the same P, and per worker the
  * measured bubble (1 - busy / the step's span) next to the simulator's
- * prediction for the step's measured per-chunk times. The schedules of one
+ * prediction for the step's measured per-chunk times, and the step's span
+ * over the simulated makespan (every worker's busy time is the same in
+ * both, so a miss shared by all the workers is this). The schedules of one
  * P run in rounds (bench_rounds.h): one step of each in turn per round,
  * after a warm-up step of each; every figure is a median over the rounds,
  * the ratio to 1f1b and the bubble's difference from its prediction taken
@@ -70,8 +72,8 @@ int main(int argc, char **argv)
         "tokens per step); 1 BLAS thread per worker; medians of %d rounds, each one step of every "
         "schedule of a P in turn\n\n",
         M, MBS, rows, rounds);
-    printf("%-12s %2s %9s %10s %8s  %s\n", "schedule", "P", "step s", "tokens/s", "vs 1f1b",
-           "bubble per worker: measured / predicted (difference)");
+    printf("%-12s %2s %9s %10s %8s %8s  %s\n", "schedule", "P", "step s", "tokens/s", "vs 1f1b",
+           "vs sim", "bubble per worker: measured / predicted (difference)");
     int worst = 0;
     double most = 0;
     for (int P = 2; P <= MAX_P; P += 2) {
@@ -88,8 +90,9 @@ int main(int argc, char **argv)
             return 1;
         for (int i = 0; i < n_open; i++) {
             double step = bench_round_median(e[i].step, rounds);
-            printf("%-12s %2d %9.3f %10.0f %7.3fx ", name[i], P, step, rows / step,
-                   bench_round_speedup(&e[i], &e[0], rounds));
+            printf("%-12s %2d %9.3f %10.0f %7.3fx %7.3fx ", name[i], P, step, rows / step,
+                   bench_round_speedup(&e[i], &e[0], rounds),
+                   bench_round_span_ratio(&e[i], rounds));
             for (int w = 0; w < P; w++) {
                 double d =
                     100 * bench_round_median_difference(e[i].bubble[w], e[i].predicted[w], rounds);
