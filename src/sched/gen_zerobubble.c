@@ -47,6 +47,7 @@
  * Called by pt_schedule_create() in schedule.c.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "sched/schedule.h"
@@ -60,17 +61,31 @@ typedef struct {
     bool alternate; /* a ready F (under the cap) goes before a ready B right after a B */
 } greedy_rule;
 
+/* A time at which worker `worker` may be able to start something: its
+ * pass ends, or an input of one of its chunks arrives. */
+typedef struct {
+    double t;
+    int worker;
+} wake;
+
 typedef struct {
     pt_schedule *s;
     greedy_rule rule;
     int C, M;
-    double *f_end, *b_end;         /* [c*M+m]: when it ends, known once it starts; -1 before */
-    double *busy_until;            /* [worker] */
-    int *in_flight, *cap;          /* [worker] forwards whose B has not run; its cap */
-    int *live, *live_cap;          /* [worker] forwards whose W has not run; its cap */
+    wake *wakes; /* a binary min-heap by time: the play's coming events */
+    size_t n_wakes, wakes_cap;
+    uint64_t *dirty;       /* bit w: something of worker w's changed since it last found nothing */
+    double *f_end, *b_end; /* [c*M+m]: when it ends, known once it starts; -1 before */
+    double *busy_until;    /* [worker] */
+    int *in_flight, *cap;  /* [worker] forwards whose B has not run; its cap */
+    int *live, *live_cap;  /* [worker] forwards whose W has not run; its cap */
     int *next_f, *next_b, *next_w; /* [chunk] the oldest micro-batch not yet started */
     int *held, *held_at; /* worker w's chunks, ascending: held[held_at[w]..held_at[w+1]) */
     bool *after_b;       /* [worker] its last pass was a B */
+    /* this play met a choice that w_waits (a W held back for an input on its
+     * way) or alternate (an F before a ready B after a B) decides: with the
+     * choice turned the other way the play would differ */
+    bool met_wait, met_alternation;
 } greedy;
 
 #define AT(g, arr, c, m) ((g)->arr[(c) * (g)->M + (m)])
@@ -116,10 +131,19 @@ static double duration(const greedy *g, int w, const pt_action *a)
     return to >= 0 && to != w ? d + g->rule.costs->send : d;
 }
 
+/* Whether one of worker w's chunks has an F ready at t under the cap. */
+static bool forward_ready(const greedy *g, int w, double t)
+{
+    for (int i = g->held_at[w]; i < g->held_at[w + 1] && may_forward(g, w); i++)
+        if (ready_at(g, PT_ACT_F, g->held[i], w) <= t)
+            return true;
+    return false;
+}
+
 /* Picks worker w's action at time t; returns false if it must wait. Each
  * kind of pass runs in micro-batch order on a chunk, so only the oldest one
  * not yet started on each chunk is a candidate. */
-static bool pick(const greedy *g, int w, double t, pt_action *a)
+static bool pick(greedy *g, int w, double t, pt_action *a)
 {
     int best_c = -1, best_m = -1;
     const int *mine = g->held + g->held_at[w];
@@ -135,8 +159,11 @@ static bool pick(const greedy *g, int w, double t, pt_action *a)
             best_c = c, best_m = m;
     }
     a->kind = PT_ACT_B;
-    if (best_c >= 0 && !(g->rule.alternate && g->after_b[w]))
+    if (best_c >= 0 && !(g->rule.alternate && g->after_b[w])) {
+        if (g->after_b[w] && !g->met_alternation && forward_ready(g, w, t))
+            g->met_alternation = true;
         goto found;
+    }
     /* F under the cap: later chunk, then oldest micro-batch */
     int f_c = -1;
     for (int i = n - 1; i >= 0 && may_forward(g, w); i--) {
@@ -148,6 +175,7 @@ static bool pick(const greedy *g, int w, double t, pt_action *a)
             f_c = c;
     }
     if (f_c >= 0) {
+        g->met_alternation |= best_c >= 0; /* alternating: this F goes before the B */
         a->kind = PT_ACT_F, best_c = f_c, best_m = g->next_f[f_c];
         goto found;
     }
@@ -163,36 +191,88 @@ static bool pick(const greedy *g, int w, double t, pt_action *a)
     if (best_c < 0)
         return false;
     a->kind = PT_ACT_W, a->chunk = best_c, a->mb = best_m;
-    if (g->rule.w_waits && t + duration(g, w, a) > soon)
-        return false;
+    if (t + duration(g, w, a) > soon) {
+        g->met_wait = true;
+        if (g->rule.w_waits)
+            return false;
+    }
 found:
     a->chunk = best_c;
     a->mb = best_m;
     return true;
 }
 
-/* The first time after t at which a worker frees up or an input arrives. */
-static double next_event(const greedy *g, double t)
+/* ---- the play's events ----
+ * A worker's choice changes only when its pass ends or an input of its
+ * chunks arrives: every such time is queued for it when the pass that makes
+ * it starts, and at each time only the workers with an event are asked
+ * again. Asking the others gives nothing: what they wait for has not come,
+ * and a W that waits for an input on its way keeps waiting until it comes.
+ * So the play is the one that asks every free worker at every event, in
+ * the same order, at the cost of a heap instead of a scan of every chunk
+ * and worker per event (P = 128 at M = 1024 took seconds). */
+
+static int push_wake(greedy *g, double t, int worker)
 {
-    double next = INFINITY;
-    for (int w = 0; w < g->s->n_workers; w++)
-        if (g->busy_until[w] > t && g->busy_until[w] < next)
-            next = g->busy_until[w];
-    for (int c = 0; c < g->C; c++) {
-        int w = g->s->chunk_worker[c];
-        for (int k = PT_ACT_F; k <= PT_ACT_W; k++) {
-            double at = ready_at(g, (pt_action_kind)k, c, w);
-            if (at > t && at < next)
-                next = at;
-        }
+    if (g->n_wakes == g->wakes_cap) {
+        size_t cap = g->wakes_cap ? 2 * g->wakes_cap : 1024;
+        wake *grown = realloc(g->wakes, cap * sizeof *grown);
+        if (!grown)
+            return pt_fail(PT_ENOMEM, "out of memory generating a schedule");
+        g->wakes = grown, g->wakes_cap = cap;
     }
-    return next;
+    size_t i = g->n_wakes++;
+    for (; i > 0 && g->wakes[(i - 1) / 2].t > t; i = (i - 1) / 2)
+        g->wakes[i] = g->wakes[(i - 1) / 2];
+    g->wakes[i] = (wake){t, worker};
+    return PT_OK;
 }
 
-/* Starts a on worker w at t. */
+static wake pop_wake(greedy *g)
+{
+    wake top = g->wakes[0], last = g->wakes[--g->n_wakes];
+    size_t i = 0, n = g->n_wakes;
+    for (size_t k; (k = 2 * i + 1) < n; i = k) {
+        if (k + 1 < n && g->wakes[k + 1].t < g->wakes[k].t)
+            k++;
+        if (g->wakes[k].t >= last.t)
+            break;
+        g->wakes[i] = g->wakes[k];
+    }
+    if (n > 0)
+        g->wakes[i] = last;
+    return top;
+}
+
+static void set_dirty(greedy *g, int w) { g->dirty[w / 64] |= (uint64_t)1 << (w % 64); }
+
+/* The first worker from `from` on with its bit set, or -1. */
+static int next_dirty(const greedy *g, int from)
+{
+    int P = g->s->n_workers;
+    for (int i = from / 64; from < P && i <= (P - 1) / 64; i++) {
+        uint64_t bits = g->dirty[i] & (i == from / 64 ? ~(uint64_t)0 << (from % 64) : ~(uint64_t)0);
+        if (bits)
+            return 64 * i + __builtin_ctzll(bits);
+    }
+    return -1;
+}
+
+/* Worker `w` is to be asked again at time `at` (now, if that is not after t). */
+static int wake_at(greedy *g, double t, double at, int w)
+{
+    if (at <= t) {
+        set_dirty(g, w);
+        return PT_OK;
+    }
+    return push_wake(g, at, w);
+}
+
+/* Starts a on worker w at t, and queues when it ends for w and when its
+ * output arrives for the worker that reads it. */
 static int start(greedy *g, int w, double t, const pt_action *a)
 {
-    int c = a->chunk, m = a->mb;
+    int c = a->chunk, m = a->mb, reader = -1;
     double end = t + duration(g, w, a);
     g->busy_until[w] = end;
     g->after_b[w] = a->kind == PT_ACT_B;
@@ -201,15 +281,22 @@ static int start(greedy *g, int w, double t, const pt_action *a)
         g->next_f[c]++;
         g->in_flight[w]++;
         g->live[w]++;
+        reader = c + 1 < g->C ? c + 1 : -1;
     } else if (a->kind == PT_ACT_B) {
         AT(g, b_end, c, m) = end;
         g->next_b[c]++;
         g->in_flight[w]--;
+        reader = c > 0 ? c - 1 : -1;
     } else {
         g->next_w[c]++;
         g->live[w]--;
     }
-    return pt_sched_push(g->s, w, a->kind, c, m);
+    int rc = wake_at(g, t, end, w);
+    if (rc == PT_OK && reader >= 0) {
+        int to = g->s->chunk_worker[reader];
+        rc = wake_at(g, t, arrives(g, end, c, to), to);
+    }
+    return rc == PT_OK ? pt_sched_push(g->s, w, a->kind, c, m) : rc;
 }
 
 /* Plays the rule in time on the placed, empty schedule g->s: whenever a
@@ -220,23 +307,34 @@ static int play(greedy *g)
     int P = g->s->n_workers, rc = PT_OK;
     for (int c = 0; c < g->C; c++)
         g->next_f[c] = g->next_b[c] = g->next_w[c] = 0;
-    for (int w = 0; w < P; w++)
+    for (int w = 0; w < P; w++) {
         g->busy_until[w] = 0, g->in_flight[w] = g->live[w] = 0, g->after_b[w] = false;
+        set_dirty(g, w);
+    }
+    g->n_wakes = 0;
+    g->met_wait = g->met_alternation = false;
     long left = 3L * g->C * g->M;
-    for (double t = 0; left > 0 && rc == PT_OK; t = next_event(g, t)) {
-        if (t == INFINITY)
-            return pt_fail(PT_EDEADLOCK, "zero-bubble generator made no progress");
+    for (double t = 0; left > 0 && rc == PT_OK;) {
         /* a pass of zero time frees its worker at once: sweep until none starts */
         for (bool started = true; started && rc == PT_OK;) {
             started = false;
-            for (int w = 0; w < P && rc == PT_OK; w++) {
+            for (int w = next_dirty(g, 0); w >= 0 && rc == PT_OK; w = next_dirty(g, w + 1)) {
                 pt_action a = {.version = -1};
                 if (g->busy_until[w] <= t && pick(g, w, t, &a)) {
                     rc = start(g, w, t, &a);
                     started = true, left--;
+                } else { /* nothing to start, or busy: its end is queued */
+                    g->dirty[w / 64] &= ~((uint64_t)1 << (w % 64));
                 }
             }
         }
+        if (left == 0 || rc != PT_OK)
+            break;
+        if (g->n_wakes == 0)
+            return pt_fail(PT_EDEADLOCK, "zero-bubble generator made no progress");
+        t = g->wakes[0].t;
+        while (g->n_wakes > 0 && g->wakes[0].t <= t)
+            set_dirty(g, pop_wake(g).worker);
     }
     return rc;
 }
@@ -257,13 +355,46 @@ static void hold_chunks(greedy *g)
     g->held_at[P] = C;
 }
 
+/* The orders played so far, by two 64-bit hashes of every worker's
+ * actions: different plays often give the same order (about half did in
+ * the planner's searches), and an order played before is not shorter than
+ * the best kept since, so it is not simulated again. */
+typedef struct {
+    uint64_t h[9][2];
+    int n;
+} played_orders;
+
+static bool played_before(played_orders *seen, const pt_schedule *s)
+{
+    uint64_t a = 1469598103934665603u, b = 0x9e3779b97f4a7c15u; /* FNV-1a and a multiply-mix */
+    for (int w = 0; w < s->n_workers; w++)
+        for (int i = 0; i < s->n_actions[w]; i++) {
+            const pt_action *x = &s->actions[w][i];
+            uint64_t v = ((uint64_t)(unsigned)w << 48) ^ ((uint64_t)x->kind << 40) ^
+                         ((uint64_t)(unsigned)x->chunk << 20) ^ (uint64_t)(unsigned)x->mb;
+            a = (a ^ v) * 1099511628211u;
+            b = (b + v) * 0xbf58476d1ce4e5b9u, b ^= b >> 31;
+        }
+    for (int i = 0; i < seen->n; i++)
+        if (seen->h[i][0] == a && seen->h[i][1] == b)
+            return true;
+    if (seen->n < 9)
+        seen->h[seen->n][0] = a, seen->h[seen->n][1] = b, seen->n++;
+    return false;
+}
+
 /* Keeps in *best whichever of *best and *cand the costs finish first (*best
  * on a tie); frees the other. */
 static int keep_shorter(pt_schedule **best, double *best_span, pt_schedule **cand,
-                        const pt_schedule_costs *costs)
+                        const pt_schedule_costs *costs, played_orders *seen)
 {
-    pt_schedule_sim *sim = NULL;
-    int rc = pt_schedule_simulate(*cand, costs, &sim);
+    if (played_before(seen, *cand)) {
+        pt_schedule_destroy(*cand);
+        *cand = NULL;
+        return PT_OK;
+    }
+    pt_schedule_sim *sim = NULL; /* played unvalidated: the kept order is validated at the end */
+    int rc = pt_sched_play(*cand, costs, &sim);
     if (rc == PT_OK && (!*best || sim->makespan < *best_span * (1 - 1e-12))) {
         pt_schedule_destroy(*best);
         *best = *cand, *best_span = sim->makespan;
@@ -289,8 +420,11 @@ static int play_best(pt_schedule **out, int *cap, const pt_schedule_costs *costs
     const pt_schedule_costs *given = costs ? costs : &unit;
     int C = placed->n_chunks, M = placed->n_micro, P = placed->n_workers, rc = PT_OK;
     double best_span = INFINITY;
-    if (fixed)
-        rc = keep_shorter(&best, &best_span, &fixed, given);
+    played_orders seen = {.n = 0};
+    rc = pt_sched_check_costs(C, given);
+    if (fixed && rc == PT_OK)
+        rc = keep_shorter(&best, &best_span, &fixed, given, &seen);
+    pt_schedule_destroy(fixed);
     greedy g = {.C = C, .M = M, .cap = cap, .live_cap = cap ? cap + P : NULL};
     size_t n = (size_t)C * (size_t)M;
     g.f_end = malloc(n * sizeof(double));
@@ -304,19 +438,30 @@ static int play_best(pt_schedule **out, int *cap, const pt_schedule_costs *costs
     g.held = malloc((size_t)C * sizeof(int));
     g.held_at = calloc((size_t)P + 1, sizeof(int));
     g.after_b = calloc((size_t)P, sizeof(bool));
-    if (!cap || !g.after_b || !g.f_end || !g.b_end || !g.busy_until || !g.in_flight || !g.next_f ||
-        !g.held || !g.held_at)
+    g.dirty = calloc((size_t)P / 64 + 1, sizeof(uint64_t));
+    if (!cap || !g.after_b || !g.dirty || !g.f_end || !g.b_end || !g.busy_until || !g.in_flight ||
+        !g.next_f || !g.held || !g.held_at)
         rc = pt_fail(PT_ENOMEM, "out of memory generating a schedule");
     g.s = placed;
     if (rc == PT_OK)
         hold_chunks(&g);
-    /* the unit play first: on unit costs it is the order a tie keeps */
+    /* the unit play first: on unit costs it is the order a tie keeps. A
+     * play that met no case its w_waits (alternate) choice decides is the
+     * play with that choice turned: not played again. */
+    bool met_wait[8] = {false}, met_alternation[8] = {false};
     for (int choice = 0; choice < 8 && rc == PT_OK; choice++) {
         g.rule.costs = choice & 4 ? given : &unit;
         g.rule.w_waits = choice & 1;
         g.rule.alternate = choice & 2;
         if ((choice & 4) && !costs)
             break; /* unit costs only: the plays so far were the unit ones */
+        int same = (choice & 1) && !met_wait[choice ^ 1]          ? choice ^ 1
+                   : (choice & 2) && !met_alternation[choice ^ 2] ? choice ^ 2
+                                                                  : -1;
+        if (same >= 0) {
+            met_wait[choice] = met_wait[same], met_alternation[choice] = met_alternation[same];
+            continue;
+        }
         for (size_t i = 0; i < n; i++)
             g.f_end[i] = g.b_end[i] = -1;
         pt_schedule *cand = NULL;
@@ -326,8 +471,9 @@ static int play_best(pt_schedule **out, int *cap, const pt_schedule_costs *costs
             g.s = cand;
             rc = play(&g);
         }
+        met_wait[choice] = g.met_wait, met_alternation[choice] = g.met_alternation;
         if (rc == PT_OK)
-            rc = keep_shorter(&best, &best_span, &cand, given);
+            rc = keep_shorter(&best, &best_span, &cand, given, &seen);
         else if (rc == PT_EDEADLOCK && best)
             rc = PT_OK; /* the caps stopped this play; an earlier one stands */
         pt_schedule_destroy(cand);
@@ -340,8 +486,12 @@ static int play_best(pt_schedule **out, int *cap, const pt_schedule_costs *costs
     free(g.held);
     free(g.held_at);
     free(g.after_b);
+    free(g.dirty);
+    free(g.wakes);
     free(cap);
     pt_schedule_destroy(placed);
+    if (rc == PT_OK && best)
+        rc = pt_schedule_validate(best); /* the candidates were played unvalidated */
     if (rc != PT_OK) {
         pt_schedule_destroy(best);
         best = NULL;

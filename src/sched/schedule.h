@@ -147,6 +147,11 @@ double pt_sched_link_arrival(const pt_schedule_costs *c, int boundary, double le
 double pt_sched_duration(const pt_schedule_costs *c, const pt_action *a);
 /* A result with start/end room for n_actions[w] actions per worker. */
 pt_schedule_sim *pt_sched_sim_alloc(int workers, const int *n_actions);
+/* pt_schedule_simulate() without checking the costs or validating the
+ * schedule first, for a generator's candidates (each action once, on its
+ * worker, by construction): the play still stops with PT_EDEADLOCK where
+ * an action waits for one that never runs. */
+int pt_sched_play(const pt_schedule *s, const pt_schedule_costs *costs, pt_schedule_sim **out);
 /* Makespan, idle and bubble from busy[] and when each worker is done. */
 void pt_sched_sim_finish(pt_schedule_sim *r, const double *free_at);
 

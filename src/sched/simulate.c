@@ -159,10 +159,13 @@ int pt_schedule_simulate(const pt_schedule *s, const pt_schedule_costs *costs,
     int rc = pt_sched_check_costs(s->n_chunks, costs);
     if (rc == PT_OK)
         rc = pt_schedule_validate(s);
-    if (rc != PT_OK)
-        return rc;
+    return rc == PT_OK ? pt_sched_play(s, costs, out) : rc;
+}
 
-    int P = s->n_workers, M = s->n_micro;
+int pt_sched_play(const pt_schedule *s, const pt_schedule_costs *costs, pt_schedule_sim **out)
+{
+    *out = NULL;
+    int rc = PT_OK, P = s->n_workers, M = s->n_micro;
     size_t n = (size_t)s->n_chunks * (size_t)M;
     pt_schedule_sim *r = pt_sched_sim_alloc(P, s->n_actions);
     /* [k]: when F (or the backward) of chunk/micro-batch k ended, and when
