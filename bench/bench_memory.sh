@@ -29,7 +29,7 @@ run() { # name, then the command
     shift
     "$@" > "$out/$name" 2>&1 || { echo "bench_memory: $name failed:"; cat "$out/$name"; exit 1; }
     echo "== $name: $*"
-    sed -n '/^memory per worker/,/^(MiB/p' "$out/$name" | sed '1d'
+    sed -n '/^memory per /,/^(MiB/p' "$out/$name" | sed '1d'
 }
 
 run single "$P" train "${model[@]}"
@@ -37,8 +37,10 @@ run threads4 "$P" train "${model[@]}" --stages 4 --balance 4,3,3,4
 run mpi4 mpirun --oversubscribe -np 4 "$P" train "${model[@]}" --stages 4 --balance 4,3,3,4
 run mpi2 mpirun --oversubscribe -np 2 "$P" train "${model[@]}" --stages 2 --balance 7,7
 
-# columns of a table row: worker params grads moments stash activ comm total predicted rss
-rss_of() { awk '$1 ~ /^[0-9]+$/ { print $10 }' "$out/$1"; }
+# the rows of a run's memory table (its other tables' rows start with a
+# number too); the last two columns are the predicted bytes and the peak RSS
+memory_rows() { sed -n '/^memory per /,/^(MiB/p' "$out/$1" | awk '$1 ~ /^[0-9]+$/'; }
+rss_of() { memory_rows "$1" | awk '{ print $NF }'; }
 base=$(rss_of single | head -1)
 echo
 echo "peak RSS per process, as a share of one process training alone ($base MiB):"
@@ -52,7 +54,7 @@ done
 echo
 echo "each MPI rank's peak RSS against its worker's predicted bytes:"
 for r in mpi4 mpi2; do
-    awk -v run="$r" '$1 ~ /^[0-9]+$/ {
-        printf "%s rank %d: RSS %.1f MiB, predicted %.1f MiB (%+.1f%%)\n", run, $1, $10, $9,
-               100 * ($10 - $9) / $9 }' "$out/$r"
+    memory_rows "$r" | awk -v run="$r" '{
+        printf "%s rank %d: RSS %.1f MiB, predicted %.1f MiB (%+.1f%%)\n", run, $1, $NF, $(NF - 1),
+               100 * ($NF - $(NF - 1)) / $(NF - 1) }'
 done

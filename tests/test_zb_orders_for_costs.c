@@ -10,7 +10,13 @@
  *     chunk activations live, zbh1's at most 1f1b's peak min(P, M);
  *   - at P = 4, M = 16, F = W = 1: zbv's order for B = 2 finishes by 136
  *     (the unit-cost order took 189), and for B = 1.1 by 102.5, ahead of
- *     zbh1 doing the same work (each chunk twice the time: 105.8). */
+ *     zbh1 doing the same work (each chunk twice the time: 105.8);
+ *   - the orders themselves, pinned for six drawn configurations (per-chunk
+ *     costs, a latency) by a hash of their text, where the plays with
+ *     w_waits or alternate give the order kept: they are the orders of the
+ *     play that asked every worker at every event and played every choice
+ *     (the same on 1,200 such configurations); a change to the rule changes
+ *     them and must say so here. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -84,9 +90,70 @@ static void grid(void)
             }
 }
 
+/* djb2 over the schedule's text */
+static unsigned long order_hash(const pt_schedule *s)
+{
+    char *text = NULL;
+    if (pt_schedule_format(s, &text) != PT_OK)
+        return 0;
+    unsigned long h = 5381;
+    for (const char *p = text; *p; p++)
+        h = h * 33 + (unsigned char)*p;
+    free(text);
+    return h;
+}
+
+/* The order zbh1, zbv or zbh2 (name 0, 1, 2) builds for a configuration
+ * drawn from `seed`: P in 2..8, M in 1..24, then for each name in turn its
+ * chunks' F, B and W in 0.3..2.8 and a latency of 0 to 0.3; the hash of its
+ * text (0 when it is refused). */
+static unsigned long seeded_order(unsigned seed, int name)
+{
+    static const char *const names[] = {"zbh1", "zbv", "zbh2"};
+    int P = 2 + rand_r(&seed) % 7, M = 1 + rand_r(&seed) % 24;
+    unsigned long h = 0;
+    for (int i = 0; i <= name; i++) {
+        int C = P * (i == 1 ? 2 : 1);
+        double cost[48];
+        for (int k = 0; k < 3 * C; k++)
+            cost[k] = 0.3 + (rand_r(&seed) % 1000) / 400.0;
+        pt_schedule_costs c = pt_schedule_costs_default();
+        c.n_chunk_costs = C, c.chunk_f = cost, c.chunk_b = cost + C, c.chunk_w = cost + 2 * C;
+        c.latency = (rand_r(&seed) % 4) * 0.1;
+        if (i < name)
+            continue;
+        pt_schedule *s = make(names[i], P, M, &c);
+        h = s ? order_hash(s) : 0;
+        pt_schedule_destroy(s);
+    }
+    return h;
+}
+
+/* Orders where the w_waits choice (a W held back) or the alternate choice
+ * (an F before a ready B) gives the order kept: dropping either choice's
+ * plays changes them. */
+static void pinned_orders(void)
+{
+    static const struct {
+        unsigned seed;
+        int name; /* 0 zbh1, 1 zbv, 2 zbh2 */
+        unsigned long hash;
+    } pins[] = {
+        {9, 0, 0x8025f3f9c550d61eul},  {9, 1, 0xc184a649b68825b5ul},   /* w_waits */
+        {45, 2, 0x583de4156d68479bul}, {16, 0, 0x13a25594e960d6c9ul},  /* w_waits, alternate */
+        {1, 1, 0x8928ab18ff1e3310ul},  {109, 2, 0x8911b9a1101cc184ul}, /* alternate */
+    };
+    for (size_t i = 0; i < sizeof pins / sizeof pins[0]; i++) {
+        unsigned long h = seeded_order(pins[i].seed, pins[i].name);
+        CHECK(h == pins[i].hash, "seed %u, schedule %d: the order's hash is %lx, pinned %lx",
+              pins[i].seed, pins[i].name, h, pins[i].hash);
+    }
+}
+
 int main(void)
 {
     grid();
+    pinned_orders();
     pt_schedule_costs c = pt_schedule_costs_default();
     double unit_span;
     int peak;
