@@ -103,16 +103,20 @@ int main(int argc, char **argv)
         {"avx512bf16", pt_matmul_bf16_avx512, pt_avx512bf16_usable(), 0},
     };
     enum { N_K = sizeof ks / sizeof ks[0] };
-    double fma0 = bench_has_avx512() ? bench_fma_gflops() : 0, dp0 = bench_dpbf16_gflops();
+    /* the float peak on the widest vectors the CPU has (an AVX2-only CPU's
+     * ymm, not 0 for want of zmm) */
+    double fma0 = bench_fma_peak(), dp0 = bench_dpbf16_gflops();
     double rates[N_SHAPES][N_K];
     for (int i = 0; i < N_SHAPES; i++)
         for (int k = 0; k < N_K; k++)
             rates[i][k] = ks[k].usable ? rate(&ks[k], &shapes[i], reps) : 0;
-    double fma1 = bench_has_avx512() ? bench_fma_gflops() : 0, dp1 = bench_dpbf16_gflops();
+    double fma1 = bench_fma_peak(), dp1 = bench_dpbf16_gflops();
 
     printf("one core, GFLOP/s (median of %d calls); M x N x K, op(A) (M,K) op(B) (K,N)\n", reps);
-    printf("peaks: float FMA %.0f before, %.0f after; VDPBF16PS %.0f before, %.0f after%s\n\n",
-           fma0, fma1, dp0, dp1, dp0 > 0 ? "" : " (no AVX512_BF16: not measured)");
+    printf("peaks: float FMA (%d-bit) %.0f before, %.0f after; VDPBF16PS %.0f before, %.0f "
+           "after%s\n\n",
+           bench_fma_bits(), fma0, fma1, dp0, dp1,
+           dp0 > 0 ? "" : " (no AVX512_BF16: not measured)");
     printf("%-24s %-21s", "product", "M x N x K");
     for (int k = 0; k < N_K; k++)
         printf(" %10s", ks[k].name);
@@ -142,8 +146,10 @@ int main(int argc, char **argv)
             printf(" %10.0f%%", 100 * rates[i][3] / dp);
         printf("\n");
     }
-    printf("\nsgemm at its best is %.0f%% of the FMA peak; VDPBF16PS's peak is %.2fx the FMA "
-           "peak on this CPU\n",
-           fma > 0 ? 100 * sgemm_best / fma : 0, fma > 0 ? dp / fma : 0);
+    printf("\nsgemm at its best is %.0f%% of the FMA peak", fma > 0 ? 100 * sgemm_best / fma : 0);
+    if (dp > 0)
+        printf("; VDPBF16PS's peak is %.2fx the FMA peak on this CPU\n", fma > 0 ? dp / fma : 0);
+    else
+        printf("; this CPU has no VDPBF16PS (AVX512_BF16)\n");
     return 0;
 }
