@@ -183,8 +183,9 @@ int pt_sched_play(const pt_schedule *s, const pt_schedule_costs *costs, pt_sched
     for (size_t i = 0; i < n; i++)
         f_end[i] = b_end[i] = -1;
 
-    /* The validator has proved a topological order exists; any order of
-     * evaluation gives the same times, so sweep until every worker is done. */
+    /* On a validated schedule a topological order exists; any order of
+     * evaluation gives the same times, so sweep until every worker is done
+     * (an unvalidated one that stalls is reported below). */
     for (bool progress = true; progress;) {
         progress = false;
         for (int w = 0; w < P; w++)
