@@ -12,8 +12,11 @@
  * optimizer. Each figure is a median over repeats, as a share of the step;
  * the F, B and W rows say what each piece of work costs against its share
  * of the FLOPs (a W pass that costs no more than its share of a fused
- * backward has a ratio near the products'). Single-threaded BLAS, so the
- * figures are one core's. */
+ * backward has a ratio near the products'). One thread by default, so the
+ * figures are one core's.
+ * Usage: bench_passes [repeats] [vocab] [threads] (default 9, 256 and 1;
+ * a vocabulary of 50257 is GPT-2's, where the LM head and its
+ * cross-entropy weigh most; threads: the worker's, as --threads gives). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -169,6 +172,8 @@ int main(int argc, char **argv)
     int reps = argc > 1 ? atoi(argv[1]) : 9;
     reps = reps < 1 || reps > MAX_REPS ? 9 : reps;
     pt_model_config c = bench_gpt_small();
+    int vocab = argc > 2 ? atoi(argv[2]) : 256;
+    c.vocab = vocab < 2 || vocab > (1 << 20) ? 256 : vocab;
     int B = 2, last;
     pt_model *m;
     pt_optimizer *opt;
@@ -177,7 +182,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_passes: %s\n", pt_last_error());
         return 1;
     }
-    pt_blas_set_threads(1);
+    int threads = argc > 3 ? atoi(argv[3]) : 1;
+    threads = threads < 1 || threads > 64 ? 1 : threads;
+    pt_blas_set_threads(threads);
     last = m->n_blocks - 1;
     real = m->k;
     pt_kernels timed = timed_kernels(real);
@@ -220,9 +227,9 @@ int main(int argc, char **argv)
         bwl += B * bc.backward_weight_flops;
     }
     double ms = bench_median(step, reps) * 1e3;
-    printf("gpt-small micro-batch (2 x 256 tokens), fp32, %s, 1 thread: step %.1f ms "
-           "(%.1f GFLOP/s)\n",
-           real->name, ms, (fl + bil + bwl) / ms / 1e6);
+    printf("gpt-small micro-batch (2 x 256 tokens, vocab %d), fp32, %s, %d thread%s: step %.1f "
+           "ms (%.1f GFLOP/s)\n",
+           c.vocab, real->name, threads, threads > 1 ? "s" : "", ms, (fl + bil + bwl) / ms / 1e6);
     printf("%-32s %8s\n", "pass", "share");
     for (int k = 0; k < PASS_KINDS; k++)
         printf("%-32s %7.1f%%\n", pass_names[k], 100 * bench_median(share[k], reps));

@@ -1,6 +1,7 @@
 /* optimizer.c: AdamW and SGD with momentum (optimizer.h). AdamW's pass over
  * weights, gradients and moments, and the clip's sum of squares, run on the
- * CPU's widest vectors (tensor/adamw.c). */
+ * CPU's widest vectors (tensor/adamw.c); AdamW's on the worker's threads
+ * too. */
 #include "runtime/optimizer.h"
 
 #include <math.h>
@@ -11,6 +12,8 @@
 #include "model/model.h"
 #include "tensor/adamw.h"
 #include "tensor/error.h"
+#include "tensor/gemm.h"
+#include "tensor/kernels.h"
 
 /* The moments of the parameter arena's floats [lo, hi), at offset `at` of
  * the moment buffers. */
@@ -200,8 +203,26 @@ void pt_optimizer_copy_moments(pt_optimizer *dst, pt_optimizer *src, size_t lo, 
     }
 }
 
-static void adamw(const pt_optim_config *c, float *w, const float *g, float *m1, float *m2,
-                  size_t n, long step, float lr, float clip, float decay)
+/* AdamW is elementwise: a worker on several threads shares each
+ * parameter's update out in contiguous ranges (pt_parallel_ranges), every
+ * element computed as on one thread, so the bits do not depend on the
+ * thread count. ADAMW_LEAST floats are worth a helper. */
+#define ADAMW_LEAST ((size_t)1 << 15)
+
+typedef struct {
+    const pt_adamw_step *s;
+    float *w, *m1, *m2;
+    const float *g;
+} adamw_job;
+
+static void adamw_range(void *arg, size_t lo, size_t hi)
+{
+    const adamw_job *j = arg;
+    pt_adamw_update(j->s, j->w + lo, j->g + lo, j->m1 + lo, j->m2 + lo, hi - lo);
+}
+
+static void adamw(const pt_kernels *k, const pt_optim_config *c, float *w, const float *g,
+                  float *m1, float *m2, size_t n, long step, float lr, float clip, float decay)
 {
     pt_adamw_step s = {.beta1 = c->beta1,
                        .beta2 = c->beta2,
@@ -211,7 +232,8 @@ static void adamw(const pt_optim_config *c, float *w, const float *g, float *m1,
                        .lr = lr,
                        .clip = clip,
                        .decay = decay};
-    pt_adamw_update(&s, w, g, m1, m2, n);
+    adamw_job j = {.s = &s, .w = w, .m1 = m1, .m2 = m2, .g = g};
+    pt_parallel_ranges(pt_kernels_threads(k), n, ADAMW_LEAST, 16, adamw_range, &j);
 }
 
 static void sgd(const pt_optim_config *c, float *w, const float *g, float *mom, size_t n, float lr,
@@ -239,8 +261,8 @@ void pt_optimizer_step_range(pt_optimizer *o, pt_model *m, int first, int last, 
         /* decay matrices and embeddings, not biases or LayerNorm gains */
         float decay = p->ndim >= 2 ? c->weight_decay : 0.0f;
         if (c->kind == PT_OPTIM_ADAMW)
-            adamw(c, p->data + at, p->grad + at, m1, pt_optimizer_moments(o, 1, off, n), n, step,
-                  lr, clip, decay);
+            adamw(m->k, c, p->data + at, p->grad + at, m1, pt_optimizer_moments(o, 1, off, n), n,
+                  step, lr, clip, decay);
         else
             sgd(c, p->data + at, p->grad + at, m1, n, lr, clip, decay);
     }

@@ -33,10 +33,13 @@ static inline int pass_threads(void) { return pt_kernels_threads(pt_kernels_cpu(
 static inline size_t least_rows(size_t width) { return SPLIT_LEAST / (width ? width : 1) + 1; }
 #endif
 
-/* The row sums of LayerNorm keep LANES partial sums, element c in sum
+/* A sum along a row (LayerNorm's and RMSNorm's moments, a softmax's
+ * total, a dot product) keeps LANES partial sums, element c in sum
  * c mod LANES, added in one fixed order at the end: the loops vectorise
  * without the compiler reassociating anything, and every vector width
- * gives the same bits. */
+ * gives the same bits. Added one at a time in order instead, a row runs
+ * at one addition's latency per element: the causal softmax's forward
+ * took 1.9x its recompute, which has no sum (bench_attention's profile). */
 #define LANES 16
 
 static inline float KN(lanes_total)(const float *acc)
@@ -44,6 +47,43 @@ static inline float KN(lanes_total)(const float *acc)
     float s = 0.0f;
     for (int l = 0; l < LANES; l++)
         s += acc[l];
+    return s;
+}
+
+/* the largest of x[0 .. n-1] (-INFINITY for none; NaNs are passed over),
+ * taken per lane and then across the lanes: the same value as one at a
+ * time, since a maximum does not depend on the order */
+static inline float KN(row_max)(const float *x, int n)
+{
+    float acc[LANES], mx = -INFINITY;
+    for (int l = 0; l < LANES; l++)
+        acc[l] = -INFINITY;
+    int j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int l = 0; l < LANES; l++)
+            acc[l] = x[j + l] > acc[l] ? x[j + l] : acc[l];
+    for (int l = 0; l < LANES; l++)
+        mx = acc[l] > mx ? acc[l] : mx;
+    for (; j < n; j++)
+        mx = x[j] > mx ? x[j] : mx;
+    return mx;
+}
+
+/* x[j] = e^(x[j] - mx) for j < n; returns their sum */
+static inline float KN(exp_sum)(float *x, int n, float mx)
+{
+    float acc[LANES] = {0};
+    int j = 0;
+    for (; j + LANES <= n; j += LANES)
+        for (int l = 0; l < LANES; l++) {
+            x[j + l] = fast_expf(x[j + l] - mx);
+            acc[l] += x[j + l];
+        }
+    float s = KN(lanes_total)(acc);
+    for (; j < n; j++) {
+        x[j] = fast_expf(x[j] - mx);
+        s += x[j];
+    }
     return s;
 }
 
@@ -422,18 +462,10 @@ static void KN(softmax_causal_forward)(void *att_, float *scores, float *stats, 
         float *row = scores + (size_t)i * ld;
         ACT *out = att + (size_t)i * ld;
         int last = r0 + i;
-        float mx = -INFINITY;
-        for (int j = 0; j <= last; j++) {
+        for (int j = 0; j <= last; j++)
             row[j] *= scale;
-            if (row[j] > mx)
-                mx = row[j];
-        }
-        float sum = 0.0f;
-        for (int j = 0; j <= last; j++) {
-            row[j] = fast_expf(row[j] - mx);
-            sum += row[j];
-        }
-        float inv = 1.0f / sum;
+        float mx = KN(row_max)(row, last + 1);
+        float inv = 1.0f / KN(exp_sum)(row, last + 1, mx);
         for (int j = 0; j <= last; j++)
             out[j] = ST(row[j] * inv);
         for (int j = last + 1; j < r0 + n; j++)
@@ -470,8 +502,12 @@ static void KN(softmax_causal_backward)(void *datt_, const void *att_, const flo
         const float *dp = dprob + (size_t)i * ld;
         ACT *d = datt + (size_t)i * ld;
         int last = r0 + i;
-        float dot = 0.0f;
-        for (int j = 0; j <= last; j++)
+        float acc[LANES] = {0}, dot;
+        int j = 0;
+        for (; j + LANES <= last + 1; j += LANES)
+            for (int l = 0; l < LANES; l++)
+                acc[l] += LD(p[j + l]) * dp[j + l];
+        for (dot = KN(lanes_total)(acc); j <= last; j++)
             dot += LD(p[j]) * dp[j];
         for (int j = 0; j <= last; j++)
             d[j] = ST(scale * LD(p[j]) * (dp[j] - dot));
@@ -506,16 +542,7 @@ static void KN(crossentropy_rows)(const KN(loss_pass) * p, size_t lo, size_t hi,
     size_t V = (size_t)p->V;
     for (size_t i = lo; i < hi; i++) {
         float *row = p->probs + i * V;
-        float mx = -INFINITY;
-        for (size_t v = 0; v < V; v++)
-            if (row[v] > mx)
-                mx = row[v];
-        float total = 0.0f;
-        for (size_t v = 0; v < V; v++) {
-            row[v] = fast_expf(row[v] - mx);
-            total += row[v];
-        }
-        float inv = 1.0f / total;
+        float inv = 1.0f / KN(exp_sum)(row, (int)V, KN(row_max)(row, (int)V));
         for (size_t v = 0; v < V; v++)
             row[v] *= inv;
         double l = p->targets && p->targets[i] >= 0 ? log((double)row[p->targets[i]] + 1e-30) : 0.0;

@@ -312,9 +312,7 @@ static void KN(rmsnorm_rows)(void *arg, size_t lo, size_t hi)
     for (size_t i = lo; i < hi; i++) {
         const ACT *x = p->inp + i * C;
         ACT *o = p->out + i * C;
-        float sq = 0.0f;
-        for (size_t c = 0; c < C; c++)
-            sq += LD(x[c]) * LD(x[c]);
+        float sq = KN(row_moment)(x, 0.0f, 2, (int)C);
         float s = 1.0f / sqrtf(sq / (float)C + p->eps);
         for (size_t c = 0; c < C; c++)
             o[c] = ST(p->w[c] * (LD(x[c]) * s));
@@ -338,11 +336,15 @@ static void KN(rmsnorm_backward_rows)(void *arg, size_t lo, size_t hi)
     for (size_t i = lo; i < hi; i++) {
         const ACT *x = p->inp + i * C, *dy = p->dout + i * C;
         ACT *dx = p->dinp + i * C;
-        float s = p->crstd[i], dot = 0.0f;
-        for (size_t c = 0; c < C; c++)
+        float s = p->crstd[i], acc[LANES] = {0}, dot;
+        size_t c = 0;
+        for (; c + LANES <= C; c += LANES)
+            for (int l = 0; l < LANES; l++)
+                acc[l] += LD(dy[c + l]) * w[c + l] * LD(x[c + l]) * s;
+        for (dot = KN(lanes_total)(acc); c < C; c++)
             dot += LD(dy[c]) * w[c] * LD(x[c]) * s;
         dot /= (float)C;
-        for (size_t c = 0; c < C; c++)
+        for (c = 0; c < C; c++)
             dx[c] = ST(LD(dx[c]) + s * (LD(dy[c]) * w[c] - LD(x[c]) * s * dot));
     }
 }
