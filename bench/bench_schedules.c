@@ -18,7 +18,9 @@
  * the ratio to 1f1b and the bubble's difference from its prediction taken
  * within a round. The machine may be shared: compare figures within one
  * run.
- * Usage: bench_schedules [rounds] [schedule...] (default 6 rounds, all). */
+ * Usage: bench_schedules [rounds] [--bind-cores] [schedule...] (default 6
+ * rounds, all; --bind-cores binds each worker to a CPU of its own,
+ * pt_pipeline_config.bind_cores, and leaves out a P larger than the CPUs). */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +35,8 @@
 static const char *const names[] = {"1f1b", "zbh1", "zbv", "interleaved", "zb1p", "zb2p"};
 #define N_NAMES ((int)(sizeof names / sizeof *names))
 
+static int bind_cores; /* --bind-cores */
+
 /* A pipeline of P workers on one BLAS thread each: 0, or 1 when it refuses
  * the configuration (its message printed). */
 static int open_entry(const pt_model_config *c, const char *schedule, int P, bench_entry *e)
@@ -41,6 +45,7 @@ static int open_entry(const pt_model_config *c, const char *schedule, int P, ben
     pt_pipeline_config pc = pt_pipeline_config_default();
     pc.stages = P, pc.microbatches = M, pc.micro_batch_size = MBS, pc.schedule = schedule;
     pc.blas_threads = 1;
+    pc.bind_cores = bind_cores;
     *e = (bench_entry){.workers = P, .threads = 1};
     if (pt_pipeline_create(c, &oc, &pc, &e->p))
         return printf("%-12s P=%d  refused: %s\n", schedule, P, pt_last_error()), 1;
@@ -49,12 +54,14 @@ static int open_entry(const pt_model_config *c, const char *schedule, int P, ben
 
 static bool wanted(const char *name, int argc, char **argv)
 {
-    if (argc <= 2)
-        return true;
+    bool any = false;
     for (int i = 2; i < argc; i++)
-        if (!strcmp(argv[i], name))
-            return true;
-    return false;
+        if (strcmp(argv[i], "--bind-cores")) {
+            any = true;
+            if (!strcmp(argv[i], name))
+                return true;
+        }
+    return !any;
 }
 
 int main(int argc, char **argv)
@@ -62,16 +69,17 @@ int main(int argc, char **argv)
     int rounds = argc > 1 ? atoi(argv[1]) : 6;
     if (rounds < 1 || rounds > BENCH_MAX_ROUNDS)
         rounds = 6;
+    for (int i = 2; i < argc; i++)
+        bind_cores |= !strcmp(argv[i], "--bind-cores");
     pt_model_config c = bench_gpt_small();
     int n = M * MBS, *tok;
     pt_microbatch b = bench_random_batch(&c, n, &tok);
     int rows = n * c.seq_len;
 
-    printf(
-        "gpt 4 layers, 6 heads, 384 embd, seq 256, vocab 256; %d micro-batches of %d (%d "
-        "tokens per step); 1 BLAS thread per worker; medians of %d rounds, each one step of every "
-        "schedule of a P in turn\n\n",
-        M, MBS, rows, rounds);
+    printf("gpt 4 layers, 6 heads, 384 embd, seq 256, vocab 256; %d micro-batches of %d (%d "
+           "tokens per step); 1 BLAS thread per worker%s; medians of %d rounds, each one step of "
+           "every schedule of a P in turn\n\n",
+           M, MBS, rows, bind_cores ? ", each bound to a CPU of its own" : "", rounds);
     printf("%-12s %2s %9s %10s %8s %8s  %s\n", "schedule", "P", "step s", "tokens/s", "vs 1f1b",
            "vs sim", "bubble per worker: measured / predicted (difference)");
     int worst = 0;
@@ -84,6 +92,8 @@ int main(int argc, char **argv)
             if ((i == 0 || wanted(names[i], argc, argv)) &&
                 !open_entry(&c, names[i], P, &e[n_open]))
                 name[n_open++] = names[i];
+        if (n_open == 0 && bind_cores)
+            continue; /* more workers than CPUs to bind them to */
         if (n_open == 0 || strcmp(name[0], "1f1b"))
             return fprintf(stderr, "bench_schedules: 1f1b at P=%d was refused\n", P), 1;
         if (bench_rounds(e, n_open, &b, rounds, pt_optim_config_default(PT_OPTIM_ADAMW).lr))

@@ -868,6 +868,11 @@ typedef struct {
     size_t max_stage_memory;         /* bytes per chunk for the partitioner; 0 = no cap */
     int checkpoint_activations;      /* keep only chunk inputs; recompute before backward */
     int blas_threads;                /* BLAS threads (process-wide); 0 = max(1, cores / P) */
+    int bind_cores;                  /* threads: bind each worker and its BLAS threads to
+                                        CPUs of its own, in the order of those the process
+                                        may use; refused where they are fewer than workers
+                                        x BLAS threads, and under MPI (mpirun --bind-to core
+                                        binds ranks) (default 0: the kernel places them) */
     int record_trace;                /* keep each action's start and end (default 1) */
     int replicas;                    /* D data-parallel copies of every stage (default 1); D
                                         must divide microbatches; under MPI stages x replicas

@@ -14,7 +14,8 @@
 #     last line), and the planner predicted what it allocated;
 #   - pipedream runs with replicas (1F1B-RR);
 #   - --precision bf16: gpipe, 1f1b and zbh1 at P = 2 and P = 4, under MPI
-#     and on threads, write checkpoints byte-identical to one worker's.
+#     and on threads, write checkpoints byte-identical to one worker's;
+#   - --bind-cores is refused under MPI, pointing at mpirun's --bind-to.
 set -euo pipefail
 command -v mpirun >/dev/null || { echo "skipped: mpirun is not installed"; exit 77; }
 corpus=/usr/share/games/fortunes
@@ -36,6 +37,12 @@ for p in 2 4; do
     [ "$(grep -c '^done:' "$dir/mpi$p.out")" -eq 1 ] || { echo "FAIL: not one rank reported"; exit 1; }
     echo "P=$p: MPI checkpoint byte-identical to threads"
 done
+
+if "${mpi[@]}" 2 "$PIPETRAIN" train "${common[@]}" --stages 2 --bind-cores > "$dir/bind.out" 2>&1 ||
+    ! grep -q -- "--bind-to core" "$dir/bind.out"; then
+    echo "FAIL: --bind-cores under MPI was not refused as it should be:"; cat "$dir/bind.out"; exit 1
+fi
+echo "--bind-cores under MPI: refused"
 
 "$PIPETRAIN" train "${common[@]}" --precision bf16 --save "$dir/bf1.safetensors" >/dev/null
 for p in 2 4; do

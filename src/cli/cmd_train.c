@@ -440,6 +440,10 @@ int cmd_train(int argc, char **argv)
         FLAG_RANGED("threads", FLAG_INT, &threads, "N",
                     "BLAS threads per worker; 0: cores / stages, at least 1 (default 0)",
                     NUM_RANGE(0, 1024)),
+        FLAG("bind-cores", FLAG_BOOL, &cfg.pipeline.bind_cores, NULL,
+             "on threads: bind each worker and its --threads to CPUs of its own (refused where "
+             "the process may use fewer CPUs than stages x replicas x tensor slices x threads; "
+             "under mpirun use mpirun's --bind-to core)"),
         FLAG("quiet", FLAG_BOOL, &quiet, NULL,
              "no progress while training: only the summary at the end and errors"),
         FLAG("trace", FLAG_STRING, &cfg.trace, "FILE",

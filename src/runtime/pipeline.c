@@ -666,6 +666,9 @@ static int start_threads(pt_pipeline *p)
         if (pthread_create(&p->workers[r].thread, NULL, worker_main, &p->workers[r]) != 0)
             return pt_fail(PT_ENOMEM, "cannot start worker thread %d", r);
         p->workers[r].started = true;
+        int rc = pt_bind_worker(p, r); /* before its first job: it waits for one */
+        if (rc != PT_OK)
+            return rc;
     }
     return PT_OK;
 }
@@ -732,6 +735,10 @@ int pt_pipeline_create(const pt_model_config *model, const pt_optim_config *opti
     p->M = cfg->microbatches;
     p->mbs = cfg->micro_batch_size;
     p->checkpoint = cfg->checkpoint_activations != 0;
+    if (cfg->bind_cores && (rc = pt_bind_plan(p, blas_threads(p, cfg))) != PT_OK) {
+        free(p);
+        return rc;
+    }
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->start_cv, NULL);
     pthread_cond_init(&p->done_cv, NULL);
@@ -832,6 +839,7 @@ void pt_pipeline_destroy(pt_pipeline *p)
     pt_model_destroy(p->desc);
     free(p->workers);
     free(p->all_workers);
+    free(p->bind_cpus);
     free(p->chunk_first);
     free(p->chunk_last);
     free(p->chunk_cost);

@@ -332,6 +332,10 @@ struct pt_pipeline {
     int T;               /* tensor slices of every stage; workers[] holds
                             n_ranks = P x T, slice t of worker w at w T + t */
     int n_ranks;
+
+    int *bind_cpus; /* threads, bind_cores: worker r's are [r bind_each, (r + 1) bind_each) */
+    int bind_each;  /* CPUs per worker: its BLAS threads */
+
     int zero;                    /* sharded optimizer state: 0 off, 1 moments (and the
                                     gradient sums) sharded, 2 also the gradients: each
                                     piece of a weight pass reduce-scattered at once
@@ -364,6 +368,12 @@ struct pt_pipeline {
  * micro-batches), the replicas' gradient sum 2KM .. 2KM+2K-1; both stay
  * below PT_TAG_FIRST_CONTROL, where collectives.c's own begin. */
 #define PT_TAG_FIRST_CONTROL (PT_TAG_MAX - 15)
+
+/* bind_cores.c: the CPUs of every worker on threads (fails where they are
+ * too few, or under MPI), and worker r bound to its own once started */
+int pt_bind_plan(pt_pipeline *p, int each);
+int pt_bind_worker(pt_pipeline *p, int r);
+
 /* The process's MPI endpoint, created once and ended at exit; *out NULL and
  * PT_OK when this process should run on threads (auto, no mpirun or one rank). */
 int pt_ranks_endpoint(pt_pipeline_transport want, pt_transport **out);
