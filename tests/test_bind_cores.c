@@ -78,6 +78,7 @@ static cpu_set_t first_cpus(const cpu_set_t *from, int n)
     return set;
 }
 
+/* the i-th CPU of `from` (from 0), alone */
 static cpu_set_t nth_cpu(const cpu_set_t *from, int i)
 {
     cpu_set_t one, two = first_cpus(from, i + 1), before = first_cpus(from, i);
