@@ -14,9 +14,12 @@
  * of the FLOPs (a W pass that costs no more than its share of a fused
  * backward has a ratio near the products'). One thread by default, so the
  * figures are one core's.
- * Usage: bench_passes [repeats] [vocab] [threads] (default 9, 256 and 1;
- * a vocabulary of 50257 is GPT-2's, where the LM head and its
- * cross-entropy weigh most; threads: the worker's, as --threads gives). */
+ * Usage: bench_passes [repeats] [vocab] [threads] [fp32|bf16] (default 9,
+ * 256, 1 and fp32; a vocabulary of 50257 is GPT-2's, where the LM head and
+ * its cross-entropy weigh most; threads: the worker's, as --threads gives;
+ * bf16: activations stored as bf16, the passes converting as they read and
+ * write, the products on the bf16 kernel the CPU takes). Each pass is also
+ * given in ms, to compare the two precisions' passes. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -172,6 +175,10 @@ int main(int argc, char **argv)
     int reps = argc > 1 ? atoi(argv[1]) : 9;
     reps = reps < 1 || reps > MAX_REPS ? 9 : reps;
     pt_model_config c = bench_gpt_small();
+    if (argc > 4 && pt_precision_parse(argv[4], &c.precision) != PT_OK) {
+        fprintf(stderr, "bench_passes: %s\n", pt_last_error());
+        return 1;
+    }
     int vocab = argc > 2 ? atoi(argv[2]) : 256;
     c.vocab = vocab < 2 || vocab > (1 << 20) ? 256 : vocab;
     int B = 2, last;
@@ -195,8 +202,8 @@ int main(int argc, char **argv)
     pt_activations *a;
     pt_activations_create(m, 0, last, B, &a);
 
-    double share[PASS_KINDS][MAX_REPS], f[MAX_REPS], bi[MAX_REPS], bw[MAX_REPS], adam[MAX_REPS],
-        other[MAX_REPS], step[MAX_REPS];
+    double ms_of[PASS_KINDS][MAX_REPS], share[PASS_KINDS][MAX_REPS], f[MAX_REPS], bi[MAX_REPS],
+        bw[MAX_REPS], adam[MAX_REPS], other[MAX_REPS], step[MAX_REPS];
     float loss;
     for (int r = -1; r < reps; r++) { /* r = -1: warm-up */
         memset(pass_time, 0, sizeof pass_time);
@@ -215,7 +222,8 @@ int main(int argc, char **argv)
         double counted = 0;
         step[r] = t4 - t0;
         for (int k = 0; k < PASS_KINDS; k++)
-            share[k][r] = pass_time[k] / step[r], counted += pass_time[k];
+            share[k][r] = pass_time[k] / step[r], ms_of[k][r] = pass_time[k] * 1e3,
+            counted += pass_time[k];
         f[r] = t1 - t0, bi[r] = t2 - t1, bw[r] = t3 - t2, adam[r] = (t4 - t3) / step[r];
         other[r] = (t3 - t0 - counted) / step[r];
     }
@@ -227,14 +235,18 @@ int main(int argc, char **argv)
         bwl += B * bc.backward_weight_flops;
     }
     double ms = bench_median(step, reps) * 1e3;
-    printf("gpt-small micro-batch (2 x 256 tokens, vocab %d), fp32, %s, %d thread%s: step %.1f "
+    printf("gpt-small micro-batch (2 x 256 tokens, vocab %d), %s, %s, %d thread%s: step %.1f "
            "ms (%.1f GFLOP/s)\n",
-           c.vocab, real->name, threads, threads > 1 ? "s" : "", ms, (fl + bil + bwl) / ms / 1e6);
-    printf("%-32s %8s\n", "pass", "share");
+           c.vocab, pt_precision_name(c.precision), real->name, threads, threads > 1 ? "s" : "", ms,
+           (fl + bil + bwl) / ms / 1e6);
+    printf("%-32s %8s %8s\n", "pass", "share", "ms");
     for (int k = 0; k < PASS_KINDS; k++)
-        printf("%-32s %7.1f%%\n", pass_names[k], 100 * bench_median(share[k], reps));
-    printf("%-32s %7.1f%%\n", "AdamW (norm + update)", 100 * bench_median(adam, reps));
-    printf("%-32s %7.1f%%\n", "other (copies, bookkeeping)", 100 * bench_median(other, reps));
+        printf("%-32s %7.1f%% %8.2f\n", pass_names[k], 100 * bench_median(share[k], reps),
+               bench_median(ms_of[k], reps));
+    printf("%-32s %7.1f%% %8.2f\n", "AdamW (norm + update)", 100 * bench_median(adam, reps),
+           bench_median(adam, reps) * ms);
+    printf("%-32s %7.1f%% %8.2f\n", "other (copies, bookkeeping)", 100 * bench_median(other, reps),
+           bench_median(other, reps) * ms);
     double tf = bench_median(f, reps), tbi = bench_median(bi, reps), tbw = bench_median(bw, reps);
     double tall = tf + tbi + tbw, fall = fl + bil + bwl;
     printf("%-32s %8s %8s %8s\n", "piece of work", "ms", "time", "FLOPs");

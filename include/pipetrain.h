@@ -244,7 +244,9 @@ typedef struct {
     double backward_input_flops;
     double backward_weight_flops;
     size_t param_bytes;
-    size_t activation_bytes; /* kept from forward to backward, per sample */
+    size_t activation_bytes; /* kept from forward to the weight pass, per sample */
+    size_t grad_bytes;       /* kept from backward to the weight pass, per sample: the
+                                gradients of the output and inside the block */
 } pt_block_cost;
 
 int pt_model_n_blocks(const pt_model *m);

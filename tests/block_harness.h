@@ -20,10 +20,21 @@ typedef struct {
     pt_microbatch mb;
     int *tokens, *targets;
     float *in, *out, *saved, *R, *din;
+    float *grads, *work; /* the block's b->grads and b->work */
     size_t n_in, n_out, n_saved;
 } harness;
 
 static inline float *harness_floats(size_t n) { return pt_alloc_floats(n ? n : 1); }
+
+/* The block's grads area and workspace for B samples under its kernels */
+static inline float *harness_grads(const pt_block *b, int B)
+{
+    return harness_floats(pt_arena_floats_for(b->ops->grads_bytes ? b->ops->grads_bytes(b, B) : 0));
+}
+static inline float *harness_work(const pt_block *b, int B)
+{
+    return harness_floats(pt_arena_floats_for(b->ops->work_bytes ? b->ops->work_bytes(b, B) : 0));
+}
 
 static inline void harness_fill(pt_rng *r, float *x, size_t n, float mean, float std)
 {
@@ -63,6 +74,8 @@ static inline void harness_setup(harness *h, int B, int is_loss, int targets_per
     h->out = harness_floats(h->n_out);
     h->saved = harness_floats(h->n_saved);
     h->R = harness_floats(h->n_out);
+    h->b.grads = h->grads = harness_grads(&h->b, B);
+    h->b.work = h->work = harness_work(&h->b, B);
     harness_fill(&r, h->in, h->n_in, 0.0f, 1.0f);
     harness_fill(&r, h->R, h->n_out, 0.0f, 1.0f);
     h->mb =
@@ -78,6 +91,7 @@ static inline void harness_free(harness *h)
     free(h->tokens);
     free(h->targets);
     pt_free(h->in), pt_free(h->din), pt_free(h->out), pt_free(h->saved), pt_free(h->R);
+    pt_free(h->grads), pt_free(h->work);
 }
 
 /* L at the current parameters and input, in double. */

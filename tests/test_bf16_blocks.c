@@ -64,6 +64,8 @@ static void run(harness *h, const pt_kernels *k, result *r)
     void *in = typed_copy(h->in, h->n_in, t), *dout = typed_copy(h->R, h->n_out, out_t);
     void *out = harness_floats(h->n_out), *din = harness_floats(h->n_in);
     void *saved = harness_floats(pt_arena_floats_for(h->b.ops->saved_bytes(&h->b, h->B)));
+    float *grads = harness_grads(&h->b, h->B), *work = harness_work(&h->b, h->B);
+    h->b.grads = grads, h->b.work = work;
     pt_microbatch mb = h->mb;
     mb.inputs = NULL; /* the block's input is `in` */
     for (int i = 0; i < h->b.n_params; i++)
@@ -80,6 +82,8 @@ static void run(harness *h, const pt_kernels *k, result *r)
     for (int i = 0; i < h->b.n_params; i++)
         append(r, h->b.g[i], pt_param_decl_numel(&h->b.decl[i]), PT_F32);
     pt_free(in), pt_free(dout), pt_free(out), pt_free(din), pt_free(saved);
+    pt_free(grads), pt_free(work);
+    h->b.grads = h->grads, h->b.work = h->work;
 }
 
 /* relative L2 distance of a from b over [from, to) */

@@ -232,10 +232,13 @@ static int check_sizes(void)
     CHECK(got.param_bytes == sizeof(float) * layer, "transformer block: %zu parameter bytes",
           got.param_bytes);
     /* h, its activation and their gradient are (T, n_inner) where GPT-2's are (T, 4C) */
-    long extra = 3L * T * (I - 4 * C) * (long)sizeof(float);
-    CHECK((long)got.activation_bytes - (long)gpt2.activation_bytes == extra,
-          "transformer block: %zu activation bytes, GPT-2's %zu: not %ld apart",
-          got.activation_bytes, gpt2.activation_bytes, extra);
+    long extra = (long)T * (I - 4 * C) * (long)sizeof(float);
+    CHECK((long)got.activation_bytes - (long)gpt2.activation_bytes == 2 * extra &&
+              (long)got.grad_bytes - (long)gpt2.grad_bytes == extra,
+          "transformer block: %zu activation and %zu gradient bytes, GPT-2's %zu and %zu: not "
+          "%ld and %ld apart",
+          got.activation_bytes, got.grad_bytes, gpt2.activation_bytes, gpt2.grad_bytes, 2 * extra,
+          extra);
     double flops = 2.0 * T * 2 * C * (I - 4 * C); /* c_fc and mlp.c_proj */
     CHECK(got.forward_flops - gpt2.forward_flops == flops &&
               got.backward_weight_flops - gpt2.backward_weight_flops == flops,

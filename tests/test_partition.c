@@ -118,10 +118,10 @@ int main(void)
     REQUIRE(trials > 300, "too few trials (%d)", trials);
 
     /* a cap that binds costs time: the heavy-memory block 1 must sit alone */
-    pt_block_profile p4[4] = {{1, 1, 1, 10, 100, 0},
-                              {1, 1, 1, 10, 10000, 0},
-                              {1, 1, 1, 10, 100, 0},
-                              {3, 3, 3, 10, 100, 0}};
+    pt_block_profile p4[4] = {{1, 1, 1, 10, 100, 0, 0},
+                              {1, 1, 1, 10, 10000, 0, 0},
+                              {1, 1, 1, 10, 100, 0, 0},
+                              {3, 3, 3, 10, 100, 0, 0}};
     int bal4[3];
     double t4;
     REQUIRE(pt_partition_solve(p4, 4, 3, 0, 1, bal4, &t4) == PT_OK && t4 == 9,
@@ -177,8 +177,9 @@ int main(void)
               "bf16 block %d: parameters %zu, copy %zu bytes", i, hp[i].param_bytes,
               hp[i].copy_bytes);
     }
-    CHECK(pt_partition_chunk_memory(hp, 1, 1, 2) ==
-              4 * hp[1].param_bytes + hp[1].param_bytes / 2 + 2 * hp[1].activation_bytes,
+    CHECK(pt_partition_chunk_memory(hp, 1, 1, 2) == 4 * hp[1].param_bytes + hp[1].param_bytes / 2 +
+                                                        2 * hp[1].activation_bytes +
+                                                        hp[1].grad_bytes,
           "a bf16 chunk's memory leaves out its bf16 copy");
     if (failures)
         return 1;

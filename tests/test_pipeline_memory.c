@@ -20,7 +20,13 @@
  *   the tied copy), with the panels their products keep of each matrix;
  * - under bf16 the prediction matches what is allocated (the parameters'
  *   bf16 copy included), and each worker's activations take at most 0.55x
- *   the bytes they take under fp32. */
+ *   the bytes they take under fp32;
+ * - a record's backward part (the gradients the weight pass reads) is held
+ *   from B to W only: one per chunk where every backward is fused (gpipe,
+ *   1f1b, interleaved) whatever the micro-batches in flight, as many as
+ *   split backwards leave waiting for their W under zbh1 and zbv; a
+ *   transformer block's is a third of its record or more, and worker 0 of
+ *   1f1b allocates accordingly less than P whole records. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +34,7 @@
 
 #include "io/json.h"
 #include "model/model.h"
+#include "plan/memory.h"
 #include "pipetrain.h"
 #include "runtime/optimizer.h"
 #include "tensor/rng.h"
@@ -243,6 +250,73 @@ static int memory_matches(const char *schedule, int stages, int D, int v, int M,
     return 0;
 }
 
+/* Forward records and backward parts worker w's pool reserves for its
+ * first own chunk under `name` (P stages, M micro-batches) */
+static int record_counts(const char *name, int stages, int M, int w, int *fwd, int *bwd)
+{
+    pt_schedule *s;
+    REQUIRE(pt_schedule_generate(name, stages, M, 0, &s) == PT_OK, "%s: %s", name, pt_last_error());
+    int K = pt_schedule_chunks(s), records[64] = {0}, grads[64] = {0}, c = 0;
+    REQUIRE(K <= 64, "%s: %d chunks", name, K);
+    pt_plan_worker_records(s, w, false, records);
+    pt_plan_worker_grad_records(s, w, grads);
+    while (c < K && !records[c])
+        c++;
+    *fwd = records[c], *bwd = grads[c];
+    pt_schedule_destroy(s);
+    return 0;
+}
+
+/* The backward parts a worker holds, and what that saves. */
+static int backward_parts(void)
+{
+    int fwd, bwd;
+    for (int M = 4; M <= 16; M *= 2) {
+        REQUIRE(!record_counts("gpipe", 3, M, 0, &fwd, &bwd), "gpipe");
+        CHECK(fwd == M && bwd == 1, "gpipe M=%d worker 0: %d records, %d backward parts", M, fwd,
+              bwd);
+        REQUIRE(!record_counts("1f1b", 3, M, 0, &fwd, &bwd), "1f1b");
+        CHECK(fwd == 3 && bwd == 1, "1f1b M=%d worker 0: %d records, %d backward parts", M, fwd,
+              bwd);
+        REQUIRE(!record_counts("interleaved", 2, M, 0, &fwd, &bwd), "interleaved");
+        CHECK(bwd == 1 && fwd > 1, "interleaved M=%d worker 0: %d records, %d backward parts", M,
+              fwd, bwd);
+        /* split backwards: the W waits, with its gradients, behind later work */
+        REQUIRE(!record_counts("zbh1", 3, M, 2, &fwd, &bwd), "zbh1");
+        CHECK(bwd > 1 && bwd <= fwd, "zbh1 M=%d worker 2: %d records, %d backward parts", M, fwd,
+              bwd);
+    }
+    /* the bytes: GPT's transformer keeps its gradients apart, and 1f1b's
+     * first worker allocates P forward parts and one backward part */
+    pt_model_config c = pt_model_config_gpt();
+    c.n_layer = 6, c.n_head = 2, c.n_embd = 16, c.seq_len = 8, c.vocab = 32;
+    pt_model *m;
+    REQUIRE(pt_model_create(&c, &m) == PT_OK, "model: %s", pt_last_error());
+    size_t f = pt_model_forward_record_bytes(m, 1, 2, MBS),
+           g = pt_model_grad_record_bytes(m, 1, 2, MBS);
+    CHECK(3 * g >= f + g && pt_model_activation_bytes(m, 1, 2, MBS) == f + g,
+          "two transformer blocks: forward part %zu bytes, backward part %zu", f, g);
+    pt_activations *a;
+    REQUIRE(pt_activations_create(m, 1, 2, MBS, &a) == PT_OK, "record: %s", pt_last_error());
+    CHECK(pt_activations_bytes(a) == f + g, "a whole record takes %zu bytes, not %zu",
+          pt_activations_bytes(a), f + g);
+    pt_activations_destroy(a);
+    size_t whole = pt_model_activation_bytes(m, 0, 2, MBS); /* worker 0's chunk below */
+    pt_model_destroy(m);
+    static const int cut[] = {3, 2, 3}; /* embedding + 2 blocks, 2 blocks, 2 blocks + head */
+    balance = cut, n_balance = 3;
+    REQUIRE(memory_matches("1f1b", 3, 1, 0, 8, 0) == 0, "1f1b");
+    balance = NULL, n_balance = 0;
+    printf("1f1b worker 0: activations %zu bytes, 3 whole records %zu; a transformer block's "
+           "backward part %zu bytes, its forward part %zu\n",
+           activations[0], 3 * whole, g / 2, f / 2);
+    CHECK(activations[0] < 3 * whole,
+          "1f1b worker 0 allocated %zu bytes of activations, 3 whole "
+          "records (with their boundary buffers besides) %zu",
+          activations[0], 3 * whole);
+    return 0;
+}
+
 int main(void)
 {
     const struct {
@@ -279,6 +353,7 @@ int main(void)
         }
     precision = PT_PRECISION_FP32;
     balance = NULL, n_balance = 0;
+    REQUIRE(backward_parts() == 0, "backward parts");
     size_t g4[P], g8[P], g16[P], f4[P], f8[P], f16[P], gc8[P], fc8[P];
     REQUIRE(!peaks("gpipe", 4, 0, g4) && !peaks("gpipe", 8, 0, g8) && !peaks("gpipe", 16, 0, g16),
             "gpipe runs");

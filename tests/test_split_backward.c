@@ -9,7 +9,7 @@ static int failures;
 
 typedef struct {
     harness h;
-    float *in2, *out2, *saved2, *din2;
+    float *in2, *out2, *saved2, *din2, *grads2; /* micro-batch 2's; 1's are the harness's */
 } pair;
 
 static void run(pair *p, int deferred)
@@ -23,13 +23,18 @@ static void run(pair *p, int deferred)
     double ls;
     int rows;
     b->ops->forward(b, &h->mb, h->in, h->out, h->saved, &ls, &rows);
+    b->grads = h->grads;
     b->ops->backward_input(b, &h->mb, h->in, h->out, h->saved, h->R, h->din, 0.5f);
     if (!deferred)
         b->ops->backward_weight(b, &h->mb, h->in, h->out, h->saved, h->R);
     b->ops->forward(b, &mb2, p->in2, p->out2, p->saved2, &ls, &rows);
+    b->grads = p->grads2;
     b->ops->backward_input(b, &mb2, p->in2, p->out2, p->saved2, h->R, p->din2, 0.5f);
-    if (deferred)
+    if (deferred) {
+        b->grads = h->grads;
         b->ops->backward_weight(b, &h->mb, h->in, h->out, h->saved, h->R);
+    }
+    b->grads = p->grads2;
     b->ops->backward_weight(b, &mb2, p->in2, p->out2, p->saved2, h->R);
 }
 
@@ -40,6 +45,7 @@ static void check(const char *label, pair *p)
     p->out2 = harness_floats(h->n_out);
     p->saved2 = harness_floats(h->n_saved);
     p->din2 = harness_floats(h->n_in);
+    p->grads2 = harness_grads(&h->b, h->B);
     for (size_t i = 0; i < h->n_in; i++)
         p->in2[i] = h->in[i] * -0.7f + 0.1f;
     int np = h->b.n_params;
@@ -63,7 +69,7 @@ static void check(const char *label, pair *p)
     /* a block whose weight pass did nothing would pass vacuously */
     printf("%-12s %s (gradient mass %.3g)\n", label, same && norm > 0 ? "ok" : "FAIL", norm);
     failures += !(same && norm > 0);
-    pt_free(p->in2), pt_free(p->out2), pt_free(p->saved2), pt_free(p->din2);
+    pt_free(p->in2), pt_free(p->out2), pt_free(p->saved2), pt_free(p->din2), pt_free(p->grads2);
     harness_free(h);
 }
 

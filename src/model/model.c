@@ -22,17 +22,32 @@
 #include "tensor/error.h"
 #include "tensor/gemm.h"
 
+/* A micro-batch's record in two parts with two lifetimes: what its forward
+ * keeps (pt_activations: from forward to the weight pass) and what its
+ * backward keeps for the weight pass (pt_grad_record: from backward_input
+ * on), so a pipeline holds the second only for micro-batches between the
+ * two passes (model.h). */
+struct pt_grad_record {
+    int first, last, batch;
+    void **dout;  /* per block: gradient of its output */
+    void **grads; /* per block: its grads_bytes area */
+    pt_arena arena;
+};
+
 struct pt_activations {
     const pt_model *m;
     int first, last, batch;
-    void **out;   /* per block: its output (batch x out_floats) */
-    void **saved; /* per block: what its backward needs */
-    void **dout;  /* per block: gradient of its output */
-    void *in0;    /* the mlp's inputs as activations, when they are not float */
+    void **out;          /* per block: its output (batch x out_floats) */
+    void **saved;        /* per block: what its backward needs */
+    void *in0;           /* the mlp's inputs as activations, when they are not float */
+    pt_grad_record *g;   /* the backward's part, when attached (NULL: none) */
+    pt_grad_record *own; /* the part pt_activations_create made with it */
     pt_arena arena;
 };
 
 static size_t out_bytes(const pt_model *m, const pt_block *b, int batch);
+static size_t grad_bytes(const pt_model *m, const pt_block *b, int batch);
+static size_t grads_area_bytes(const pt_block *b, int batch);
 
 pt_model_config pt_model_config_gpt(void)
 {
@@ -444,6 +459,7 @@ pt_block_cost pt_model_block_cost(const pt_model *m, int block)
     c = b->ops->cost(b);
     c.param_bytes = pt_block_param_bytes(b);
     c.activation_bytes = out_bytes(m, b, 1) + b->ops->saved_bytes(b, 1);
+    c.grad_bytes = grad_bytes(m, b, 1) + grads_area_bytes(b, 1);
     return c;
 }
 
@@ -725,25 +741,53 @@ static size_t in0_bytes(const pt_model *m, int first, int batch)
     return (size_t)batch * (size_t)m->blocks[0].in_floats * pt_elem_size(m->k->act);
 }
 
-/* Floats of arena for each block's output, its saved activations and its
- * output's gradient. */
-static size_t activation_floats(const pt_model *m, int first, int last, int batch)
+static size_t grads_area_bytes(const pt_block *b, int batch)
+{
+    return b->ops->grads_bytes ? b->ops->grads_bytes(b, batch) : 0;
+}
+
+/* Floats of arena for each block's output and saved activations. */
+static size_t forward_floats(const pt_model *m, int first, int last, int batch)
 {
     size_t floats = pt_arena_floats_for(in0_bytes(m, first, batch));
     for (int i = first; i <= last; i++) {
         const pt_block *b = &m->blocks[i];
         floats += pt_arena_floats_for(out_bytes(m, b, batch)) +
-                  pt_arena_floats_for(b->ops->saved_bytes(b, batch)) +
-                  pt_arena_floats_for(grad_bytes(m, b, batch));
+                  pt_arena_floats_for(b->ops->saved_bytes(b, batch));
     }
     return floats;
 }
 
-size_t pt_model_activation_bytes(const pt_model *m, int first, int last, int batch)
+/* Floats of arena for each block's output gradient and grads area. */
+static size_t backward_floats(const pt_model *m, int first, int last, int batch)
+{
+    size_t floats = 0;
+    for (int i = first; i <= last; i++) {
+        const pt_block *b = &m->blocks[i];
+        floats += pt_arena_floats_for(grad_bytes(m, b, batch)) +
+                  pt_arena_floats_for(grads_area_bytes(b, batch));
+    }
+    return floats;
+}
+
+size_t pt_model_forward_record_bytes(const pt_model *m, int first, int last, int batch)
 {
     if (check_range(m, first, last) != PT_OK || batch < 1)
         return 0;
-    return pt_arena_round(activation_floats(m, first, last, batch)) * sizeof(float);
+    return pt_arena_round(forward_floats(m, first, last, batch)) * sizeof(float);
+}
+
+size_t pt_model_grad_record_bytes(const pt_model *m, int first, int last, int batch)
+{
+    if (check_range(m, first, last) != PT_OK || batch < 1)
+        return 0;
+    return pt_arena_round(backward_floats(m, first, last, batch)) * sizeof(float);
+}
+
+size_t pt_model_activation_bytes(const pt_model *m, int first, int last, int batch)
+{
+    return pt_model_forward_record_bytes(m, first, last, batch) +
+           pt_model_grad_record_bytes(m, first, last, batch);
 }
 
 size_t pt_model_param_bytes(const pt_model *m, int first, int last)
@@ -755,9 +799,23 @@ size_t pt_model_param_bytes(const pt_model *m, int first, int last)
     return floats * sizeof(float);
 }
 
-int pt_activations_create(const pt_model *m, int first, int last, int batch, pt_activations **out)
+/* A message naming what could not be allocated, and how to need less. */
+static int cannot_allocate(const pt_model *m, int rc, const char *what, int first, int last,
+                           int batch, size_t floats)
 {
-    *out = NULL;
+    char per[48] = "";
+    if (m->io.tokens)
+        snprintf(per, sizeof per, " of %d tokens", m->io.tokens);
+    return pt_fail(rc,
+                   "the %s of blocks %d..%d for a micro-batch of %d sample%s%s "
+                   "need %.0f bytes, which cannot be allocated: a smaller micro-batch, "
+                   "sequence or model, or activation checkpointing, needs less",
+                   what, first, last, batch, batch == 1 ? "" : "s", per,
+                   (double)floats * sizeof(float));
+}
+
+static int check_batch(const pt_model *m, int first, int last, int batch)
+{
     int rc = check_range(m, first, last);
     if (rc != PT_OK)
         return rc;
@@ -769,27 +827,69 @@ int pt_activations_create(const pt_model *m, int first, int last, int batch, pt_
                            "a micro-batch of %d samples gives block %d an output of %.0f "
                            "floats, more than one tensor may index",
                            batch, i, (double)batch * m->blocks[i].out_floats);
+    return PT_OK;
+}
+
+int pt_grad_record_create(const pt_model *m, int first, int last, int batch, pt_grad_record **out)
+{
+    *out = NULL;
+    int rc = check_batch(m, first, last, batch);
+    if (rc != PT_OK)
+        return rc;
+    pt_grad_record *g = calloc(1, sizeof *g);
+    int n = last - first + 1;
+    if (!g || !(g->dout = calloc((size_t)n, sizeof(void *))) ||
+        !(g->grads = calloc((size_t)n, sizeof(void *)))) {
+        pt_grad_record_destroy(g);
+        return pt_fail(PT_ENOMEM, "cannot allocate a gradient record");
+    }
+    g->first = first, g->last = last, g->batch = batch;
+    size_t floats = backward_floats(m, first, last, batch);
+    if (floats && (rc = pt_arena_init(&g->arena, floats)) != PT_OK) {
+        pt_grad_record_destroy(g);
+        return cannot_allocate(m, rc, "gradients", first, last, batch, floats);
+    }
+    for (int i = first; i <= last; i++) {
+        const pt_block *b = &m->blocks[i];
+        size_t dout = grad_bytes(m, b, batch), area = grads_area_bytes(b, batch);
+        g->dout[i - first] = dout ? pt_arena_take(&g->arena, pt_arena_floats_for(dout)) : NULL;
+        g->grads[i - first] = area ? pt_arena_take(&g->arena, pt_arena_floats_for(area)) : NULL;
+    }
+    *out = g;
+    return PT_OK;
+}
+
+void pt_grad_record_destroy(pt_grad_record *g)
+{
+    if (!g)
+        return;
+    pt_arena_free(&g->arena);
+    free(g->dout);
+    free(g->grads);
+    free(g);
+}
+
+size_t pt_grad_record_bytes(const pt_grad_record *g) { return g->arena.capacity * sizeof(float); }
+
+int pt_activations_create_forward(const pt_model *m, int first, int last, int batch,
+                                  pt_activations **out)
+{
+    *out = NULL;
+    int rc = check_batch(m, first, last, batch);
+    if (rc != PT_OK)
+        return rc;
     pt_activations *a = calloc(1, sizeof *a);
     int n = last - first + 1;
     if (!a || !(a->out = calloc((size_t)n, sizeof(void *))) ||
-        !(a->saved = calloc((size_t)n, sizeof(void *))) ||
-        !(a->dout = calloc((size_t)n, sizeof(void *)))) {
+        !(a->saved = calloc((size_t)n, sizeof(void *)))) {
         pt_activations_destroy(a);
         return pt_fail(PT_ENOMEM, "cannot allocate activations");
     }
     a->m = m, a->first = first, a->last = last, a->batch = batch;
-    size_t floats = activation_floats(m, first, last, batch);
+    size_t floats = forward_floats(m, first, last, batch);
     if ((rc = pt_arena_init(&a->arena, floats)) != PT_OK) {
         pt_activations_destroy(a);
-        char per[48] = "";
-        if (m->io.tokens)
-            snprintf(per, sizeof per, " of %d tokens", m->io.tokens);
-        return pt_fail(rc,
-                       "the activations of blocks %d..%d for a micro-batch of %d sample%s%s "
-                       "need %.0f bytes, which cannot be allocated: a smaller micro-batch, "
-                       "sequence or model, or activation checkpointing, needs less",
-                       first, last, batch, batch == 1 ? "" : "s", per,
-                       (double)floats * sizeof(float));
+        return cannot_allocate(m, rc, "activations", first, last, batch, floats);
     }
     size_t in0 = in0_bytes(m, first, batch);
     a->in0 = in0 ? pt_arena_take(&a->arena, pt_arena_floats_for(in0)) : NULL;
@@ -798,25 +898,49 @@ int pt_activations_create(const pt_model *m, int first, int last, int batch, pt_
         a->out[i - first] = pt_arena_take(&a->arena, pt_arena_floats_for(out_bytes(m, b, batch)));
         a->saved[i - first] =
             pt_arena_take(&a->arena, pt_arena_floats_for(b->ops->saved_bytes(b, batch)));
-        size_t grad = grad_bytes(m, b, batch);
-        a->dout[i - first] = grad ? pt_arena_take(&a->arena, pt_arena_floats_for(grad)) : NULL;
     }
     *out = a;
     return PT_OK;
+}
+
+int pt_activations_create(const pt_model *m, int first, int last, int batch, pt_activations **out)
+{
+    int rc = pt_activations_create_forward(m, first, last, batch, out);
+    if (rc == PT_OK && (rc = pt_grad_record_create(m, first, last, batch, &(*out)->own)) != PT_OK) {
+        pt_activations_destroy(*out);
+        *out = NULL;
+    }
+    if (rc == PT_OK)
+        (*out)->g = (*out)->own;
+    return rc;
 }
 
 void pt_activations_destroy(pt_activations *a)
 {
     if (!a)
         return;
+    pt_grad_record_destroy(a->own);
     pt_arena_free(&a->arena);
     free(a->out);
     free(a->saved);
-    free(a->dout);
     free(a);
 }
 
-size_t pt_activations_bytes(const pt_activations *a) { return a->arena.capacity * sizeof(float); }
+void pt_activations_attach_grads(pt_activations *a, pt_grad_record *g) { a->g = g; }
+
+pt_grad_record *pt_activations_detach_grads(pt_activations *a)
+{
+    pt_grad_record *g = a->g;
+    a->g = NULL;
+    return g;
+}
+
+pt_grad_record *pt_activations_grads(const pt_activations *a) { return a->g; }
+
+size_t pt_activations_bytes(const pt_activations *a)
+{
+    return (a->arena.capacity * sizeof(float)) + (a->own ? pt_grad_record_bytes(a->own) : 0);
+}
 
 const void *pt_activations_output(const pt_activations *a) { return a->out[a->last - a->first]; }
 
@@ -877,6 +1001,19 @@ static int check_call(const pt_model *m, int first, int last, const pt_microbatc
     if (first > 0 && !in)
         return pt_fail(PT_EINVAL, "block %d needs an input", first);
     return PT_OK;
+}
+
+/* A backward needs the record's backward part (pt_activations_attach_grads) */
+static int check_backward(pt_model *m, int first, int last, const pt_microbatch *mb, const void *in,
+                          const pt_activations *acts)
+{
+    int rc = check_call(m, first, last, mb, in, acts);
+    if (rc == PT_OK && !acts->g)
+        rc = pt_fail(PT_EINVAL, "a backward over blocks %d..%d without its gradient record", first,
+                     last);
+    if (rc == PT_OK)
+        rc = ensure_work(m, first, last, mb->batch);
+    return rc;
 }
 
 /* Refuses tokens and targets outside the vocabulary (or class count) before
@@ -954,9 +1091,7 @@ int pt_model_backward_input(pt_model *m, int first, int last, const pt_microbatc
                             const void *in, pt_activations *acts, const void *dout, void *din,
                             float loss_scale)
 {
-    int rc = check_call(m, first, last, mb, in, acts);
-    if (rc == PT_OK)
-        rc = ensure_work(m, first, last, mb->batch);
+    int rc = check_backward(m, first, last, mb, in, acts);
     if (rc != PT_OK)
         return rc;
     refresh_low(m);
@@ -968,13 +1103,14 @@ int pt_model_backward_input(pt_model *m, int first, int last, const pt_microbatc
         if (!dout)
             return pt_fail(PT_EINVAL, "block %d needs the gradient of its output", last);
         /* kept: backward_weight may run long after the caller reuses dout */
-        memcpy(acts->dout[last - first], dout, out_bytes(m, &m->blocks[last], mb->batch));
+        memcpy(acts->g->dout[last - first], dout, out_bytes(m, &m->blocks[last], mb->batch));
     }
     for (int i = last; i >= first; i--) {
         pt_block *b = &m->blocks[i];
-        void *d = i > first ? acts->dout[i - 1 - first] : din;
+        void *d = i > first ? acts->g->dout[i - 1 - first] : din;
+        b->grads = acts->g->grads[i - first];
         b->ops->backward_input(b, mb, block_input(m, i, mb, in, acts), acts->out[i - first],
-                               acts->saved[i - first], acts->dout[i - first], d, loss_scale);
+                               acts->saved[i - first], acts->g->dout[i - first], d, loss_scale);
     }
     return PT_OK;
 }
@@ -982,15 +1118,14 @@ int pt_model_backward_input(pt_model *m, int first, int last, const pt_microbatc
 int pt_model_backward_weight(pt_model *m, int first, int last, const pt_microbatch *mb,
                              const void *in, pt_activations *acts)
 {
-    int rc = check_call(m, first, last, mb, in, acts);
-    if (rc == PT_OK)
-        rc = ensure_work(m, first, last, mb->batch);
+    int rc = check_backward(m, first, last, mb, in, acts);
     if (rc != PT_OK)
         return rc;
     for (int i = last; i >= first; i--) {
         pt_block *b = &m->blocks[i];
+        b->grads = acts->g->grads[i - first];
         b->ops->backward_weight(b, mb, block_input(m, i, mb, in, acts), acts->out[i - first],
-                                acts->saved[i - first], acts->dout[i - first]);
+                                acts->saved[i - first], acts->g->dout[i - first]);
     }
     return PT_OK;
 }
@@ -1029,9 +1164,7 @@ static int weight_piece_blocks(const pt_model *m, int first, int last, int piece
 int pt_model_backward_weight_piece(pt_model *m, int first, int last, int piece,
                                    const pt_microbatch *mb, const void *in, pt_activations *acts)
 {
-    int rc = check_call(m, first, last, mb, in, acts);
-    if (rc == PT_OK)
-        rc = ensure_work(m, first, last, mb->batch);
+    int rc = check_backward(m, first, last, mb, in, acts);
     if (rc == PT_OK && (piece < 0 || piece >= pt_model_weight_pieces(m, first, last)))
         rc = pt_fail(PT_EINVAL, "blocks %d..%d have no weight piece %d", first, last, piece);
     if (rc != PT_OK)
@@ -1040,8 +1173,9 @@ int pt_model_backward_weight_piece(pt_model *m, int first, int last, int piece,
     weight_piece_blocks(m, first, last, piece, &lo, &hi);
     for (int i = hi; i >= lo; i--) {
         pt_block *b = &m->blocks[i];
+        b->grads = acts->g->grads[i - first];
         b->ops->backward_weight(b, mb, block_input(m, i, mb, in, acts), acts->out[i - first],
-                                acts->saved[i - first], acts->dout[i - first]);
+                                acts->saved[i - first], acts->g->dout[i - first]);
     }
     return PT_OK;
 }
@@ -1131,28 +1265,27 @@ int pt_model_backward_input_piece(pt_model *m, int first, int last, int piece,
                                   const pt_microbatch *mb, const void *in, pt_activations *acts,
                                   const void *dout, void *din, float loss_scale)
 {
-    int rc = check_call(m, first, last, mb, in, acts);
-    if (rc == PT_OK)
-        rc = ensure_work(m, first, last, mb->batch);
+    int rc = check_backward(m, first, last, mb, in, acts);
     if (rc != PT_OK)
         return rc;
     refresh_low(m);
     if (piece == 0 && last != m->n_blocks - 1) {
         if (!dout)
             return pt_fail(PT_EINVAL, "block %d needs the gradient of its output", last);
-        memcpy(acts->dout[last - first], dout, out_bytes(m, &m->blocks[last], mb->batch));
+        memcpy(acts->g->dout[last - first], dout, out_bytes(m, &m->blocks[last], mb->batch));
     }
     for (int i = last, at = 0; i >= first; i--) {
         pt_block *b = &m->blocks[i];
         int n = block_sums(b, 1);
-        void *d = i > first ? acts->dout[i - 1 - first] : din;
+        void *d = i > first ? acts->g->dout[i - 1 - first] : din;
         const void *x = block_input(m, i, mb, in, acts);
         void *out = acts->out[i - first], *saved = acts->saved[i - first];
+        b->grads = acts->g->grads[i - first];
         if (n == 0 && at == piece)
-            b->ops->backward_input(b, mb, x, out, saved, acts->dout[i - first], d, loss_scale);
+            b->ops->backward_input(b, mb, x, out, saved, acts->g->dout[i - first], d, loss_scale);
         else if (n > 0 && piece >= at && piece <= at + n)
-            b->ops->backward_input_piece(b, piece - at, mb, x, out, saved, acts->dout[i - first], d,
-                                         loss_scale);
+            b->ops->backward_input_piece(b, piece - at, mb, x, out, saved, acts->g->dout[i - first],
+                                         d, loss_scale);
         at += n;
     }
     return PT_OK;

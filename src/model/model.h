@@ -68,6 +68,28 @@ int pt_spec_build(pt_model *m);
  * sequence: with sequence parallelism (sequence_split.h; T >= 2, gpt). */
 int pt_model_create_slice(const pt_model_config *cfg, const unsigned char *hold, int describe,
                           int T, int t, int sequence, pt_model **out);
+/* A micro-batch's record in two parts (pt_activations_create makes both):
+ * the forward's, kept from the forward to the weight pass, and the
+ * backward's (the blocks' output gradients and grads_bytes areas), kept
+ * from backward_input to the weight pass. A pipeline worker holds the
+ * second only for the micro-batches between those two passes: one at a
+ * time where every backward is fused, so most micro-batches in flight
+ * keep the forward's part alone. A backward needs one attached. */
+typedef struct pt_grad_record pt_grad_record;
+int pt_activations_create_forward(const pt_model *m, int first, int last, int batch,
+                                  pt_activations **out);
+int pt_grad_record_create(const pt_model *m, int first, int last, int batch, pt_grad_record **out);
+void pt_grad_record_destroy(pt_grad_record *g);
+size_t pt_grad_record_bytes(const pt_grad_record *g);
+void pt_activations_attach_grads(pt_activations *a, pt_grad_record *g);
+/* The attached backward part, now detached (NULL: none). */
+pt_grad_record *pt_activations_detach_grads(pt_activations *a);
+pt_grad_record *pt_activations_grads(const pt_activations *a);
+/* What each part takes for blocks first..last and a batch (their sum is
+ * pt_model_activation_bytes). */
+size_t pt_model_forward_record_bytes(const pt_model *m, int first, int last, int batch);
+size_t pt_model_grad_record_bytes(const pt_model *m, int first, int last, int batch);
+
 /* The workspace blocks first..last need for micro-batches of `batch` (0:
  * none); a stage's is the largest over the blocks it has run (work_bytes). */
 size_t pt_model_work_bytes(const pt_model *m, int first, int last, int batch);

@@ -10,9 +10,11 @@
  *                    zero-bubble schedules move it into bubbles).
  * A fused backward is backward_input then backward_weight.
  *
- * The caller (model.c) owns every buffer: a block's output, its saved area of
- * saved_bytes(B) bytes and the gradient of its output, all kept per
- * micro-batch between forward and backward. Blocks allocate nothing.
+ * The caller (model.c) owns every buffer: a block's output and its saved
+ * area of saved_bytes(B) bytes, kept per micro-batch from forward to
+ * backward_weight, and the gradient of its output and its grads area of
+ * grads_bytes(B), kept only from backward_input to backward_weight.
+ * Blocks allocate nothing.
  * Inputs, outputs, their gradients and most saved tensors are activations,
  * stored in the kernels' activation type (k->act: float, or bf16 under
  * --precision bf16); a block's layout gives each saved tensor its type.
@@ -118,6 +120,12 @@ typedef struct {
     int reads_tokens; /* the micro-batch's tokens are its input (the embedding) */
     /* bytes kept per micro-batch of B samples between forward and backward */
     size_t (*saved_bytes)(const pt_block *b, int B);
+    /* bytes backward_input leaves for backward_weight apart from saved (the
+     * gradients inside the block), at b->grads: kept per micro-batch only
+     * from its backward_input to its backward_weight, so a micro-batch
+     * still waiting for its backward holds saved_bytes alone (NULL: none;
+     * a block that leaves them in saved keeps them from its forward on) */
+    size_t (*grads_bytes)(const pt_block *b, int B);
     /* loss is written by the loss heads only (sum over the micro-batch's
      * rows is divided by the rows counted); others ignore it */
     void (*forward)(pt_block *b, const pt_microbatch *mb, const void *in, void *out, void *saved,
@@ -174,7 +182,9 @@ struct pt_block {
     /* fp32: each matrix's kept panels, untransposed and transposed (NULL:
      * none; kernels.h's pt_mat) */
     struct pt_gemm_packed *packed[PT_BLOCK_MAX_PARAMS];
-    void *work; /* the stage's workspace (work_bytes), set by model.c */
+    void *work;  /* the stage's workspace (work_bytes), set by model.c */
+    void *grads; /* the running micro-batch's grads_bytes area, set by model.c
+                  * before each backward_input and backward_weight */
 };
 
 /* The pieces of work blocks without them share (block.c): a saved area of

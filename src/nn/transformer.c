@@ -7,9 +7,14 @@
  * Parameters carry Hugging Face's names under transformer.h.<layer>; the two
  * residual projections start with std 0.02 / sqrt(2 n_layer), as GPT-2 does.
  *
- * backward_input leaves in `saved` the gradient at every projection's output
- * and every LayerNorm's output, so backward_weight is products and sums only
- * and can run any time later (zero-bubble schedules need that). */
+ * Three areas for a micro-batch: `saved` (what forward keeps for both
+ * backward passes), `grads` (what backward_input leaves for
+ * backward_weight: the gradient at every projection's output and every
+ * LayerNorm's output, so that backward_weight is products and sums only
+ * and can run any time later, as zero-bubble schedules need) and the
+ * stage's workspace (what one pass needs and nothing after it: the
+ * attention output's gradient and the attention's scratch). A micro-batch
+ * waiting for its backward holds `saved` alone. */
 #include <math.h>
 #include <stdio.h>
 
@@ -19,12 +24,13 @@
 
 enum { LN1_W, LN1_B, ATTN_W, ATTN_B, APROJ_W, APROJ_B, LN2_W, LN2_B, FC_W, FC_B, FPROJ_W, FPROJ_B };
 
-/* Byte offsets into the saved area for a micro-batch of B samples. Forward
- * fills the first group, backward_input the second. LayerNorm statistics
- * and the score scratch are float; the rest are activations. */
+/* Byte offsets into the three areas for a micro-batch of B samples.
+ * LayerNorm statistics and the score scratch are float; the rest are
+ * activations. */
 typedef struct {
-    size_t ln1, mean1, rstd1, qkv, stats, y, x2, ln2, mean2, rstd2, h, g;
-    size_t dqkv, dy, dx2, dln1, dln2, dh, scratch, total;
+    size_t ln1, mean1, rstd1, qkv, stats, y, x2, ln2, mean2, rstd2, h, g, saved; /* saved */
+    size_t dqkv, dx2, dln1, dln2, dh, grads;                                     /* grads */
+    size_t dy, scratch, work;                                                    /* work */
 } transformer_layout;
 
 static transformer_layout layout(const pt_block *b, int B)
@@ -44,21 +50,28 @@ static transformer_layout layout(const pt_block *b, int B)
     l.rstd2 = pt_saved_take(&at, n, PT_F32);
     l.h = pt_saved_take(&at, n * I, t);
     l.g = pt_saved_take(&at, n * I, t);
+    l.saved = at, at = 0;
     l.dqkv = pt_saved_take(&at, n * 3 * C, t);
-    l.dy = pt_saved_take(&at, n * C, t);
     l.dx2 = pt_saved_take(&at, n * C, t);
     l.dln1 = pt_saved_take(&at, n * C, t);
     l.dln2 = pt_saved_take(&at, n * C, t);
     l.dh = pt_saved_take(&at, n * I, t);
+    l.grads = at, at = 0;
+    l.dy = pt_saved_take(&at, n * C, t);
     l.scratch = pt_saved_take(&at, pt_attention_scratch_floats(T, C, b->shape.H, t), PT_F32);
-    l.total = at;
+    l.work = at;
     return l;
 }
 
-static size_t transformer_saved(const pt_block *b, int B) { return layout(b, B).total; }
+static size_t transformer_saved(const pt_block *b, int B) { return layout(b, B).saved; }
+static size_t transformer_grads(const pt_block *b, int B) { return layout(b, B).grads; }
+static size_t transformer_work(const pt_block *b, int B) { return layout(b, B).work; }
 
-#define S(name) pt_saved_at(s, l.name)
-#define F(name) pt_saved_floats(s, l.name)
+#define S(name)  pt_saved_at(s, l.name)
+#define F(name)  pt_saved_floats(s, l.name)
+#define G(name)  pt_saved_at(b->grads, l.name)
+#define W(name)  pt_saved_at(b->work, l.name)
+#define WF(name) pt_saved_floats(b->work, l.name)
 
 // in (B,T,C) -> out (B,T,C)
 static void transformer_forward(pt_block *b, const pt_microbatch *mb, const void *in, void *out,
@@ -74,7 +87,7 @@ static void transformer_forward(pt_block *b, const pt_microbatch *mb, const void
 
     k->layernorm_forward(S(ln1), F(mean1), F(rstd1), in, p[LN1_W], p[LN1_B], N, C, eps);
     pt_linear_forward(b, ATTN_W, S(qkv), S(ln1), N, C, 3 * C);
-    pt_attention_forward(k, S(y), F(stats), F(scratch), S(qkv), B, T, C, b->shape.H,
+    pt_attention_forward(k, S(y), F(stats), WF(scratch), S(qkv), B, T, C, b->shape.H,
                          pt_attention_scale(&b->shape, b->layer));
     pt_linear_forward(b, APROJ_W, S(x2), S(y), N, C, C);
     k->residual_layernorm_forward(S(x2), S(ln2), F(mean2), F(rstd2), S(x2), in, p[LN2_W], p[LN2_B],
@@ -97,17 +110,17 @@ static void transformer_backward_input(pt_block *b, const pt_microbatch *mb, con
     transformer_layout l = layout(b, B);
 
     /* MLP branch: dout -> dh (through the activation) -> dln2 -> dx2 (plus the residual) */
-    pt_linear_backward_input(b, FPROJ_W, S(dh), dout, N, I, C);
-    pt_activation_pick(k, b->shape.act).backward(S(dh), S(h), S(dh), (size_t)N * I);
-    pt_linear_backward_input(b, FC_W, S(dln2), S(dh), N, C, I);
-    k->layernorm_backward_input(S(dx2), dout, S(dln2), S(x2), p[LN2_W], F(mean2), F(rstd2), N, C);
+    pt_linear_backward_input(b, FPROJ_W, G(dh), dout, N, I, C);
+    pt_activation_pick(k, b->shape.act).backward(G(dh), S(h), G(dh), (size_t)N * I);
+    pt_linear_backward_input(b, FC_W, G(dln2), G(dh), N, C, I);
+    k->layernorm_backward_input(G(dx2), dout, G(dln2), S(x2), p[LN2_W], F(mean2), F(rstd2), N, C);
     /* attention branch: dx2 -> dy -> dqkv -> dln1 -> din (plus the residual) */
-    pt_linear_backward_input(b, APROJ_W, S(dy), S(dx2), N, C, C);
-    pt_attention_backward(k, S(dqkv), F(stats), F(scratch), S(dy), S(qkv), B, T, C, b->shape.H,
+    pt_linear_backward_input(b, APROJ_W, W(dy), G(dx2), N, C, C);
+    pt_attention_backward(k, G(dqkv), F(stats), WF(scratch), W(dy), S(qkv), B, T, C, b->shape.H,
                           pt_attention_scale(&b->shape, b->layer));
-    pt_linear_backward_input(b, ATTN_W, S(dln1), S(dqkv), N, C, 3 * C);
+    pt_linear_backward_input(b, ATTN_W, G(dln1), G(dqkv), N, C, 3 * C);
     if (din)
-        k->layernorm_backward_input(din, S(dx2), S(dln1), in, p[LN1_W], F(mean1), F(rstd1), N, C);
+        k->layernorm_backward_input(din, G(dx2), G(dln1), in, p[LN1_W], F(mean1), F(rstd1), N, C);
 }
 
 static void transformer_backward_weight(pt_block *b, const pt_microbatch *mb, const void *in,
@@ -120,15 +133,18 @@ static void transformer_backward_weight(pt_block *b, const pt_microbatch *mb, co
     transformer_layout l = layout(b, B);
 
     pt_linear_backward_weight(b, FPROJ_W, dout, S(g), N, I, C);
-    pt_linear_backward_weight(b, FC_W, S(dh), S(ln2), N, C, I);
-    k->layernorm_backward_weight(g[LN2_W], g[LN2_B], S(dln2), S(x2), F(mean2), F(rstd2), N, C);
-    pt_linear_backward_weight(b, APROJ_W, S(dx2), S(y), N, C, C);
-    pt_linear_backward_weight(b, ATTN_W, S(dqkv), S(ln1), N, C, 3 * C);
-    k->layernorm_backward_weight(g[LN1_W], g[LN1_B], S(dln1), in, F(mean1), F(rstd1), N, C);
+    pt_linear_backward_weight(b, FC_W, G(dh), S(ln2), N, C, I);
+    k->layernorm_backward_weight(g[LN2_W], g[LN2_B], G(dln2), S(x2), F(mean2), F(rstd2), N, C);
+    pt_linear_backward_weight(b, APROJ_W, G(dx2), S(y), N, C, C);
+    pt_linear_backward_weight(b, ATTN_W, G(dqkv), S(ln1), N, C, 3 * C);
+    k->layernorm_backward_weight(g[LN1_W], g[LN1_B], G(dln1), in, F(mean1), F(rstd1), N, C);
 }
 
 #undef S
 #undef F
+#undef G
+#undef W
+#undef WF
 
 static pt_block_cost transformer_cost(const pt_block *b)
 {
@@ -144,6 +160,8 @@ static pt_block_cost transformer_cost(const pt_block *b)
 static const pt_block_ops transformer_ops = {
     .kind = "transformer",
     .saved_bytes = transformer_saved,
+    .grads_bytes = transformer_grads,
+    .work_bytes = transformer_work,
     .forward = transformer_forward,
     .backward_input = transformer_backward_input,
     .backward_weight = transformer_backward_weight,

@@ -111,7 +111,7 @@ static float *embedding_sum_buffer(const pt_block *b, int backward, int piece, i
 static pt_block_cost embedding_cost(const pt_block *b)
 {
     double n = (double)b->shape.T * b->shape.C;
-    return (pt_block_cost){n, 0, 2 * n, 0, 0};
+    return (pt_block_cost){.forward_flops = n, .backward_weight_flops = 2 * n};
 }
 
 static const pt_block_ops embedding_ops = {
@@ -354,7 +354,9 @@ static void head_backward_input(pt_block *b, const pt_microbatch *mb, const void
 static pt_block_cost head_cost(const pt_block *b)
 {
     double TV = (double)b->shape.T * own_rows(b), C = b->shape.C;
-    return (pt_block_cost){2 * TV * C + 5 * TV, 2 * TV * C + 2 * TV, 2 * TV * C, 0, 0};
+    return (pt_block_cost){.forward_flops = 2 * TV * C + 5 * TV,
+                           .backward_input_flops = 2 * TV * C + 2 * TV,
+                           .backward_weight_flops = 2 * TV * C};
 }
 
 static const pt_block_ops head_ops = {

@@ -12,10 +12,13 @@
  *                version still in flight, plus the current weights while a
  *                stashed version is swapped in;
  *   activations  the records its list holds at once per chunk (found by
- *                walking the list), and the boundary buffers on each side of
- *                its chunks, in the precision's activation type (bf16 halves
- *                them), and the one workspace its blocks share (the largest
- *                any of them needs: sequence parallelism's whole tensors);
+ *                walking the list): a forward's part from F to W, a
+ *                backward's (the gradients W reads) from B to W, so a fused
+ *                backward holds one of those at a time; the boundary
+ *                buffers on each side of its chunks, in the precision's
+ *                activation type (bf16 halves them); and the one workspace
+ *                its blocks share (the largest any of them needs: a pass's
+ *                attention scratch, sequence parallelism's whole tensors);
  *   comm         the replicas' gradient sum: the group's root keeps a copy
  *                of each other replica's chunk gradient.
  * With sharded optimizer state (zero, replicas D > 1) a worker keeps the
@@ -40,25 +43,55 @@
 #include "tensor/arena.h"
 #include "tensor/error.h"
 
-void pt_plan_worker_records(const pt_schedule *s, int worker, bool checkpoint, int *records)
+/* What an action of kind k does to a part of a chunk's records: how many
+ * more it uses while it runs, and how many more are held after it. */
+typedef struct {
+    int during, after;
+} part_use;
+
+/* The forward's part: taken at F and given back at W or BW; with
+ * checkpointing F drops it at once and B takes it again (the recompute). */
+static part_use forward_part(pt_action_kind k, bool checkpoint)
+{
+    bool backward = k == PT_ACT_B || k == PT_ACT_BW;
+    int take = k == PT_ACT_F ? !checkpoint : backward && checkpoint;
+    int give = k == PT_ACT_W || k == PT_ACT_BW;
+    return (part_use){take || k == PT_ACT_F, take - give};
+}
+
+/* The backward's part: taken at B, given back at W (a BW both) */
+static part_use backward_part(pt_action_kind k, bool checkpoint)
+{
+    (void)checkpoint;
+    return (part_use){k == PT_ACT_B || k == PT_ACT_BW, (k == PT_ACT_B) - (k == PT_ACT_W)};
+}
+
+/* The most of one part each chunk holds at once, walking worker w's list */
+static void walk_records(const pt_schedule *s, int worker, bool checkpoint,
+                         part_use (*part)(pt_action_kind, bool), int *records)
 {
     int *live = calloc((size_t)s->n_chunks, sizeof(int));
     if (!live)
         return;
     for (int i = 0; i < s->n_actions[worker]; i++) {
         const pt_action *a = &s->actions[worker][i];
-        int c = a->chunk;
-        int grow = 0, shrink = a->kind == PT_ACT_W || a->kind == PT_ACT_BW;
-        if (a->kind == PT_ACT_F)
-            grow = !checkpoint, shrink = 0;
-        if (a->kind == PT_ACT_B || a->kind == PT_ACT_BW)
-            grow = checkpoint;
-        int peak = live[c] + (grow || a->kind == PT_ACT_F);
-        live[c] += grow - shrink;
+        part_use u = part(a->kind, checkpoint);
+        int c = a->chunk, peak = live[c] + u.during;
+        live[c] += u.after;
         if (peak > records[c])
             records[c] = peak;
     }
     free(live);
+}
+
+void pt_plan_worker_records(const pt_schedule *s, int worker, bool checkpoint, int *records)
+{
+    walk_records(s, worker, checkpoint, forward_part, records);
+}
+
+void pt_plan_worker_grad_records(const pt_schedule *s, int worker, int *records)
+{
+    walk_records(s, worker, false, backward_part, records);
 }
 
 int pt_plan_worker_buffers(const pt_schedule *s, int worker)
@@ -178,15 +211,17 @@ int pt_plan_worker_memory(const pt_memory_plan *mp, int worker, pt_memory_use *o
         return pt_fail(PT_EINVAL, "worker %d is not one of the schedule's %d", worker,
                        s->n_workers);
     int K = s->n_chunks, B = mp->micro_batch_size;
-    int *records = calloc((size_t)K, sizeof(int));
+    int *records = calloc((size_t)K, sizeof(int)), *grad_records = calloc((size_t)K, sizeof(int));
     bool *buffered = calloc((size_t)K + 1, sizeof(bool));
-    int buffers = records && buffered ? pt_plan_worker_buffers(s, worker) : -1;
+    int buffers = records && grad_records && buffered ? pt_plan_worker_buffers(s, worker) : -1;
     if (buffers < 0) {
         free(records);
+        free(grad_records);
         free(buffered);
         return pt_fail(PT_ENOMEM, "cannot allocate the memory plan");
     }
     pt_plan_worker_records(s, worker, mp->checkpoint_activations, records);
+    pt_plan_worker_grad_records(s, worker, grad_records);
     bool async = pt_sched_is_async(s);
     bool copies = s->replicas == 1 && mp->replicas > 1; /* s is one replica's */
     int D = copies ? mp->replicas : s->replicas;
@@ -221,7 +256,8 @@ int pt_plan_worker_memory(const pt_memory_plan *mp, int worker, pt_memory_use *o
         }
         out->moments += (size_t)mp->moments * shard;
         out->activations +=
-            (size_t)records[c] * pt_model_activation_bytes(mp->desc, first, last, B);
+            (size_t)records[c] * pt_model_forward_record_bytes(mp->desc, first, last, B) +
+            (size_t)grad_records[c] * pt_model_grad_record_bytes(mp->desc, first, last, B);
         size_t work = pt_model_work_bytes(mp->desc, first, last, B);
         most_work = work > most_work ? work : most_work;
         for (int b = c; b <= c + 1; b++)
@@ -250,6 +286,7 @@ int pt_plan_worker_memory(const pt_memory_plan *mp, int worker, pt_memory_use *o
             out->activations += (size_t)buffers * pt_arena_floats_for(bytes) * sizeof(float);
         }
     free(records);
+    free(grad_records);
     free(buffered);
     return PT_OK;
 }

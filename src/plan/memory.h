@@ -37,6 +37,10 @@ typedef struct {
 /* Activation records chunk c needs at once on worker w (records[chunks]),
  * found by walking w's list as the executor will. */
 void pt_plan_worker_records(const pt_schedule *s, int worker, bool checkpoint, int *records);
+/* The backward parts of those records (model.h's pt_grad_record) chunk c
+ * needs at once: the micro-batches between their B and their W (a fused
+ * BW holds one while it runs). */
+void pt_plan_worker_grad_records(const pt_schedule *s, int worker, int *records);
 /* Boundary buffers each side of an own chunk needs: the most micro-batches
  * any own chunk has in flight (its inputs, kept for the backward even when
  * the records are recomputed), plus the next compute action's receive, one

@@ -73,7 +73,7 @@ size_t pt_partition_chunk_memory(const pt_block_profile *prof, int first, int la
     size_t bytes = 0;
     for (int i = first; i <= last; i++)
         bytes += 4 * prof[i].param_bytes + prof[i].copy_bytes +
-                 (size_t)inflight * prof[i].activation_bytes;
+                 (size_t)inflight * prof[i].activation_bytes + prof[i].grad_bytes;
     return bytes;
 }
 

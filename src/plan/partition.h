@@ -20,10 +20,11 @@
 /* What one block costs on one micro-batch. */
 typedef struct {
     double f, b, w;          /* seconds: forward, backward-input, backward-weight */
-    size_t activation_bytes; /* kept from forward to backward, per micro-batch */
+    size_t activation_bytes; /* kept from forward to the weight pass, per micro-batch */
     size_t param_bytes;
     size_t copy_bytes; /* the products' copies of the parameters: bf16's, and the panels a
                         * stage keeps of its matrices (pt_model_panel_bytes) */
+    size_t grad_bytes; /* kept from backward to the weight pass, per micro-batch */
 } pt_block_profile;
 
 /* Parses "2,3,3" into balance[] (at most max entries); PT_EINVAL with a
@@ -35,7 +36,8 @@ int pt_partition_check_balance(const int *balance, int n_balance, int n_chunks, 
 
 /* Memory of a chunk holding blocks first..last with `inflight` micro-batches'
  * activations alive: parameters, gradients and two optimizer moments, plus
- * the activations. */
+ * the activations, and one micro-batch's gradients between its backward and
+ * its weight pass (fused backwards hold no more). */
 size_t pt_partition_chunk_memory(const pt_block_profile *prof, int first, int last, int inflight);
 double pt_partition_chunk_time(const pt_block_profile *prof, int first, int last);
 

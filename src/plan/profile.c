@@ -77,7 +77,8 @@ static void block_memory(const pt_model *m, int b, const pt_activations *acts,
      * memory prediction counts them */
     bool bf16 = pt_model_get_config(m)->precision == PT_PRECISION_BF16;
     prof->copy_bytes = (bf16 ? prof->param_bytes / 2 : 0) + pt_model_panel_bytes(m, b, b);
-    prof->activation_bytes = pt_activations_bytes(acts);
+    prof->grad_bytes = pt_grad_record_bytes(pt_activations_grads(acts));
+    prof->activation_bytes = pt_activations_bytes(acts) - prof->grad_bytes;
 }
 
 /* True when blocks a and b do the same work: the same kind, FLOPs,
@@ -88,7 +89,7 @@ static bool same_work(const pt_model *m, int a, int b)
     return !strcmp(pt_model_block_kind(m, a), pt_model_block_kind(m, b)) &&
            x.forward_flops == y.forward_flops && x.backward_input_flops == y.backward_input_flops &&
            x.backward_weight_flops == y.backward_weight_flops && x.param_bytes == y.param_bytes &&
-           x.activation_bytes == y.activation_bytes;
+           x.activation_bytes == y.activation_bytes && x.grad_bytes == y.grad_bytes;
 }
 
 /* Each block's group: the first block that does the same work as it

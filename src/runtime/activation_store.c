@@ -4,6 +4,9 @@
  *   activation records  everything a chunk's forward keeps for its backward
  *                       (pt_activations), one per (chunk, micro-batch) in
  *                       flight, or one per recomputation with checkpointing;
+ *                       and their backward parts (the gradients the weight
+ *                       pass reads), one per micro-batch between its B and
+ *                       its W, attached to the record at B;
  *   boundary buffers    the tensor crossing the boundary into chunk c: its
  *                       input activation (kept until its last backward piece)
  *                       and the gradient going back (kept until sent).
@@ -42,8 +45,9 @@ int pt_store_init(pt_activation_store *s, pt_model *m, int n_chunks, const int *
     s->batch = batch;
     s->n_chunks = n_chunks;
     s->acts = calloc((size_t)n_chunks, sizeof *s->acts);
+    s->grads = calloc((size_t)n_chunks, sizeof *s->grads);
     s->boundary = calloc((size_t)n_chunks, sizeof *s->boundary);
-    if (!s->acts || !s->boundary)
+    if (!s->acts || !s->grads || !s->boundary)
         return pt_fail(PT_ENOMEM, "cannot allocate an activation store");
     for (int c = 0; c < n_chunks; c++) {
         s->acts[c].first = chunk_first[c];
@@ -63,12 +67,18 @@ void pt_store_free(pt_activation_store *s)
             pt_activations_destroy(s->acts[c].free[i]);
         free(s->acts[c].free);
     }
+    for (int c = 0; s->grads && c < s->n_chunks; c++) {
+        for (int i = 0; i < s->grads[c].n_free; i++)
+            pt_grad_record_destroy(s->grads[c].free[i]);
+        free(s->grads[c].free);
+    }
     for (int c = 0; s->boundary && c < s->n_chunks; c++) {
         for (int i = 0; i < s->boundary[c].n_free; i++)
             pt_free(s->boundary[c].free[i]);
         free(s->boundary[c].free);
     }
     free(s->acts);
+    free(s->grads);
     free(s->boundary);
     free(s->samples);
     memset(s, 0, sizeof *s);
@@ -80,12 +90,27 @@ static int new_record(pt_activation_store *s, int c)
     int rc = grow((void ***)&ap->free, &ap->cap, ap->n_alloc + 1);
     pt_activations *a;
     if (rc == PT_OK)
-        rc = pt_activations_create(s->m, ap->first, ap->last, s->batch, &a);
+        rc = pt_activations_create_forward(s->m, ap->first, ap->last, s->batch, &a);
     if (rc != PT_OK)
         return rc;
     ap->bytes = pt_activations_bytes(a);
     ap->free[ap->n_free++] = a;
     ap->n_alloc++;
+    return PT_OK;
+}
+
+static int new_grads(pt_activation_store *s, int c)
+{
+    pt_grads_pool *gp = &s->grads[c];
+    int rc = grow((void ***)&gp->free, &gp->cap, gp->n_alloc + 1);
+    pt_grad_record *g;
+    if (rc == PT_OK)
+        rc = pt_grad_record_create(s->m, s->acts[c].first, s->acts[c].last, s->batch, &g);
+    if (rc != PT_OK)
+        return rc;
+    gp->bytes = pt_grad_record_bytes(g);
+    gp->free[gp->n_free++] = g;
+    gp->n_alloc++;
     return PT_OK;
 }
 
@@ -103,13 +128,19 @@ static int new_buffer(pt_activation_store *s, int c)
     return PT_OK;
 }
 
-int pt_store_reserve(pt_activation_store *s, const bool *own, const int *records, int buffers)
+int pt_store_reserve(pt_activation_store *s, const bool *own, const int *records,
+                     const int *grad_records, int buffers)
 {
     for (int c = 0; c < s->n_chunks; c++) {
         if (!own[c])
             continue;
         while (s->acts[c].n_alloc < records[c]) {
             int rc = new_record(s, c);
+            if (rc != PT_OK)
+                return rc;
+        }
+        while (s->grads[c].n_alloc < grad_records[c]) {
+            int rc = new_grads(s, c);
             if (rc != PT_OK)
                 return rc;
         }
@@ -176,9 +207,30 @@ void pt_store_give_acts(pt_activation_store *s, int c, pt_activations *a)
 {
     if (!a)
         return;
+    pt_grad_record *g = pt_activations_detach_grads(a);
+    if (g) {
+        pt_grads_pool *gp = &s->grads[c];
+        gp->free[gp->n_free++] = g;
+        count(s, gp->bytes, -1, 0);
+    }
     pt_acts_pool *ap = &s->acts[c];
     ap->free[ap->n_free++] = a; /* never more than n_alloc: the list has room */
     count(s, ap->bytes, -1, 1);
+}
+
+int pt_store_attach_grads(pt_activation_store *s, int c, pt_activations *a)
+{
+    if (pt_activations_grads(a))
+        return PT_OK;
+    pt_grads_pool *gp = &s->grads[c];
+    if (gp->n_free == 0) {
+        int rc = new_grads(s, c);
+        if (rc != PT_OK)
+            return rc;
+    }
+    pt_activations_attach_grads(a, gp->free[--gp->n_free]);
+    count(s, gp->bytes, +1, 0);
+    return PT_OK;
 }
 
 int pt_store_take_buffer(pt_activation_store *s, int b, void **out)
@@ -209,7 +261,8 @@ size_t pt_store_allocated_bytes(const pt_activation_store *s)
 {
     size_t bytes = 0;
     for (int c = 0; s->acts && c < s->n_chunks; c++)
-        bytes += (size_t)s->acts[c].n_alloc * s->acts[c].bytes;
+        bytes += (size_t)s->acts[c].n_alloc * s->acts[c].bytes +
+                 (size_t)s->grads[c].n_alloc * s->grads[c].bytes;
     for (int c = 0; s->boundary && c < s->n_chunks; c++)
         bytes += (size_t)s->boundary[c].n_alloc * pt_arena_floats_for(s->boundary[c].bytes) *
                  sizeof(float);

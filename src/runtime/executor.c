@@ -13,7 +13,8 @@
  *     again; neighbouring chunks on one worker hand tensors over in memory;
  *   - returns each activation record and buffer to the worker's store right
  *     after its last use: the record after W (or BW), the received gradient
- *     after B;
+ *     after B; a record's backward part (the gradients W reads) is taken
+ *     only at its B;
  *   - moves the replicas' gradient sums along between actions.
  * Activation checkpointing keeps only each chunk's input after F; the
  * backward first re-runs the chunk's forward into a fresh record. A compute
@@ -448,6 +449,9 @@ static int run_backward(pt_worker *w, const pt_action *a, const pt_microbatch *b
         return pt_fail(PT_EDEADLOCK, "worker %d: %s runs before its forward", w->rank,
                        pt_sched_action_str(a, name, sizeof name));
     }
+    /* the gradients the weight pass reads: held from here to the W */
+    if ((rc = pt_store_attach_grads(&w->store, a->chunk, sl->acts)) != PT_OK)
+        return rc;
     void *din = NULL;
     if (a->chunk > 0 && (rc = pt_store_take_buffer(&w->store, a->chunk, &din)) != PT_OK)
         return rc;

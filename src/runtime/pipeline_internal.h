@@ -59,6 +59,13 @@ typedef struct {
     size_t bytes; /* of one record */
 } pt_acts_pool;
 
+/* Free list of the backward parts of one chunk's records (model.h). */
+typedef struct {
+    pt_grad_record **free;
+    int n_free, n_alloc, cap;
+    size_t bytes; /* of one */
+} pt_grads_pool;
+
 /* zero 2: one round of a piece's scatter in flight (zero.c). */
 typedef struct {
     bool on;
@@ -83,6 +90,7 @@ typedef struct {
     int batch;
     int n_chunks;
     pt_acts_pool *acts;       /* [n_chunks] */
+    pt_grads_pool *grads;     /* [n_chunks] */
     pt_buffer_pool *boundary; /* [n_chunks]: [c] holds chunk c's input (c >= 1) */
     size_t live_bytes, peak_bytes;
     int live_records;
@@ -93,11 +101,18 @@ typedef struct {
 int pt_store_init(pt_activation_store *s, pt_model *m, int n_chunks, const int *chunk_first,
                   const int *chunk_last, int batch);
 void pt_store_free(pt_activation_store *s);
-/* Allocates `records` activation records for every chunk in `own` (a flag per
- * chunk) up front, and `buffers` boundary buffers per own chunk. */
-int pt_store_reserve(pt_activation_store *s, const bool *own, const int *records, int buffers);
+/* Allocates `records` activation records and `grad_records` backward
+ * parts for every chunk in `own` (a flag per chunk) up front, and
+ * `buffers` boundary buffers per own chunk. */
+int pt_store_reserve(pt_activation_store *s, const bool *own, const int *records,
+                     const int *grad_records, int buffers);
+/* A record without its backward part, which pt_store_attach_grads adds. */
 int pt_store_take_acts(pt_activation_store *s, int chunk, pt_activations **out);
+/* The record goes back, and its backward part if one is attached. */
 void pt_store_give_acts(pt_activation_store *s, int chunk, pt_activations *a);
+/* A backward part attached to a (the backward about to run), unless one
+ * already is. */
+int pt_store_attach_grads(pt_activation_store *s, int chunk, pt_activations *a);
 /* A buffer the size of chunk `boundary`'s input (1 <= boundary < n_chunks). */
 int pt_store_take_buffer(pt_activation_store *s, int boundary, void **out);
 void pt_store_give_buffer(pt_activation_store *s, int boundary, void *buf);
