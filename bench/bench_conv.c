@@ -25,8 +25,11 @@ enum { REPS = 9 };
 typedef struct {
     pt_block b;
     int B;
-    float *in, *out, *dout, *din, *saved;
+    float *in, *out, *dout, *din, *saved, *grads, *work;
 } bench_block;
+
+/* an area of a block's bytes (0: none) */
+static float *area(size_t bytes) { return pt_alloc_floats(pt_arena_floats_for(bytes ? bytes : 1)); }
 
 static void setup(bench_block *x, int B)
 {
@@ -44,7 +47,10 @@ static void setup(bench_block *x, int B)
     size_t n_in = (size_t)B * x->b.in_floats, n_out = (size_t)B * x->b.out_floats;
     x->in = pt_alloc_floats(n_in), x->din = pt_alloc_floats(n_in);
     x->out = pt_alloc_floats(n_out), x->dout = pt_alloc_floats(n_out);
-    x->saved = pt_alloc_floats(pt_arena_floats_for(x->b.ops->saved_bytes(&x->b, B)));
+    x->saved = area(x->b.ops->saved_bytes(&x->b, B));
+    /* the grads area and the stage's workspace, as model.c gives them */
+    x->b.grads = x->grads = area(x->b.ops->grads_bytes ? x->b.ops->grads_bytes(&x->b, B) : 0);
+    x->b.work = x->work = area(x->b.ops->work_bytes ? x->b.ops->work_bytes(&x->b, B) : 0);
     pt_rng_fill_normal(&r, x->in, n_in, 1.0f);
     pt_rng_fill_normal(&r, x->dout, n_out, 1.0f);
 }
@@ -54,6 +60,7 @@ static void release(bench_block *x)
     for (int i = 0; i < x->b.n_params; i++)
         pt_free(x->b.p[i]), pt_free(x->b.g[i]);
     pt_free(x->in), pt_free(x->din), pt_free(x->out), pt_free(x->dout), pt_free(x->saved);
+    pt_free(x->grads), pt_free(x->work);
 }
 
 /* seconds of one forward + backward_input + backward_weight */

@@ -111,8 +111,10 @@ static pt_conv conv_of(const pt_block *b)
                         s->stride ? s->stride : 1, s->padding);
 }
 
+/* byte offsets into the saved area (the im2col columns, forward to W) and
+ * the stage's workspace (one sample's column gradient, within a backward) */
 typedef struct {
-    size_t col, dcol, total;
+    size_t col, saved, dcol, work;
 } conv2d_layout;
 
 static conv2d_layout layout(const pt_block *b, int B)
@@ -121,12 +123,14 @@ static conv2d_layout layout(const pt_block *b, int B)
     size_t at = 0;
     conv2d_layout l;
     l.col = pt_saved_take(&at, (size_t)B * pt_conv_col_elems(&c), b->k->act);
+    l.saved = at, at = 0;
     l.dcol = pt_saved_take(&at, pt_conv_col_elems(&c), b->k->act);
-    l.total = at;
+    l.work = at;
     return l;
 }
 
-static size_t conv2d_saved(const pt_block *b, int B) { return layout(b, B).total; }
+static size_t conv2d_saved(const pt_block *b, int B) { return layout(b, B).saved; }
+static size_t conv2d_work(const pt_block *b, int B) { return layout(b, B).work; }
 
 static int bias_index(const pt_block *b) { return b->shape.no_bias ? -1 : 1; }
 
@@ -144,10 +148,10 @@ static void conv2d_forward(pt_block *b, const pt_microbatch *mb, const void *in,
 static void conv2d_backward_input(pt_block *b, const pt_microbatch *mb, const void *in, void *out,
                                   void *s, const void *dout, void *din, float loss_scale)
 {
-    (void)in, (void)out, (void)loss_scale;
+    (void)in, (void)out, (void)s, (void)loss_scale;
     pt_conv c = conv_of(b);
     if (din)
-        pt_conv_backward_input(b, 0, &c, din, pt_saved_at(s, layout(b, mb->batch).dcol), dout,
+        pt_conv_backward_input(b, 0, &c, din, pt_saved_at(b->work, layout(b, mb->batch).dcol), dout,
                                mb->batch);
 }
 
@@ -171,6 +175,7 @@ static pt_block_cost conv2d_cost(const pt_block *b)
 static const pt_block_ops conv2d_ops = {
     .kind = "conv2d",
     .saved_bytes = conv2d_saved,
+    .work_bytes = conv2d_work,
     .forward = conv2d_forward,
     .backward_input = conv2d_backward_input,
     .backward_weight = conv2d_backward_weight,

@@ -11,13 +11,16 @@
  * key/value heads, a SwiGLU MLP of width n_inner (0: 4C); no biases.
  * Parameters carry Hugging Face's names under the prefix
  * ("model.layers.3"), weights stored (out, in) as torch.nn.Linear does.
- * backward_input leaves in `saved` the gradient at every projection's output
- * and both norms' outputs, so backward_weight is products and sums only. */
+ * Attention keeps each row's softmax statistics, not the (T,T)
+ * probabilities (attention.c recomputes them in backward, a band at a
+ * time). backward_input leaves in the grads area the gradient at every
+ * projection's output and both norms' outputs, so backward_weight is
+ * products and sums only. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "nn/attention_gqa.h"
+#include "nn/attention.h"
 #include "nn/projection.h"
 
 enum { IN_NORM, Q, K, V, O, POST_NORM, GATE, UP, DOWN };
@@ -46,12 +49,15 @@ static pt_gqa gqa_of(const llama_geometry *g)
     return (pt_gqa){g->T, g->H, g->KV, g->hd, 1.0f / sqrtf((float)g->hd)};
 }
 
-/* Byte offsets into the saved area for B samples: forward fills the first
- * group, backward_input the second. Statistics, the rotary tables and the
- * score scratch are float; the rest are activations. */
+/* Byte offsets for B samples into the saved area (what forward keeps),
+ * the grads area (what backward_input leaves for backward_weight, from B
+ * to W only) and the stage's workspace (what one pass needs and nothing
+ * after it). Statistics, the rotary tables and the score scratch are
+ * float; the rest are activations. */
 typedef struct {
-    size_t n1, rstd1, qkv, att, y, x2, n2, rstd2, gate, up, h, cos, sin;
-    size_t dh, dgate, dup, dn2, dx2, dy, dqkv, dn1, scratch, total;
+    size_t n1, rstd1, qkv, stats, y, x2, n2, rstd2, gate, up, h, cos, sin, saved;
+    size_t dgate, dup, dn2, dx2, dqkv, dn1, grads;
+    size_t dh, dy, scratch, work;
 } llama_layout;
 
 static llama_layout layout(const pt_block *b, int B)
@@ -65,7 +71,7 @@ static llama_layout layout(const pt_block *b, int B)
     l.n1 = pt_saved_take(&at, n * C, t);
     l.rstd1 = pt_saved_take(&at, n, PT_F32);
     l.qkv = pt_saved_take(&at, n * W, t);
-    l.att = pt_saved_take(&at, (size_t)B * g.H * g.T * g.T, t);
+    l.stats = pt_saved_take(&at, (size_t)B * g.H * g.T * 2, PT_F32);
     l.y = pt_saved_take(&at, n * C, t);
     l.x2 = pt_saved_take(&at, n * C, t);
     l.n2 = pt_saved_take(&at, n * C, t);
@@ -75,20 +81,24 @@ static llama_layout layout(const pt_block *b, int B)
     l.h = pt_saved_take(&at, n * I, t);
     l.cos = pt_saved_take(&at, rot, PT_F32);
     l.sin = pt_saved_take(&at, rot, PT_F32);
-    l.dh = pt_saved_take(&at, n * I, t);
+    l.saved = at, at = 0;
     l.dgate = pt_saved_take(&at, n * I, t);
     l.dup = pt_saved_take(&at, n * I, t);
     l.dn2 = pt_saved_take(&at, n * C, t);
     l.dx2 = pt_saved_take(&at, n * C, t);
-    l.dy = pt_saved_take(&at, n * C, t);
     l.dqkv = pt_saved_take(&at, n * W, t);
     l.dn1 = pt_saved_take(&at, n * C, t);
-    l.scratch = pt_saved_take(&at, (size_t)g.T * g.T + 2 * (size_t)g.T, PT_F32);
-    l.total = at;
+    l.grads = at, at = 0;
+    l.dh = pt_saved_take(&at, n * I, t);
+    l.dy = pt_saved_take(&at, n * C, t);
+    l.scratch = pt_saved_take(&at, pt_gqa_scratch_floats(&a, t), PT_F32);
+    l.work = at;
     return l;
 }
 
-static size_t llama_saved(const pt_block *b, int B) { return layout(b, B).total; }
+static size_t llama_saved(const pt_block *b, int B) { return layout(b, B).saved; }
+static size_t llama_grads(const pt_block *b, int B) { return layout(b, B).grads; }
+static size_t llama_work(const pt_block *b, int B) { return layout(b, B).work; }
 
 /* Hugging Face's rotary tables: inv_freq[j] = 1 / theta^(2j / hd) in float,
  * angle t inv_freq[j] at position t. */
@@ -119,8 +129,10 @@ static void rotate(const pt_kernels *k, const llama_geometry *g, void *qkv, cons
     }
 }
 
-#define S(name) pt_saved_at(s, l.name)
-#define F(name) pt_saved_floats(s, l.name)
+#define S(name)  pt_saved_at(s, l.name)
+#define F(name)  pt_saved_floats(s, l.name)
+#define G(name)  pt_saved_at(b->grads, l.name)
+#define WK(name) pt_saved_at(b->work, l.name)
 /* q, k or v's columns of a qkv row */
 #define QKV_AT(p, part) pt_elems_at(p, (part) == Q ? 0 : (part) == K ? C : C + KVd, k->act)
 
@@ -141,7 +153,7 @@ static void llama_forward(pt_block *b, const pt_microbatch *mb, const void *in, 
     pt_projection_forward(b, V, QKV_AT(S(qkv), V), W, S(n1), C, N, C, KVd);
     rope_tables(&g, F(cos), F(sin));
     rotate(k, &g, S(qkv), F(cos), F(sin), mb->batch, 0);
-    pt_gqa_forward(k, &a, S(y), S(att), F(scratch), S(qkv), mb->batch);
+    pt_gqa_forward(k, &a, S(y), F(stats), WK(scratch), S(qkv), mb->batch);
     pt_projection_forward(b, O, S(x2), C, S(y), C, N, C, C);
     k->add(S(x2), S(x2), in, (size_t)N * C);
     k->rmsnorm_forward(S(n2), F(rstd2), S(x2), b->p[POST_NORM], N, C, g.eps);
@@ -165,22 +177,22 @@ static void llama_backward_input(pt_block *b, const pt_microbatch *mb, const voi
     size_t nc_bytes = (size_t)N * C * pt_elem_size(k->act);
 
     /* MLP branch: dout -> dh -> dgate, dup -> dn2 -> dx2 (plus the residual) */
-    pt_projection_backward_input(b, DOWN, S(dh), I, dout, C, N, I, C, 0.0f);
-    k->swiglu_backward(S(dgate), S(dup), S(gate), S(up), S(dh), (size_t)N * I);
-    pt_projection_backward_input(b, GATE, S(dn2), C, S(dgate), I, N, C, I, 0.0f);
-    pt_projection_backward_input(b, UP, S(dn2), C, S(dup), I, N, C, I, 1.0f);
-    memcpy(S(dx2), dout, nc_bytes);
-    k->rmsnorm_backward_input(S(dx2), S(dn2), S(x2), b->p[POST_NORM], F(rstd2), N, C);
+    pt_projection_backward_input(b, DOWN, WK(dh), I, dout, C, N, I, C, 0.0f);
+    k->swiglu_backward(G(dgate), G(dup), S(gate), S(up), WK(dh), (size_t)N * I);
+    pt_projection_backward_input(b, GATE, G(dn2), C, G(dgate), I, N, C, I, 0.0f);
+    pt_projection_backward_input(b, UP, G(dn2), C, G(dup), I, N, C, I, 1.0f);
+    memcpy(G(dx2), dout, nc_bytes);
+    k->rmsnorm_backward_input(G(dx2), G(dn2), S(x2), b->p[POST_NORM], F(rstd2), N, C);
     /* attention branch: dx2 -> dy -> dqkv (rotated back) -> dn1 -> din */
-    pt_projection_backward_input(b, O, S(dy), C, S(dx2), C, N, C, C, 0.0f);
-    pt_gqa_backward(k, &a, S(dqkv), S(att), F(scratch), S(dy), S(qkv), mb->batch);
-    rotate(k, &g, S(dqkv), F(cos), F(sin), mb->batch, 1);
-    pt_projection_backward_input(b, Q, S(dn1), C, QKV_AT(S(dqkv), Q), W, N, C, C, 0.0f);
-    pt_projection_backward_input(b, K, S(dn1), C, QKV_AT(S(dqkv), K), W, N, C, KVd, 1.0f);
-    pt_projection_backward_input(b, V, S(dn1), C, QKV_AT(S(dqkv), V), W, N, C, KVd, 1.0f);
+    pt_projection_backward_input(b, O, WK(dy), C, G(dx2), C, N, C, C, 0.0f);
+    pt_gqa_backward(k, &a, G(dqkv), F(stats), WK(scratch), WK(dy), S(qkv), mb->batch);
+    rotate(k, &g, G(dqkv), F(cos), F(sin), mb->batch, 1);
+    pt_projection_backward_input(b, Q, G(dn1), C, QKV_AT(G(dqkv), Q), W, N, C, C, 0.0f);
+    pt_projection_backward_input(b, K, G(dn1), C, QKV_AT(G(dqkv), K), W, N, C, KVd, 1.0f);
+    pt_projection_backward_input(b, V, G(dn1), C, QKV_AT(G(dqkv), V), W, N, C, KVd, 1.0f);
     if (din) {
-        memcpy(din, S(dx2), nc_bytes);
-        k->rmsnorm_backward_input(din, S(dn1), in, b->p[IN_NORM], F(rstd1), N, C);
+        memcpy(din, G(dx2), nc_bytes);
+        k->rmsnorm_backward_input(din, G(dn1), in, b->p[IN_NORM], F(rstd1), N, C);
     }
 }
 
@@ -195,18 +207,20 @@ static void llama_backward_weight(pt_block *b, const pt_microbatch *mb, const vo
     int N = mb->batch * g.T, C = g.C, I = g.I, KVd = g.KV * g.hd, W = pt_gqa_row(&a);
 
     pt_projection_backward_weight(b, DOWN, dout, C, S(h), I, N, I, C);
-    pt_projection_backward_weight(b, GATE, S(dgate), I, S(n2), C, N, C, I);
-    pt_projection_backward_weight(b, UP, S(dup), I, S(n2), C, N, C, I);
-    k->rmsnorm_backward_weight(b->g[POST_NORM], S(dn2), S(x2), F(rstd2), N, C);
-    pt_projection_backward_weight(b, O, S(dx2), C, S(y), C, N, C, C);
-    pt_projection_backward_weight(b, Q, QKV_AT(S(dqkv), Q), W, S(n1), C, N, C, C);
-    pt_projection_backward_weight(b, K, QKV_AT(S(dqkv), K), W, S(n1), C, N, C, KVd);
-    pt_projection_backward_weight(b, V, QKV_AT(S(dqkv), V), W, S(n1), C, N, C, KVd);
-    k->rmsnorm_backward_weight(b->g[IN_NORM], S(dn1), in, F(rstd1), N, C);
+    pt_projection_backward_weight(b, GATE, G(dgate), I, S(n2), C, N, C, I);
+    pt_projection_backward_weight(b, UP, G(dup), I, S(n2), C, N, C, I);
+    k->rmsnorm_backward_weight(b->g[POST_NORM], G(dn2), S(x2), F(rstd2), N, C);
+    pt_projection_backward_weight(b, O, G(dx2), C, S(y), C, N, C, C);
+    pt_projection_backward_weight(b, Q, QKV_AT(G(dqkv), Q), W, S(n1), C, N, C, C);
+    pt_projection_backward_weight(b, K, QKV_AT(G(dqkv), K), W, S(n1), C, N, C, KVd);
+    pt_projection_backward_weight(b, V, QKV_AT(G(dqkv), V), W, S(n1), C, N, C, KVd);
+    k->rmsnorm_backward_weight(b->g[IN_NORM], G(dn1), in, F(rstd1), N, C);
 }
 
 #undef S
 #undef F
+#undef G
+#undef WK
 #undef QKV_AT
 
 static pt_block_cost llama_cost(const pt_block *b)
@@ -223,6 +237,8 @@ static pt_block_cost llama_cost(const pt_block *b)
 static const pt_block_ops llama_ops = {
     .kind = "llama",
     .saved_bytes = llama_saved,
+    .grads_bytes = llama_grads,
+    .work_bytes = llama_work,
     .forward = llama_forward,
     .backward_input = llama_backward_input,
     .backward_weight = llama_backward_weight,

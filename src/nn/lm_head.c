@@ -16,9 +16,11 @@
 
 enum { LNF_W, LNF_B, HEAD };
 
-/* byte offsets: the normalised input and its gradient are activations */
+/* byte offsets into the saved area (the normalised input and its
+ * statistics) and the grads area (its gradient, from B to W); the two
+ * tensors are activations */
 typedef struct {
-    size_t ln, mean, rstd, dln, total;
+    size_t ln, mean, rstd, saved, dln, grads;
 } head_layout;
 
 static head_layout layout(const pt_block *b, int B)
@@ -28,12 +30,14 @@ static head_layout layout(const pt_block *b, int B)
     l.ln = pt_saved_take(&at, n * C, b->k->act);
     l.mean = pt_saved_take(&at, n, PT_F32);
     l.rstd = pt_saved_take(&at, n, PT_F32);
+    l.saved = at, at = 0;
     l.dln = pt_saved_take(&at, n * C, b->k->act);
-    l.total = at;
+    l.grads = at;
     return l;
 }
 
-static size_t head_saved(const pt_block *b, int B) { return layout(b, B).total; }
+static size_t head_saved(const pt_block *b, int B) { return layout(b, B).saved; }
+static size_t head_grads(const pt_block *b, int B) { return layout(b, B).grads; }
 
 static int counted_rows(const int *targets, int N)
 {
@@ -45,6 +49,7 @@ static int counted_rows(const int *targets, int N)
 
 #define S(name) pt_saved_at(s, l.name)
 #define F(name) pt_saved_floats(s, l.name)
+#define G(name) pt_saved_at(b->grads, l.name)
 
 // in (B,T,C) -> out (B,T,V) probabilities (float); loss over targets (B,T)
 static void head_forward(pt_block *b, const pt_microbatch *mb, const void *in, void *out, void *s,
@@ -75,9 +80,9 @@ static void head_backward_input(pt_block *b, const pt_microbatch *mb, const void
     int rows = counted_rows(mb->targets, N);
     k->crossentropy_backward(out, mb->targets, N, V, rows ? loss_scale / rows : 0.0f);
     k->matmul(0, 0, N, C, V, 1.0f, pt_mat_of(out, V, PT_F32), pt_block_weight(b, HEAD, C), 0.0f,
-              pt_block_act(b, S(dln), C), NULL);
+              pt_block_act(b, G(dln), C), NULL);
     if (din)
-        k->layernorm_backward_input(din, NULL, S(dln), in, b->p[LNF_W], F(mean), F(rstd), N, C);
+        k->layernorm_backward_input(din, NULL, G(dln), in, b->p[LNF_W], F(mean), F(rstd), N, C);
 }
 
 static void head_backward_weight(pt_block *b, const pt_microbatch *mb, const void *in,
@@ -89,11 +94,12 @@ static void head_backward_weight(pt_block *b, const pt_microbatch *mb, const voi
     head_layout l = layout(b, mb->batch);
     k->matmul(1, 0, V, C, N, 1.0f, pt_mat_of(out, V, PT_F32), pt_block_act(b, S(ln), C), 1.0f,
               pt_mat_of(b->g[HEAD], C, PT_F32), NULL);
-    k->layernorm_backward_weight(b->g[LNF_W], b->g[LNF_B], S(dln), in, F(mean), F(rstd), N, C);
+    k->layernorm_backward_weight(b->g[LNF_W], b->g[LNF_B], G(dln), in, F(mean), F(rstd), N, C);
 }
 
 #undef S
 #undef F
+#undef G
 
 static pt_block_cost head_cost(const pt_block *b)
 {
@@ -107,6 +113,7 @@ static const pt_block_ops head_ops = {
     .kind = "lm_head",
     .out_is_float = 1,
     .saved_bytes = head_saved,
+    .grads_bytes = head_grads,
     .forward = head_forward,
     .backward_input = head_backward_input,
     .backward_weight = head_backward_weight,

@@ -42,11 +42,14 @@ static residual_geometry geometry_of(const pt_block *b)
     return r;
 }
 
-/* Byte offsets into the saved area for B samples: forward fills the first
- * group, backward_input the second. */
+/* Byte offsets for B samples into the saved area (what forward keeps), the
+ * grads area (what backward_input leaves for backward_weight, from B to W
+ * only) and the stage's workspace (what one pass needs and nothing after
+ * it). */
 typedef struct {
-    size_t col1, a1, st1, h1, r1, col2, a2, st2, cold, ad, std, sum;
-    size_t dsum, da2, dh1, da1, dad, dskip, dcol, total;
+    size_t col1, a1, st1, h1, r1, col2, a2, st2, cold, ad, std, sum, saved;
+    size_t dsum, da2, dh1, da1, dad, grads;
+    size_t dskip, dcol, work;
 } residual_layout;
 
 static residual_layout layout(const pt_block *b, int B)
@@ -73,21 +76,27 @@ static residual_layout layout(const pt_block *b, int B)
     l.ad = pt_saved_take(&at, skip, t);
     l.std = pt_saved_take(&at, r.projection ? stats : 0, PT_F32);
     l.sum = pt_saved_take(&at, N, t);
+    l.saved = at, at = 0;
     l.dsum = pt_saved_take(&at, N, t);
     l.da2 = pt_saved_take(&at, N, t);
     l.dh1 = pt_saved_take(&at, N, t);
     l.da1 = pt_saved_take(&at, N, t);
     l.dad = pt_saved_take(&at, skip, t);
+    l.grads = at, at = 0;
     l.dskip = pt_saved_take(&at, r.projection ? (size_t)B * pt_conv_in_elems(&r.c1) : 0, t);
     l.dcol = pt_saved_take(&at, dcol, t);
-    l.total = at;
+    l.work = at;
     return l;
 }
 
-static size_t residual_saved(const pt_block *b, int B) { return layout(b, B).total; }
+static size_t residual_saved(const pt_block *b, int B) { return layout(b, B).saved; }
+static size_t residual_grads(const pt_block *b, int B) { return layout(b, B).grads; }
+static size_t residual_work(const pt_block *b, int B) { return layout(b, B).work; }
 
-#define S(name) pt_saved_at(s, l.name)
-#define F(name) pt_saved_floats(s, l.name)
+#define S(name)  pt_saved_at(s, l.name)
+#define F(name)  pt_saved_floats(s, l.name)
+#define G(name)  pt_saved_at(b->grads, l.name)
+#define WK(name) pt_saved_at(b->work, l.name)
 
 // in (B,Cin,H,W) -> out (B,Cout,OH,OW)
 static void residual_forward(pt_block *b, const pt_microbatch *mb, const void *in, void *out,
@@ -126,21 +135,21 @@ static void residual_backward_input(pt_block *b, const pt_microbatch *mb, const 
     residual_layout l = layout(b, B);
     size_t N = (size_t)B * pt_conv_out_elems(&r.c1), n_in = (size_t)B * pt_conv_in_elems(&r.c1);
 
-    k->relu_backward(S(dsum), S(sum), dout, N);
-    pt_image_norm_backward_input(b, BN2, &r.n, S(da2), S(dsum), S(a2), F(st2), B);
-    pt_conv_backward_input(b, CONV2, &r.c2, S(dh1), S(dcol), S(da2), B);
-    k->relu_backward(S(dh1), S(h1), S(dh1), N); /* elementwise: in place */
-    pt_image_norm_backward_input(b, BN1, &r.n, S(da1), S(dh1), S(a1), F(st1), B);
+    k->relu_backward(G(dsum), S(sum), dout, N);
+    pt_image_norm_backward_input(b, BN2, &r.n, G(da2), G(dsum), S(a2), F(st2), B);
+    pt_conv_backward_input(b, CONV2, &r.c2, G(dh1), WK(dcol), G(da2), B);
+    k->relu_backward(G(dh1), S(h1), G(dh1), N); /* elementwise: in place */
+    pt_image_norm_backward_input(b, BN1, &r.n, G(da1), G(dh1), S(a1), F(st1), B);
     if (r.projection)
-        pt_image_norm_backward_input(b, BND, &r.n, S(dad), S(dsum), S(ad), F(std), B);
+        pt_image_norm_backward_input(b, BND, &r.n, G(dad), G(dsum), S(ad), F(std), B);
     if (!din)
         return;
-    pt_conv_backward_input(b, CONV1, &r.c1, din, S(dcol), S(da1), B);
+    pt_conv_backward_input(b, CONV1, &r.c1, din, WK(dcol), G(da1), B);
     if (r.projection) {
-        pt_conv_backward_input(b, CONVD, &r.cd, S(dskip), S(dcol), S(dad), B);
-        k->add(din, din, S(dskip), n_in);
+        pt_conv_backward_input(b, CONVD, &r.cd, WK(dskip), WK(dcol), G(dad), B);
+        k->add(din, din, WK(dskip), n_in);
     } else {
-        k->add(din, din, S(dsum), n_in);
+        k->add(din, din, G(dsum), n_in);
     }
 }
 
@@ -152,18 +161,20 @@ static void residual_backward_weight(pt_block *b, const pt_microbatch *mb, const
     residual_geometry r = geometry_of(b);
     residual_layout l = layout(b, B);
 
-    pt_conv_backward_weight(b, CONV2, -1, &r.c2, S(da2), S(col2), S(r1), B);
-    pt_image_norm_backward_weight(b, BN2, &r.n, S(dsum), S(a2), F(st2), B);
-    pt_conv_backward_weight(b, CONV1, -1, &r.c1, S(da1), S(col1), in, B);
-    pt_image_norm_backward_weight(b, BN1, &r.n, S(dh1), S(a1), F(st1), B);
+    pt_conv_backward_weight(b, CONV2, -1, &r.c2, G(da2), S(col2), S(r1), B);
+    pt_image_norm_backward_weight(b, BN2, &r.n, G(dsum), S(a2), F(st2), B);
+    pt_conv_backward_weight(b, CONV1, -1, &r.c1, G(da1), S(col1), in, B);
+    pt_image_norm_backward_weight(b, BN1, &r.n, G(dh1), S(a1), F(st1), B);
     if (r.projection) {
-        pt_conv_backward_weight(b, CONVD, -1, &r.cd, S(dad), S(cold), in, B);
-        pt_image_norm_backward_weight(b, BND, &r.n, S(dsum), S(ad), F(std), B);
+        pt_conv_backward_weight(b, CONVD, -1, &r.cd, G(dad), S(cold), in, B);
+        pt_image_norm_backward_weight(b, BND, &r.n, G(dsum), S(ad), F(std), B);
     }
 }
 
 #undef S
 #undef F
+#undef G
+#undef WK
 
 static pt_block_cost residual_cost(const pt_block *b)
 {
@@ -183,6 +194,8 @@ static pt_block_cost residual_cost(const pt_block *b)
 static const pt_block_ops residual_ops = {
     .kind = "residual",
     .saved_bytes = residual_saved,
+    .grads_bytes = residual_grads,
+    .work_bytes = residual_work,
     .forward = residual_forward,
     .backward_input = residual_backward_input,
     .backward_weight = residual_backward_weight,
