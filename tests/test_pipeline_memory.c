@@ -301,6 +301,24 @@ static int backward_parts(void)
     CHECK(pt_activations_bytes(a) == f + g, "a whole record takes %zu bytes, not %zu",
           pt_activations_bytes(a), f + g);
     pt_activations_destroy(a);
+    /* a backward needs the backward part, and the one for its range */
+    pt_grad_record *other;
+    REQUIRE(pt_activations_create_forward(m, 1, 2, MBS, &a) == PT_OK &&
+                pt_grad_record_create(m, 1, 3, MBS, &other) == PT_OK,
+            "records: %s", pt_last_error());
+    float *dy = calloc((size_t)MBS * 8 * 16 * 2, sizeof(float)), *dx = dy + MBS * 8 * 16;
+    pt_microbatch mb = {.batch = MBS};
+    CHECK(pt_model_backward_input(m, 1, 2, &mb, dx, a, dy, dx, 1.0f) == PT_EINVAL &&
+              strstr(pt_last_error(), "without its gradient record"),
+          "a backward without a backward part: %s", pt_last_error());
+    pt_activations_attach_grads(a, other);
+    CHECK(pt_model_backward_weight(m, 1, 2, &mb, dx, a) == PT_EINVAL &&
+              strstr(pt_last_error(), "attached to activations for blocks 1..2"),
+          "a backward part of blocks 1..3 on blocks 1..2: %s", pt_last_error());
+    CHECK(pt_activations_detach_grads(a) == other, "detach returns the attached part");
+    pt_grad_record_destroy(other);
+    pt_activations_destroy(a);
+    free(dy);
     size_t whole = pt_model_activation_bytes(m, 0, 2, MBS); /* worker 0's chunk below */
     pt_model_destroy(m);
     static const int cut[] = {3, 2, 3}; /* embedding + 2 blocks, 2 blocks, 2 blocks + head */

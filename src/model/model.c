@@ -1008,9 +1008,15 @@ static int check_backward(pt_model *m, int first, int last, const pt_microbatch 
                           const pt_activations *acts)
 {
     int rc = check_call(m, first, last, mb, in, acts);
-    if (rc == PT_OK && !acts->g)
+    const pt_grad_record *g = acts->g;
+    if (rc == PT_OK && !g)
         rc = pt_fail(PT_EINVAL, "a backward over blocks %d..%d without its gradient record", first,
                      last);
+    else if (rc == PT_OK && (g->first != first || g->last != last || g->batch != acts->batch))
+        rc = pt_fail(PT_EINVAL,
+                     "a gradient record for blocks %d..%d, batch %d, attached to activations "
+                     "for blocks %d..%d, batch %d",
+                     g->first, g->last, g->batch, first, last, acts->batch);
     if (rc == PT_OK)
         rc = ensure_work(m, first, last, mb->batch);
     return rc;
