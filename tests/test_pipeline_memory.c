@@ -21,9 +21,10 @@
  * - under bf16 the prediction matches what is allocated (the parameters'
  *   bf16 copy included), and each worker's activations take at most 0.55x
  *   the bytes they take under fp32;
- * - a record's backward part (the gradients the weight pass reads) is held
- *   from B to W only: one per chunk where every backward is fused (gpipe,
- *   1f1b, interleaved) whatever the micro-batches in flight, as many as
+ * - the LM head's probabilities are held from F to the end of B only (one
+ *   at a time on zbh1's last worker, all M under gpipe), and a record's
+ *   backward part (the gradients the weight pass reads) from B to W only: one per chunk where every
+ * backward is fused (gpipe, 1f1b, interleaved) whatever the micro-batches in flight, as many as
  *   split backwards leave waiting for their W under zbh1 and zbv; a
  *   transformer block's is a third of its record or more, and worker 0 of
  *   1f1b allocates accordingly less than P whole records. */
@@ -252,17 +253,18 @@ static int memory_matches(const char *schedule, int stages, int D, int v, int M,
 
 /* Forward records and backward parts worker w's pool reserves for its
  * first own chunk under `name` (P stages, M micro-batches) */
-static int record_counts(const char *name, int stages, int M, int w, int *fwd, int *bwd)
+static int record_counts(const char *name, int stages, int M, int w, int *fwd, int *bwd, int *outs)
 {
     pt_schedule *s;
     REQUIRE(pt_schedule_generate(name, stages, M, 0, &s) == PT_OK, "%s: %s", name, pt_last_error());
-    int K = pt_schedule_chunks(s), records[64] = {0}, grads[64] = {0}, c = 0;
+    int K = pt_schedule_chunks(s), records[64] = {0}, grads[64] = {0}, outputs[64] = {0}, c = 0;
     REQUIRE(K <= 64, "%s: %d chunks", name, K);
     pt_plan_worker_records(s, w, false, records);
     pt_plan_worker_grad_records(s, w, grads);
+    pt_plan_worker_outputs(s, w, false, outputs);
     while (c < K && !records[c])
         c++;
-    *fwd = records[c], *bwd = grads[c];
+    *fwd = records[c], *bwd = grads[c], *outs = outputs[c];
     pt_schedule_destroy(s);
     return 0;
 }
@@ -270,21 +272,26 @@ static int record_counts(const char *name, int stages, int M, int w, int *fwd, i
 /* The backward parts a worker holds, and what that saves. */
 static int backward_parts(void)
 {
-    int fwd, bwd;
+    int fwd, bwd, outs;
     for (int M = 4; M <= 16; M *= 2) {
-        REQUIRE(!record_counts("gpipe", 3, M, 0, &fwd, &bwd), "gpipe");
+        REQUIRE(!record_counts("gpipe", 3, M, 0, &fwd, &bwd, &outs), "gpipe");
         CHECK(fwd == M && bwd == 1, "gpipe M=%d worker 0: %d records, %d backward parts", M, fwd,
               bwd);
-        REQUIRE(!record_counts("1f1b", 3, M, 0, &fwd, &bwd), "1f1b");
+        REQUIRE(!record_counts("1f1b", 3, M, 0, &fwd, &bwd, &outs), "1f1b");
         CHECK(fwd == 3 && bwd == 1, "1f1b M=%d worker 0: %d records, %d backward parts", M, fwd,
               bwd);
-        REQUIRE(!record_counts("interleaved", 2, M, 0, &fwd, &bwd), "interleaved");
+        REQUIRE(!record_counts("interleaved", 2, M, 0, &fwd, &bwd, &outs), "interleaved");
         CHECK(bwd == 1 && fwd > 1, "interleaved M=%d worker 0: %d records, %d backward parts", M,
               fwd, bwd);
         /* split backwards: the W waits, with its gradients, behind later work */
-        REQUIRE(!record_counts("zbh1", 3, M, 2, &fwd, &bwd), "zbh1");
+        REQUIRE(!record_counts("zbh1", 3, M, 2, &fwd, &bwd, &outs), "zbh1");
         CHECK(bwd > 1 && bwd <= fwd, "zbh1 M=%d worker 2: %d records, %d backward parts", M, fwd,
               bwd);
+        /* the last worker's outputs (the LM head's) live from F to B: its B
+         * follows its F, where the W waits */
+        CHECK(outs == 1 && fwd > 1, "zbh1 M=%d worker 2: %d records, %d outputs", M, fwd, outs);
+        REQUIRE(!record_counts("gpipe", 3, M, 2, &fwd, &bwd, &outs), "gpipe");
+        CHECK(outs == M, "gpipe M=%d worker 2: %d outputs", M, outs);
     }
     /* the bytes: GPT's transformer keeps its gradients apart, and 1f1b's
      * first worker allocates P forward parts and one backward part */

@@ -42,6 +42,7 @@ struct pt_activations {
     void *in0;           /* the mlp's inputs as activations, when they are not float */
     pt_grad_record *g;   /* the backward's part, when attached (NULL: none) */
     pt_grad_record *own; /* the part pt_activations_create made with it */
+    bool output_apart;   /* the last block's output is attached, not in the arena */
     pt_arena arena;
 };
 
@@ -746,14 +747,24 @@ static size_t grads_area_bytes(const pt_block *b, int batch)
     return b->ops->grads_bytes ? b->ops->grads_bytes(b, batch) : 0;
 }
 
-/* Floats of arena for each block's output and saved activations. */
-static size_t forward_floats(const pt_model *m, int first, int last, int batch)
+/* Bytes of the range's last output when it is kept only until the
+ * backward (out_to_backward), apart from the record; 0 otherwise */
+static size_t output_apart_bytes(const pt_model *m, int last, int batch)
+{
+    const pt_block *b = &m->blocks[last];
+    return b->ops->out_to_backward ? out_bytes(m, b, batch) : 0;
+}
+
+/* Floats of arena for each block's output (but the last's, kept apart) and
+ * saved activations. */
+static size_t forward_floats(const pt_model *m, int first, int last, int batch, bool apart)
 {
     size_t floats = pt_arena_floats_for(in0_bytes(m, first, batch));
     for (int i = first; i <= last; i++) {
         const pt_block *b = &m->blocks[i];
-        floats += pt_arena_floats_for(out_bytes(m, b, batch)) +
-                  pt_arena_floats_for(b->ops->saved_bytes(b, batch));
+        size_t out =
+            apart && i == last && output_apart_bytes(m, last, batch) ? 0 : out_bytes(m, b, batch);
+        floats += pt_arena_floats_for(out) + pt_arena_floats_for(b->ops->saved_bytes(b, batch));
     }
     return floats;
 }
@@ -774,7 +785,14 @@ size_t pt_model_forward_record_bytes(const pt_model *m, int first, int last, int
 {
     if (check_range(m, first, last) != PT_OK || batch < 1)
         return 0;
-    return pt_arena_round(forward_floats(m, first, last, batch)) * sizeof(float);
+    return pt_arena_round(forward_floats(m, first, last, batch, true)) * sizeof(float);
+}
+
+size_t pt_model_output_part_bytes(const pt_model *m, int first, int last, int batch)
+{
+    if (check_range(m, first, last) != PT_OK || batch < 1)
+        return 0;
+    return pt_arena_floats_for(output_apart_bytes(m, last, batch)) * sizeof(float);
 }
 
 size_t pt_model_grad_record_bytes(const pt_model *m, int first, int last, int batch)
@@ -787,6 +805,7 @@ size_t pt_model_grad_record_bytes(const pt_model *m, int first, int last, int ba
 size_t pt_model_activation_bytes(const pt_model *m, int first, int last, int batch)
 {
     return pt_model_forward_record_bytes(m, first, last, batch) +
+           pt_model_output_part_bytes(m, first, last, batch) +
            pt_model_grad_record_bytes(m, first, last, batch);
 }
 
@@ -871,8 +890,10 @@ void pt_grad_record_destroy(pt_grad_record *g)
 
 size_t pt_grad_record_bytes(const pt_grad_record *g) { return g->arena.capacity * sizeof(float); }
 
-int pt_activations_create_forward(const pt_model *m, int first, int last, int batch,
-                                  pt_activations **out)
+/* A record's forward part; with `apart`, the last block's output (when it
+ * is kept only until the backward) left for pt_activations_attach_output */
+static int create_forward(const pt_model *m, int first, int last, int batch, bool apart,
+                          pt_activations **out)
 {
     *out = NULL;
     int rc = check_batch(m, first, last, batch);
@@ -886,7 +907,8 @@ int pt_activations_create_forward(const pt_model *m, int first, int last, int ba
         return pt_fail(PT_ENOMEM, "cannot allocate activations");
     }
     a->m = m, a->first = first, a->last = last, a->batch = batch;
-    size_t floats = forward_floats(m, first, last, batch);
+    a->output_apart = apart && output_apart_bytes(m, last, batch);
+    size_t floats = forward_floats(m, first, last, batch, apart);
     if ((rc = pt_arena_init(&a->arena, floats)) != PT_OK) {
         pt_activations_destroy(a);
         return cannot_allocate(m, rc, "activations", first, last, batch, floats);
@@ -895,7 +917,9 @@ int pt_activations_create_forward(const pt_model *m, int first, int last, int ba
     a->in0 = in0 ? pt_arena_take(&a->arena, pt_arena_floats_for(in0)) : NULL;
     for (int i = first; i <= last; i++) {
         const pt_block *b = &m->blocks[i];
-        a->out[i - first] = pt_arena_take(&a->arena, pt_arena_floats_for(out_bytes(m, b, batch)));
+        if (!(a->output_apart && i == last))
+            a->out[i - first] =
+                pt_arena_take(&a->arena, pt_arena_floats_for(out_bytes(m, b, batch)));
         a->saved[i - first] =
             pt_arena_take(&a->arena, pt_arena_floats_for(b->ops->saved_bytes(b, batch)));
     }
@@ -903,9 +927,15 @@ int pt_activations_create_forward(const pt_model *m, int first, int last, int ba
     return PT_OK;
 }
 
+int pt_activations_create_forward(const pt_model *m, int first, int last, int batch,
+                                  pt_activations **out)
+{
+    return create_forward(m, first, last, batch, true, out);
+}
+
 int pt_activations_create(const pt_model *m, int first, int last, int batch, pt_activations **out)
 {
-    int rc = pt_activations_create_forward(m, first, last, batch, out);
+    int rc = create_forward(m, first, last, batch, false, out);
     if (rc == PT_OK && (rc = pt_grad_record_create(m, first, last, batch, &(*out)->own)) != PT_OK) {
         pt_activations_destroy(*out);
         *out = NULL;
@@ -936,6 +966,21 @@ pt_grad_record *pt_activations_detach_grads(pt_activations *a)
 }
 
 pt_grad_record *pt_activations_grads(const pt_activations *a) { return a->g; }
+
+void pt_activations_attach_output(pt_activations *a, void *buf)
+{
+    if (a->output_apart)
+        a->out[a->last - a->first] = buf;
+}
+
+void *pt_activations_detach_output(pt_activations *a)
+{
+    if (!a->output_apart)
+        return NULL;
+    void *buf = a->out[a->last - a->first];
+    a->out[a->last - a->first] = NULL;
+    return buf;
+}
 
 size_t pt_activations_bytes(const pt_activations *a)
 {
@@ -982,6 +1027,15 @@ static int ensure_work(pt_model *m, int first, int last, int batch)
     m->work_bytes = need;
     for (int i = 0; i < m->n_blocks; i++)
         m->blocks[i].work = w;
+    return PT_OK;
+}
+
+/* forward and backward_input write or read the last block's output */
+static int check_output(const pt_activations *acts)
+{
+    if (!acts->out[acts->last - acts->first])
+        return pt_fail(PT_EINVAL, "block %d's output is kept apart and none is attached",
+                       acts->last);
     return PT_OK;
 }
 
@@ -1073,6 +1127,8 @@ int pt_model_forward(pt_model *m, int first, int last, const pt_microbatch *mb, 
 {
     int rc = check_call(m, first, last, mb, in, acts);
     if (rc == PT_OK)
+        rc = check_output(acts);
+    if (rc == PT_OK)
         rc = ensure_work(m, first, last, mb->batch);
     if (rc == PT_OK)
         rc = check_labels(m, first, last, mb);
@@ -1098,6 +1154,8 @@ int pt_model_backward_input(pt_model *m, int first, int last, const pt_microbatc
                             float loss_scale)
 {
     int rc = check_backward(m, first, last, mb, in, acts);
+    if (rc == PT_OK)
+        rc = check_output(acts);
     if (rc != PT_OK)
         return rc;
     refresh_low(m);
@@ -1241,6 +1299,8 @@ int pt_model_forward_piece(pt_model *m, int first, int last, int piece, const pt
 {
     int rc = check_call(m, first, last, mb, in, acts);
     if (rc == PT_OK)
+        rc = check_output(acts);
+    if (rc == PT_OK)
         rc = ensure_work(m, first, last, mb->batch);
     if (rc == PT_OK && piece == 0)
         rc = check_labels(m, first, last, mb);
@@ -1272,6 +1332,8 @@ int pt_model_backward_input_piece(pt_model *m, int first, int last, int piece,
                                   const void *dout, void *din, float loss_scale)
 {
     int rc = check_backward(m, first, last, mb, in, acts);
+    if (rc == PT_OK)
+        rc = check_output(acts);
     if (rc != PT_OK)
         return rc;
     refresh_low(m);

@@ -85,9 +85,17 @@ void pt_activations_attach_grads(pt_activations *a, pt_grad_record *g);
 /* The attached backward part, now detached (NULL: none). */
 pt_grad_record *pt_activations_detach_grads(pt_activations *a);
 pt_grad_record *pt_activations_grads(const pt_activations *a);
+/* A forward's part leaves out the range's last output where it is kept
+ * only until the backward (pt_block_ops.out_to_backward: the LM head's
+ * probabilities): a worker holds that for the micro-batches between their
+ * F and their B, attached here (a buffer of pt_model_output_part_bytes). */
+void pt_activations_attach_output(pt_activations *a, void *buf);
+/* The attached output, now detached (NULL: none, or not kept apart). */
+void *pt_activations_detach_output(pt_activations *a);
 /* What each part takes for blocks first..last and a batch (their sum is
- * pt_model_activation_bytes). */
+ * pt_model_activation_bytes); the output part 0 where there is none. */
 size_t pt_model_forward_record_bytes(const pt_model *m, int first, int last, int batch);
+size_t pt_model_output_part_bytes(const pt_model *m, int first, int last, int batch);
 size_t pt_model_grad_record_bytes(const pt_model *m, int first, int last, int batch);
 
 /* The workspace blocks first..last need for micro-batches of `batch` (0:

@@ -117,6 +117,11 @@ typedef struct {
 typedef struct {
     const char *kind;
     int out_is_float; /* the output is float under every precision (loss heads) */
+    /* the output is read by backward_input and nothing after it (the LM
+     * head's probabilities, turned into the logits' gradient there): as a
+     * range's last block it is kept only from forward to backward_input,
+     * and backward_weight is given NULL for it */
+    int out_to_backward;
     int reads_tokens; /* the micro-batch's tokens are its input (the embedding) */
     /* bytes kept per micro-batch of B samples between forward and backward */
     size_t (*saved_bytes)(const pt_block *b, int B);

@@ -8,8 +8,11 @@
  * sit on different workers, and the model sums the two gradients before the
  * optimizer step so the copies stay equal. Untied (head_untied), it is a
  * parameter of its own, initialised from its own stream.
- * backward_input turns `out` into the logits' gradient in place, which is
- * what backward_weight multiplies. */
+ * backward_input turns `out` into the logits' gradient in place and
+ * multiplies it for both gradients, the head's weight's too, so that `out`
+ * (tokens x vocabulary floats) is kept only until then (out_to_backward):
+ * under zero-bubble schedules a micro-batch waits for its W on the last
+ * worker with the head's input gradient alone. */
 #include <string.h>
 
 #include "nn/block.h"
@@ -69,7 +72,7 @@ static void head_forward(pt_block *b, const pt_microbatch *mb, const void *in, v
         *loss_rows = mb->targets ? counted_rows(mb->targets, N) : 0;
 }
 
-// loss -> din (B,T,C); out becomes dlogits (B,T,V)
+// loss -> din (B,T,C) and the head's weight gradient; out becomes dlogits (B,T,V)
 static void head_backward_input(pt_block *b, const pt_microbatch *mb, const void *in, void *out,
                                 void *s, const void *dout, void *din, float loss_scale)
 {
@@ -81,6 +84,8 @@ static void head_backward_input(pt_block *b, const pt_microbatch *mb, const void
     k->crossentropy_backward(out, mb->targets, N, V, rows ? loss_scale / rows : 0.0f);
     k->matmul(0, 0, N, C, V, 1.0f, pt_mat_of(out, V, PT_F32), pt_block_weight(b, HEAD, C), 0.0f,
               pt_block_act(b, G(dln), C), NULL);
+    k->matmul(1, 0, V, C, N, 1.0f, pt_mat_of(out, V, PT_F32), pt_block_act(b, S(ln), C), 1.0f,
+              pt_mat_of(b->g[HEAD], C, PT_F32), NULL);
     if (din)
         k->layernorm_backward_input(din, NULL, G(dln), in, b->p[LNF_W], F(mean), F(rstd), N, C);
 }
@@ -88,13 +93,10 @@ static void head_backward_input(pt_block *b, const pt_microbatch *mb, const void
 static void head_backward_weight(pt_block *b, const pt_microbatch *mb, const void *in,
                                  const void *out, const void *s, const void *dout)
 {
-    (void)dout;
-    const pt_kernels *k = b->k;
-    int N = mb->batch * b->shape.T, C = b->shape.C, V = b->shape.V;
+    (void)out, (void)dout; /* out: not kept this long (out_to_backward) */
+    int N = mb->batch * b->shape.T, C = b->shape.C;
     head_layout l = layout(b, mb->batch);
-    k->matmul(1, 0, V, C, N, 1.0f, pt_mat_of(out, V, PT_F32), pt_block_act(b, S(ln), C), 1.0f,
-              pt_mat_of(b->g[HEAD], C, PT_F32), NULL);
-    k->layernorm_backward_weight(b->g[LNF_W], b->g[LNF_B], G(dln), in, F(mean), F(rstd), N, C);
+    b->k->layernorm_backward_weight(b->g[LNF_W], b->g[LNF_B], G(dln), in, F(mean), F(rstd), N, C);
 }
 
 #undef S
@@ -105,13 +107,14 @@ static pt_block_cost head_cost(const pt_block *b)
 {
     double T = b->shape.T, C = b->shape.C, V = b->shape.V;
     return (pt_block_cost){.forward_flops = 2 * T * C * V + 5 * T * V,
-                           .backward_input_flops = 2 * T * C * V + 2 * T * V,
-                           .backward_weight_flops = 2 * T * C * V};
+                           .backward_input_flops = 4 * T * C * V + 2 * T * V,
+                           .backward_weight_flops = 0};
 }
 
 static const pt_block_ops head_ops = {
     .kind = "lm_head",
     .out_is_float = 1,
+    .out_to_backward = 1,
     .saved_bytes = head_saved,
     .grads_bytes = head_grads,
     .forward = head_forward,

@@ -14,7 +14,8 @@
  *   activations  the records its list holds at once per chunk (found by
  *                walking the list): a forward's part from F to W, a
  *                backward's (the gradients W reads) from B to W, so a fused
- *                backward holds one of those at a time; the boundary
+ *                backward holds one of those at a time; the LM head's
+ *                probabilities from F to B only; the boundary
  *                buffers on each side of its chunks, in the precision's
  *                activation type (bf16 halves them); and the one workspace
  *                its blocks share (the largest any of them needs: a pass's
@@ -84,6 +85,16 @@ static void walk_records(const pt_schedule *s, int worker, bool checkpoint,
     free(live);
 }
 
+/* The output kept apart (the LM head's): taken with the forward's part,
+ * given back at the end of B (a BW's B) */
+static part_use output_part(pt_action_kind k, bool checkpoint)
+{
+    bool backward = k == PT_ACT_B || k == PT_ACT_BW;
+    if (k == PT_ACT_F)
+        return (part_use){1, !checkpoint};
+    return (part_use){backward && checkpoint, backward && !checkpoint ? -1 : 0};
+}
+
 void pt_plan_worker_records(const pt_schedule *s, int worker, bool checkpoint, int *records)
 {
     walk_records(s, worker, checkpoint, forward_part, records);
@@ -92,6 +103,11 @@ void pt_plan_worker_records(const pt_schedule *s, int worker, bool checkpoint, i
 void pt_plan_worker_grad_records(const pt_schedule *s, int worker, int *records)
 {
     walk_records(s, worker, false, backward_part, records);
+}
+
+void pt_plan_worker_outputs(const pt_schedule *s, int worker, bool checkpoint, int *outputs)
+{
+    walk_records(s, worker, checkpoint, output_part, outputs);
 }
 
 int pt_plan_worker_buffers(const pt_schedule *s, int worker)
@@ -211,17 +227,18 @@ int pt_plan_worker_memory(const pt_memory_plan *mp, int worker, pt_memory_use *o
         return pt_fail(PT_EINVAL, "worker %d is not one of the schedule's %d", worker,
                        s->n_workers);
     int K = s->n_chunks, B = mp->micro_batch_size;
-    int *records = calloc((size_t)K, sizeof(int)), *grad_records = calloc((size_t)K, sizeof(int));
+    int *records = calloc((size_t)K * 3, sizeof(int)), *grad_records = records + K;
+    int *outputs = records + 2 * K;
     bool *buffered = calloc((size_t)K + 1, sizeof(bool));
-    int buffers = records && grad_records && buffered ? pt_plan_worker_buffers(s, worker) : -1;
+    int buffers = records && buffered ? pt_plan_worker_buffers(s, worker) : -1;
     if (buffers < 0) {
         free(records);
-        free(grad_records);
         free(buffered);
         return pt_fail(PT_ENOMEM, "cannot allocate the memory plan");
     }
     pt_plan_worker_records(s, worker, mp->checkpoint_activations, records);
     pt_plan_worker_grad_records(s, worker, grad_records);
+    pt_plan_worker_outputs(s, worker, mp->checkpoint_activations, outputs);
     bool async = pt_sched_is_async(s);
     bool copies = s->replicas == 1 && mp->replicas > 1; /* s is one replica's */
     int D = copies ? mp->replicas : s->replicas;
@@ -257,7 +274,8 @@ int pt_plan_worker_memory(const pt_memory_plan *mp, int worker, pt_memory_use *o
         out->moments += (size_t)mp->moments * shard;
         out->activations +=
             (size_t)records[c] * pt_model_forward_record_bytes(mp->desc, first, last, B) +
-            (size_t)grad_records[c] * pt_model_grad_record_bytes(mp->desc, first, last, B);
+            (size_t)grad_records[c] * pt_model_grad_record_bytes(mp->desc, first, last, B) +
+            (size_t)outputs[c] * pt_model_output_part_bytes(mp->desc, first, last, B);
         size_t work = pt_model_work_bytes(mp->desc, first, last, B);
         most_work = work > most_work ? work : most_work;
         for (int b = c; b <= c + 1; b++)
@@ -286,7 +304,6 @@ int pt_plan_worker_memory(const pt_memory_plan *mp, int worker, pt_memory_use *o
             out->activations += (size_t)buffers * pt_arena_floats_for(bytes) * sizeof(float);
         }
     free(records);
-    free(grad_records);
     free(buffered);
     return PT_OK;
 }

@@ -41,6 +41,10 @@ void pt_plan_worker_records(const pt_schedule *s, int worker, bool checkpoint, i
  * needs at once: the micro-batches between their B and their W (a fused
  * BW holds one while it runs). */
 void pt_plan_worker_grad_records(const pt_schedule *s, int worker, int *records);
+/* The outputs kept apart from those records (model.h: the LM head's
+ * probabilities) chunk c needs at once: the micro-batches between their F
+ * (or recompute) and the end of their B. */
+void pt_plan_worker_outputs(const pt_schedule *s, int worker, bool checkpoint, int *outputs);
 /* Boundary buffers each side of an own chunk needs: the most micro-batches
  * any own chunk has in flight (its inputs, kept for the backward even when
  * the records are recomputed), plus the next compute action's receive, one

@@ -6,7 +6,9 @@
  *                       flight, or one per recomputation with checkpointing;
  *                       and their backward parts (the gradients the weight
  *                       pass reads), one per micro-batch between its B and
- *                       its W, attached to the record at B;
+ *                       its W, attached to the record at B; and the LM
+ *                       head's output, attached with the record and given
+ *                       back at the end of B (model.h);
  *   boundary buffers    the tensor crossing the boundary into chunk c: its
  *                       input activation (kept until its last backward piece)
  *                       and the gradient going back (kept until sent).
@@ -47,11 +49,13 @@ int pt_store_init(pt_activation_store *s, pt_model *m, int n_chunks, const int *
     s->acts = calloc((size_t)n_chunks, sizeof *s->acts);
     s->grads = calloc((size_t)n_chunks, sizeof *s->grads);
     s->boundary = calloc((size_t)n_chunks, sizeof *s->boundary);
-    if (!s->acts || !s->grads || !s->boundary)
+    s->outputs = calloc((size_t)n_chunks, sizeof *s->outputs);
+    if (!s->acts || !s->grads || !s->boundary || !s->outputs)
         return pt_fail(PT_ENOMEM, "cannot allocate an activation store");
     for (int c = 0; c < n_chunks; c++) {
         s->acts[c].first = chunk_first[c];
         s->acts[c].last = chunk_last[c];
+        s->outputs[c].bytes = pt_model_output_part_bytes(m, chunk_first[c], chunk_last[c], batch);
         s->boundary[c].bytes = c == 0 ? 0
                                       : (size_t)batch *
                                             (size_t)pt_model_block_input_floats(m, chunk_first[c]) *
@@ -77,9 +81,15 @@ void pt_store_free(pt_activation_store *s)
             pt_free(s->boundary[c].free[i]);
         free(s->boundary[c].free);
     }
+    for (int c = 0; s->outputs && c < s->n_chunks; c++) {
+        for (int i = 0; i < s->outputs[c].n_free; i++)
+            pt_free(s->outputs[c].free[i]);
+        free(s->outputs[c].free);
+    }
     free(s->acts);
     free(s->grads);
     free(s->boundary);
+    free(s->outputs);
     free(s->samples);
     memset(s, 0, sizeof *s);
 }
@@ -114,22 +124,51 @@ static int new_grads(pt_activation_store *s, int c)
     return PT_OK;
 }
 
-static int new_buffer(pt_activation_store *s, int c)
+static void count(pt_activation_store *s, size_t bytes, int sign, int records);
+
+static int new_buffer(pt_buffer_pool *fp)
 {
-    pt_buffer_pool *fp = &s->boundary[c];
     int rc = grow(&fp->free, &fp->cap, fp->n_alloc + 1);
     if (rc != PT_OK)
         return rc;
     void *b = pt_alloc_floats(pt_arena_floats_for(fp->bytes));
     if (!b)
-        return pt_fail(PT_ENOMEM, "cannot allocate a %zu-byte boundary buffer", fp->bytes);
+        return pt_fail(PT_ENOMEM, "cannot allocate a %zu-byte buffer", fp->bytes);
     fp->free[fp->n_free++] = b;
     fp->n_alloc++;
     return PT_OK;
 }
 
+static int reserve_buffers(pt_buffer_pool *fp, int n)
+{
+    int rc = PT_OK;
+    while (rc == PT_OK && fp->n_alloc < n)
+        rc = new_buffer(fp);
+    return rc;
+}
+
+static int take_buffer(pt_activation_store *s, pt_buffer_pool *fp, void **out)
+{
+    if (fp->n_free == 0) {
+        int rc = new_buffer(fp);
+        if (rc != PT_OK)
+            return rc;
+    }
+    *out = fp->free[--fp->n_free];
+    count(s, fp->bytes, +1, 0);
+    return PT_OK;
+}
+
+static void give_buffer(pt_activation_store *s, pt_buffer_pool *fp, void *buf)
+{
+    if (!buf)
+        return;
+    fp->free[fp->n_free++] = buf;
+    count(s, fp->bytes, -1, 0);
+}
+
 int pt_store_reserve(pt_activation_store *s, const bool *own, const int *records,
-                     const int *grad_records, int buffers)
+                     const int *grad_records, const int *outputs, int buffers)
 {
     for (int c = 0; c < s->n_chunks; c++) {
         if (!own[c])
@@ -144,15 +183,16 @@ int pt_store_reserve(pt_activation_store *s, const bool *own, const int *records
             if (rc != PT_OK)
                 return rc;
         }
+        if (s->outputs[c].bytes) {
+            int rc = reserve_buffers(&s->outputs[c], outputs[c]);
+            if (rc != PT_OK)
+                return rc;
+        }
         for (int k = 0; k < 2; k++) { /* the input of c and the boundary after it */
             int b = c + k;
-            if (b < 1 || b >= s->n_chunks)
-                continue;
-            while (s->boundary[b].n_alloc < buffers) {
-                int rc = new_buffer(s, b);
-                if (rc != PT_OK)
-                    return rc;
-            }
+            int rc = b < 1 || b >= s->n_chunks ? PT_OK : reserve_buffers(&s->boundary[b], buffers);
+            if (rc != PT_OK)
+                return rc;
         }
     }
     return PT_OK;
@@ -198,15 +238,31 @@ int pt_store_take_acts(pt_activation_store *s, int c, pt_activations **out)
         if (rc != PT_OK)
             return rc;
     }
-    *out = ap->free[--ap->n_free];
+    pt_activations *a = ap->free[--ap->n_free];
+    void *output = NULL;
+    if (s->outputs[c].bytes) {
+        int rc = take_buffer(s, &s->outputs[c], &output);
+        if (rc != PT_OK) {
+            ap->n_free++;
+            return rc;
+        }
+        pt_activations_attach_output(a, output);
+    }
     count(s, ap->bytes, +1, 1);
+    *out = a;
     return PT_OK;
+}
+
+void pt_store_release_output(pt_activation_store *s, int c, pt_activations *a)
+{
+    give_buffer(s, &s->outputs[c], pt_activations_detach_output(a));
 }
 
 void pt_store_give_acts(pt_activation_store *s, int c, pt_activations *a)
 {
     if (!a)
         return;
+    pt_store_release_output(s, c, a);
     pt_grad_record *g = pt_activations_detach_grads(a);
     if (g) {
         pt_grads_pool *gp = &s->grads[c];
@@ -235,24 +291,12 @@ int pt_store_attach_grads(pt_activation_store *s, int c, pt_activations *a)
 
 int pt_store_take_buffer(pt_activation_store *s, int b, void **out)
 {
-    pt_buffer_pool *fp = &s->boundary[b];
-    if (fp->n_free == 0) {
-        int rc = new_buffer(s, b);
-        if (rc != PT_OK)
-            return rc;
-    }
-    *out = fp->free[--fp->n_free];
-    count(s, fp->bytes, +1, 0);
-    return PT_OK;
+    return take_buffer(s, &s->boundary[b], out);
 }
 
 void pt_store_give_buffer(pt_activation_store *s, int b, void *buf)
 {
-    if (!buf)
-        return;
-    pt_buffer_pool *fp = &s->boundary[b];
-    fp->free[fp->n_free++] = buf;
-    count(s, fp->bytes, -1, 0);
+    give_buffer(s, &s->boundary[b], buf);
 }
 
 size_t pt_store_buffer_bytes(const pt_activation_store *s, int b) { return s->boundary[b].bytes; }
@@ -264,7 +308,8 @@ size_t pt_store_allocated_bytes(const pt_activation_store *s)
         bytes += (size_t)s->acts[c].n_alloc * s->acts[c].bytes +
                  (size_t)s->grads[c].n_alloc * s->grads[c].bytes;
     for (int c = 0; s->boundary && c < s->n_chunks; c++)
-        bytes += (size_t)s->boundary[c].n_alloc * pt_arena_floats_for(s->boundary[c].bytes) *
+        bytes += ((size_t)s->boundary[c].n_alloc * pt_arena_floats_for(s->boundary[c].bytes) +
+                  (size_t)s->outputs[c].n_alloc * pt_arena_floats_for(s->outputs[c].bytes)) *
                  sizeof(float);
     return bytes;
 }

@@ -475,12 +475,14 @@ static int run_backward(pt_worker *w, const pt_action *a, const pt_microbatch *b
 }
 
 /* After a backward's last input piece: the received gradient goes back,
- * the input gradient to the previous chunk here or to SEND_GRAD. */
+ * and the output where it is kept only until here; the input gradient goes
+ * to the previous chunk here or to SEND_GRAD. */
 static void backward_input_done(pt_worker *w, const pt_action *a, void *din)
 {
     pt_pipeline *p = w->p;
     pt_slot *sl = slot_of(w, a->chunk, a->mb);
     bool is_last = pt_sched_is_last_chunk(p->s, a->chunk);
+    pt_store_release_output(&w->store, a->chunk, sl->acts); /* the LM head's probabilities */
     if (!is_last) {
         pt_store_give_buffer(&w->store, a->chunk + 1, sl->gin);
         sl->gin = NULL;

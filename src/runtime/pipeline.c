@@ -564,11 +564,12 @@ static int make_worker(pt_pipeline *p, int global)
     w->losses = calloc((size_t)p->M, sizeof(float));
     int *records = calloc((size_t)p->n_chunks, sizeof(int));
     int *grad_records = calloc((size_t)p->n_chunks, sizeof(int));
+    int *outputs = calloc((size_t)p->n_chunks, sizeof(int));
     bool *own = calloc((size_t)p->n_chunks, sizeof(bool));
     int rc = w->tensor_group && w->slots && w->sends && w->stream_ahead && w->events &&
                      w->closing && w->chunk_time && w->chunk_count && w->stash &&
                      w->chunk_updates && w->shares && w->parts && w->losses && records &&
-                     grad_records && own
+                     grad_records && outputs && own
                  ? PT_OK
                  : pt_fail(PT_ENOMEM, "cannot allocate worker %d", r);
     if (rc == PT_OK)
@@ -579,11 +580,13 @@ static int make_worker(pt_pipeline *p, int global)
         /* the planner's walk of the list: the prediction is what is reserved */
         pt_plan_worker_records(p->s, r, p->checkpoint, records);
         pt_plan_worker_grad_records(p->s, r, grad_records);
+        pt_plan_worker_outputs(p->s, r, p->checkpoint, outputs);
         for (int c = 0; c < p->n_chunks; c++)
             own[c] = pt_sched_holds(p->s, r, c, NULL);
         int buffers = pt_plan_worker_buffers(p->s, r);
-        rc = buffers < 0 ? pt_fail(PT_ENOMEM, "cannot allocate worker %d", r)
-                         : pt_store_reserve(&w->store, own, records, grad_records, buffers);
+        rc = buffers < 0
+                 ? pt_fail(PT_ENOMEM, "cannot allocate worker %d", r)
+                 : pt_store_reserve(&w->store, own, records, grad_records, outputs, buffers);
     }
     if (rc == PT_OK) /* every action takes or gives at most a few things */
         rc = pt_store_keep_samples(&w->store, 6 * p->train_program->n_actions[r] + 16);
@@ -598,6 +601,7 @@ static int make_worker(pt_pipeline *p, int global)
                             2 * (p->train_program->n_actions[r] + w->reduce.n_buckets * p->D) + 16);
     free(records);
     free(grad_records);
+    free(outputs);
     free(own);
     return rc;
 }

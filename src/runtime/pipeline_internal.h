@@ -92,6 +92,7 @@ typedef struct {
     pt_acts_pool *acts;       /* [n_chunks] */
     pt_grads_pool *grads;     /* [n_chunks] */
     pt_buffer_pool *boundary; /* [n_chunks]: [c] holds chunk c's input (c >= 1) */
+    pt_buffer_pool *outputs;  /* [n_chunks]: the last output kept apart (bytes 0: none) */
     size_t live_bytes, peak_bytes;
     int live_records;
     pt_store_sample *samples; /* the last step's counters; NULL: not kept */
@@ -101,13 +102,17 @@ typedef struct {
 int pt_store_init(pt_activation_store *s, pt_model *m, int n_chunks, const int *chunk_first,
                   const int *chunk_last, int batch);
 void pt_store_free(pt_activation_store *s);
-/* Allocates `records` activation records and `grad_records` backward
- * parts for every chunk in `own` (a flag per chunk) up front, and
- * `buffers` boundary buffers per own chunk. */
+/* Allocates `records` activation records, `grad_records` backward parts
+ * and `outputs` outputs kept apart for every chunk in `own` (a flag per
+ * chunk) up front, and `buffers` boundary buffers per own chunk. */
 int pt_store_reserve(pt_activation_store *s, const bool *own, const int *records,
-                     const int *grad_records, int buffers);
-/* A record without its backward part, which pt_store_attach_grads adds. */
+                     const int *grad_records, const int *outputs, int buffers);
+/* A record (with its output where that is kept apart) without its backward
+ * part, which pt_store_attach_grads adds. */
 int pt_store_take_acts(pt_activation_store *s, int chunk, pt_activations **out);
+/* The end of a record's backward_input: its output, where that is kept
+ * apart, goes back. */
+void pt_store_release_output(pt_activation_store *s, int chunk, pt_activations *a);
 /* The record goes back, and its backward part if one is attached. */
 void pt_store_give_acts(pt_activation_store *s, int chunk, pt_activations *a);
 /* A backward part attached to a (the backward about to run), unless one
