@@ -198,8 +198,7 @@ int pt_profile_blocks(const pt_model_config *c, int batch, int reps, pt_block_pr
         if (rc == PT_OK)
             block_memory(m, b, acts, &prof[b]);
         if (rc == PT_OK && timed && b + 1 < n) {
-            memcpy(next, pt_activations_output(acts),
-                   sizeof(float) * pt_activations_output_floats(acts));
+            memcpy(next, pt_activations_output(acts), pt_activations_output_bytes(acts));
             float *swap = in;
             in = next, next = swap;
         }
