@@ -168,17 +168,24 @@ int main(void)
     pt_model_destroy(desc);
 
     /* bf16: a chunk also holds the products' bf16 copy of its parameters,
-     * half their float bytes, as the memory prediction counts it */
+     * half their float bytes, and the tiles its products keep of them
+     * (AMX's; none on the other bf16 products), as the memory prediction
+     * counts them */
     c.precision = PT_PRECISION_BF16;
+    REQUIRE(pt_model_describe(&c, &desc) == PT_OK, "describe: %s", pt_last_error());
     pt_block_profile hp[4];
     REQUIRE(pt_profile_blocks(&c, 2, 3, hp) == PT_OK, "bf16 profile: %s", pt_last_error());
+    size_t tiles[4];
     for (int i = 0; i < 4; i++) {
-        CHECK(hp[i].param_bytes == mp[i].param_bytes && hp[i].copy_bytes == hp[i].param_bytes / 2,
-              "bf16 block %d: parameters %zu, copy %zu bytes", i, hp[i].param_bytes,
-              hp[i].copy_bytes);
+        tiles[i] = pt_model_panel_bytes(desc, i, i);
+        CHECK(hp[i].param_bytes == mp[i].param_bytes &&
+                  hp[i].copy_bytes == hp[i].param_bytes / 2 + tiles[i],
+              "bf16 block %d: parameters %zu, copy %zu bytes, kept tiles %zu", i,
+              hp[i].param_bytes, hp[i].copy_bytes, tiles[i]);
     }
+    pt_model_destroy(desc);
     CHECK(pt_partition_chunk_memory(hp, 1, 1, 2) == 4 * hp[1].param_bytes + hp[1].param_bytes / 2 +
-                                                        2 * hp[1].activation_bytes +
+                                                        tiles[1] + 2 * hp[1].activation_bytes +
                                                         hp[1].grad_bytes,
           "a bf16 chunk's memory leaves out its bf16 copy");
     if (failures)

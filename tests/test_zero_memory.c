@@ -46,6 +46,9 @@ static pt_model_config model(void)
     pt_model_config mc = pt_model_config_gpt();
     mc.n_layer = 4, mc.n_head = 4, mc.n_embd = 64, mc.seq_len = 16, mc.vocab = 512, mc.seed = 3;
     mc.precision = precision;
+    /* the bf16 accounting below is the float master and the bf16 copy
+     * alone: no kept panels (AMX's products would keep their tiles) */
+    mc.repack_weights = precision == PT_PRECISION_BF16;
     return mc;
 }
 

@@ -225,7 +225,7 @@ static inline pt_mat pt_block_act(const pt_block *b, const void *p, int ld)
 /* Parameter i as a product's operand: its bf16 copy when it has one */
 static inline pt_mat pt_block_weight(const pt_block *b, int i, int ld)
 {
-    return b->pl[i] ? pt_mat_of(b->pl[i], ld, PT_BF16)
+    return b->pl[i] ? (pt_mat){b->pl[i], ld, PT_BF16, b->packed[i]}
                     : (pt_mat){b->p[i], ld, PT_F32, b->packed[i]};
 }
 

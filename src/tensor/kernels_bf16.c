@@ -65,16 +65,16 @@ void pt_matmul_bf16_portable(int trans_a, int trans_b, int M, int N, int K, floa
 static int portable_threads(void) { return pt_kernels_threads(pt_kernels_cpu()); }
 
 /* a bf16 table: the shared kernels and one product */
-#define BF16_KERNELS(products_, matmul_, threads_)                                               \
+#define BF16_KERNELS(products_, matmul_, packed_, threads_)                                      \
     {                                                                                            \
         .name = "cpu-bf16-" products_, .products = products_, .act = PT_BF16, .matmul = matmul_, \
-        .threads = threads_, PT_KERNELS_BODY                                                     \
+        .packed_floats = packed_, .threads = threads_, PT_KERNELS_BODY                           \
     }
 
 static const pt_kernels portable =
-    BF16_KERNELS("portable", pt_matmul_bf16_portable, portable_threads);
-static const pt_kernels amx = BF16_KERNELS("amx", pt_matmul_bf16_amx, NULL);
-static const pt_kernels avx512 = BF16_KERNELS("avx512bf16", pt_matmul_bf16_avx512, NULL);
+    BF16_KERNELS("portable", pt_matmul_bf16_portable, NULL, portable_threads);
+static const pt_kernels amx = BF16_KERNELS("amx", pt_matmul_bf16_amx, pt_amx_packed_floats, NULL);
+static const pt_kernels avx512 = BF16_KERNELS("avx512bf16", pt_matmul_bf16_avx512, NULL, NULL);
 
 const pt_kernels *pt_kernels_bf16_portable(void) { return &portable; }
 

@@ -25,11 +25,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "tensor/matmul_bf16.h"
+#include "tensor/bf16_avx512.h"
 #include "tensor/scratch.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
 
 #define MR       12   /* rows of a tile of C */
 #define NR       32   /* columns of a tile: two registers of 16 floats */
@@ -40,34 +39,7 @@
 
 int pt_avx512bf16_usable(void)
 {
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
-}
-
-/* ---- rounding and loading, 16 lanes at a time ---- */
-
-/* pt_bf16_round on 16 floats: the bf16 bits in the low half of each lane */
-AVX512BF16 static inline __m512i round16(__m512 x)
-{
-    __m512i u = _mm512_castps_si512(x);
-    __m512i one = _mm512_set1_epi32(1);
-    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
-    __m512i r = _mm512_srli_epi32(
-        _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd)), 16);
-    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                            _mm512_set1_epi32(0x7f800000));
-    __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-    return _mm512_mask_blend_epi32(nan, r, quiet);
-}
-
-/* n (<= 16) consecutive elements of X from element `at`, as bf16 bits in the
- * low half of each lane, zero past n */
-AVX512BF16 static inline __m512i load16(pt_mat X, size_t at, int n)
-{
-    __mmask16 m = n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
-    if (X.dt == PT_BF16)
-        return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, (const pt_bf16 *)X.p + at));
-    return _mm512_maskz_mov_epi32(m, round16(_mm512_maskz_loadu_ps(m, (const float *)X.p + at)));
+    return pt_bf16x16_usable() && __builtin_cpu_supports("avx512bf16");
 }
 
 /* ---- packing ---- */
@@ -115,9 +87,9 @@ AVX512BF16 static void pack_panel(uint32_t *out, const operand *o, int panel, in
             size_t at = (size_t)x0 + w + (size_t)2 * kp * o->sk, k_at = (size_t)2 * kp;
             __m512i pair;
             if (o->sx == 1) {
-                __m512i lo = load16(o->X, at, n);
-                __m512i hi =
-                    2 * kp + 1 < o->K ? load16(o->X, at + o->sk, n) : _mm512_setzero_si512();
+                __m512i lo = pt_bf16x16_load(o->X, at, n);
+                __m512i hi = 2 * kp + 1 < o->K ? pt_bf16x16_load(o->X, at + o->sk, n)
+                                               : _mm512_setzero_si512();
                 pair = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
             } else if (o->X.dt == PT_BF16) {
                 pair = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx,
@@ -125,8 +97,8 @@ AVX512BF16 static void pack_panel(uint32_t *out, const operand *o, int panel, in
             } else {
                 const float *f = (const float *)o->X.p + k_at;
                 __m512 z = _mm512_setzero_ps();
-                __m512i lo = round16(_mm512_mask_i32gather_ps(z, m, idx, f, 4));
-                __m512i hi = round16(_mm512_mask_i32gather_ps(z, m, idx, f + 1, 4));
+                __m512i lo = pt_bf16x16_round(_mm512_mask_i32gather_ps(z, m, idx, f, 4));
+                __m512i hi = pt_bf16x16_round(_mm512_mask_i32gather_ps(z, m, idx, f + 1, 4));
                 pair = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
             }
             _mm512_mask_storeu_epi32(out + (size_t)kp * W + w, keep, pair);
@@ -176,33 +148,6 @@ AVX512BF16 static void micro_kernel(int pairs, const uint32_t *a, const uint32_t
     }
 }
 
-/* ---- the finish ---- */
-
-/* pt_matmul_finish on `cols` (<= NR) elements of row i of C from column j */
-AVX512BF16 static void finish_row(pt_mat C, int i, int j, int cols, const float *sum, float alpha,
-                                  float beta, const float *bias)
-{
-    size_t at = (size_t)i * C.ld + j;
-    for (int c = 0; c < cols; c += 16) {
-        __mmask16 m = cols - c >= 16 ? 0xffff : (__mmask16)((1u << (cols - c)) - 1);
-        __m512 v = _mm512_mul_ps(_mm512_set1_ps(alpha), _mm512_loadu_ps(sum + c));
-        if (beta != 0.0f) {
-            __m512 old = C.dt == PT_BF16 ? _mm512_castsi512_ps(_mm512_slli_epi32(
-                                               _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(
-                                                   m, (const pt_bf16 *)C.p + at + c)),
-                                               16))
-                                         : _mm512_maskz_loadu_ps(m, (const float *)C.p + at + c);
-            v = _mm512_add_ps(v, _mm512_mul_ps(_mm512_set1_ps(beta), old));
-        }
-        if (bias)
-            v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + j + c));
-        if (C.dt == PT_BF16)
-            _mm256_mask_storeu_epi16((pt_bf16 *)C.p + at + c, m, _mm512_cvtepi32_epi16(round16(v)));
-        else
-            _mm512_mask_storeu_ps((float *)C.p + at + c, m, v);
-    }
-}
-
 /* ---- the loops ---- */
 
 typedef struct {
@@ -228,7 +173,7 @@ static void run_tile(const product *g, int p, int q, int kp0, int kp1)
     int i0 = p * MR, j0 = q * NR;
     int rows = g->M - i0 < MR ? g->M - i0 : MR, cols = g->N - j0 < NR ? g->N - j0 : NR;
     for (int r = 0; r < rows; r++)
-        finish_row(g->C, i0 + r, j0, cols, sum + r * ld, g->alpha, g->beta, g->bias);
+        pt_bf16x16_finish_row(g->C, i0 + r, j0, cols, sum + r * ld, g->alpha, g->beta, g->bias);
 }
 
 void pt_matmul_bf16_avx512(int trans_a, int trans_b, int M, int N, int K, float alpha, pt_mat A,

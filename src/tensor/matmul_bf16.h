@@ -34,6 +34,9 @@ void pt_matmul_bf16_avx512(int trans_a, int trans_b, int M, int N, int K, float 
 /* 1 when this CPU has AVX512_BF16 (with AVX-512 F, BW and VL) and the
  * operating system saves the AVX-512 registers. */
 int pt_avx512bf16_usable(void);
+/* floats of the room (4-byte words of bf16 pairs) a weight's op(B) of
+ * K x N takes packed into AMX's tiles, kept between products */
+size_t pt_amx_packed_floats(int K, int N);
 /* 1 when this CPU has AMX's bf16 tiles and Linux lets this process use
  * them (the permission is asked for once, for the whole process). */
 int pt_amx_usable(void);
