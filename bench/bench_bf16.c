@@ -13,9 +13,11 @@
  * fp32, achieved FLOP/s as a share of the two cores' FMA peak, and every
  * worker's activation bytes (records and boundary buffers, as the memory
  * report counts them) and their ratio to fp32's.
- * Usage: bench_bf16 [steps] (default 4). */
+ * Usage: bench_bf16 [steps] [all|default] (default 4 steps, all kernels;
+ * "default": fp32 and the kernel bf16 takes by default alone). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bench_common.h"
 #include "bench_peak.h"
@@ -66,6 +68,7 @@ int main(int argc, char **argv)
     int steps = argc > 1 ? atoi(argv[1]) : 4;
     if (steps < 1 || steps > 32)
         steps = 4;
+    int only_default = argc > 2 && strcmp(argv[2], "default") == 0;
     pt_model_config c = bench_gpt_small();
     int n = M * MBS, *tok;
     pt_microbatch b = bench_random_batch(&c, n, &tok);
@@ -84,7 +87,8 @@ int main(int argc, char **argv)
     if (run(PT_PRECISION_FP32, steps, &b, &rs[0]))
         return 1;
     for (int k = 0; k < 3; k++) {
-        if (pt_bf16_set_kernel(kernels[k]) != PT_OK)
+        if ((only_default && strcmp(kernels[k], fast) != 0) ||
+            pt_bf16_set_kernel(kernels[k]) != PT_OK)
             continue;
         snprintf(names[n_runs], sizeof names[n_runs], "bf16 %s", kernels[k]);
         if (run(PT_PRECISION_BF16, steps, &b, &rs[n_runs++]))

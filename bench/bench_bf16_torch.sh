@@ -1,23 +1,41 @@
 #!/usr/bin/env bash
 # bench_bf16_torch: pipetrain's bf16 against PyTorch's mixed precision on
-# the same machine, back to back: bench/gpt_torch.py (GPT-small, 4096 tokens
-# a step, torch.autocast("cpu", dtype=torch.bfloat16), 2 threads, and the
-# same in float32), then build/bench/bench_bf16 (the same model and tokens a
-# step, P = 2). PyTorch lives only in a bench venv under build/ (made here
-# once: the CPU wheel, or PyPI's torch where that index cannot be reached);
-# nothing of the project imports it.
-# Usage: bench/bench_bf16_torch.sh [steps] (default 4)
+# the same machine, back to back: PyTorch in float32 once, then rounds of
+# bench/gpt_torch.py (GPT-small, 4096 tokens a step,
+# torch.autocast("cpu", dtype=torch.bfloat16), 2 threads) followed at once
+# by build/bench/bench_bf16 (the same model and tokens a step, P = 2, fp32
+# and the kernel bf16 takes by default). Each round's ratio is taken within
+# the round, and the median of the rounds is the figure: on a machine whose
+# speed moves from minute to minute (a shared host), one pair says little.
+# PyTorch lives only in a bench venv under build/ (made here once: the CPU
+# wheel, or PyPI's torch where that index cannot be reached); nothing of the
+# project imports it.
+# Usage: bench/bench_bf16_torch.sh [steps] [rounds] (default 4 and 3)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 steps=${1:-4}
+rounds=${2:-3}
 source "$here/bench/torch_venv.sh"
 torch_venv "$here"
 [ -x "$here/build/bench/bench_bf16" ] || cmake --build "$here/build" --target bench_bf16 >/dev/null
-"$venv/bin/python" "$here/bench/gpt_torch.py" "$steps" | tee /dev/stderr > "$here/build/torch_bf16.txt"
-"$venv/bin/python" "$here/bench/gpt_torch.py" "$steps" --fp32
-"$here/build/bench/bench_bf16" "$steps" | tee "$here/build/pipetrain_bf16.txt"
-torch=$(sed -n 's/.*tokens\/s \([0-9]*\).*/\1/p' "$here/build/torch_bf16.txt")
-# the row of the kernel bf16 takes by default: "bf16 KERNEL step_s tokens/s ..."
-kernel=$(sed -n "s/.*bf16's products by default: \([a-z0-9]*\).*/\1/p" "$here/build/pipetrain_bf16.txt")
-ours=$(awk -v k="$kernel" '$1 == "bf16" && $2 == k { print $4 }' "$here/build/pipetrain_bf16.txt")
-awk -v o="$ours" -v t="$torch" -v k="$kernel" 'BEGIN { printf "\npipetrain bf16 (%s) %d tokens/s, torch autocast bf16 %d: %.2fx\n", k, o, t, o / t }'
+out="$here/build/bench_bf16_torch"
+mkdir -p "$out"
+"$venv/bin/python" "$here/bench/gpt_torch.py" "$steps" --fp32 2>/dev/null
+for r in $(seq 1 "$rounds"); do
+    "$venv/bin/python" "$here/bench/gpt_torch.py" "$steps" 2>/dev/null > "$out/torch.$r.txt"
+    "$here/build/bench/bench_bf16" "$steps" default > "$out/pipetrain.$r.txt"
+done
+cat "$out/pipetrain.1.txt"
+echo
+printf '%-6s %12s %14s %16s %10s %8s\n' round "torch bf16" "pipetrain fp32" "pipetrain bf16" kernel "ratio"
+for r in $(seq 1 "$rounds"); do
+    torch=$(sed -n 's/.*tokens\/s \([0-9]*\).*/\1/p' "$out/torch.$r.txt")
+    kernel=$(sed -n "s/.*bf16's products by default: \([a-z0-9]*\).*/\1/p" "$out/pipetrain.$r.txt")
+    fp32=$(awk '$1 == "fp32" { print $3 }' "$out/pipetrain.$r.txt")
+    ours=$(awk -v k="$kernel" '$1 == "bf16" && $2 == k { print $4 }' "$out/pipetrain.$r.txt")
+    awk -v r="$r" -v t="$torch" -v f="$fp32" -v o="$ours" -v k="$kernel" \
+        'BEGIN { printf "%-6s %12d %14d %16d %10s %7.2fx\n", r, t, f, o, k, o / t }'
+done | tee "$out/rounds.txt"
+awk '{ print $6 }' "$out/rounds.txt" | tr -d x | sort -g |
+    awk '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
+           printf "\npipetrain bf16 / torch autocast bf16, median of %d rounds: %.2fx\n", NR, m }'
