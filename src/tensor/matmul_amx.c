@@ -156,12 +156,23 @@ PT_TARGET_BF16X16 static void pack_tile(uint32_t *tile, const operand *o, int x0
 }
 
 /* Every tile of an operand: `panels` panels of 16 x, each `blocks` tiles
- * along K */
+ * along K. In the order the operand lies in memory: along each x's row
+ * where K runs along memory, else 32 rows of K at a time across every
+ * panel (panel by panel, each tile read 32 bytes from each of 32 rows a
+ * page or more apart, and every line twice: 1.05-1.75x the time on cold
+ * weight-gradient operands). */
 static void pack(uint32_t *out, const operand *o, int panels, int blocks, int rows_are_x)
 {
-    for (int p = 0; p < panels; p++)
-        for (int kb = 0; kb < blocks; kb++, out += TILE_WORDS)
-            pack_tile(out, o, 16 * p, kb, rows_are_x);
+    size_t panel = (size_t)blocks * TILE_WORDS;
+    if (o->sk == 1) {
+        for (int p = 0; p < panels; p++)
+            for (int kb = 0; kb < blocks; kb++)
+                pack_tile(out + p * panel + (size_t)kb * TILE_WORDS, o, 16 * p, kb, rows_are_x);
+        return;
+    }
+    for (int kb = 0; kb < blocks; kb++)
+        for (int p = 0; p < panels; p++)
+            pack_tile(out + p * panel + (size_t)kb * TILE_WORDS, o, 16 * p, kb, rows_are_x);
 }
 
 /* ---- a weight's tiles, kept (gemm.h's pt_gemm_packed) ---- */
