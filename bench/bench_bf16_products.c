@@ -11,8 +11,8 @@
  *   amx          AMX tiles (where the CPU and Linux allow them);
  *   avx512bf16   VDPBF16PS (where the CPU has it);
  * each the median of `reps` timed calls after a warm-up, one BLAS thread.
- * Around them, one core's float FMA peak and VDPBF16PS peak (bench_peak.h),
- * before and after, so each rate is read against the peaks of the same run.
+ * Around them, one core's float FMA, VDPBF16PS and AMX TDPBF16PS peaks
+ * (bench_peak.h), before and after, so each rate is read against the peaks of the same run.
  * Usage: bench_bf16_products [reps] (default 9). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,23 +105,23 @@ int main(int argc, char **argv)
     enum { N_K = sizeof ks / sizeof ks[0] };
     /* the float peak on the widest vectors the CPU has (an AVX2-only CPU's
      * ymm, not 0 for want of zmm) */
-    double fma0 = bench_fma_peak(), dp0 = bench_dpbf16_gflops();
+    double fma0 = bench_fma_peak(), dp0 = bench_dpbf16_gflops(), amx0 = bench_amx_gflops();
     double rates[N_SHAPES][N_K];
     for (int i = 0; i < N_SHAPES; i++)
         for (int k = 0; k < N_K; k++)
             rates[i][k] = ks[k].usable ? rate(&ks[k], &shapes[i], reps) : 0;
-    double fma1 = bench_fma_peak(), dp1 = bench_dpbf16_gflops();
+    double fma1 = bench_fma_peak(), dp1 = bench_dpbf16_gflops(), amx1 = bench_amx_gflops();
 
     printf("one core, GFLOP/s (median of %d calls); M x N x K, op(A) (M,K) op(B) (K,N)\n", reps);
     printf("peaks: float FMA (%d-bit) %.0f before, %.0f after; VDPBF16PS %.0f before, %.0f "
-           "after%s\n\n",
-           bench_fma_bits(), fma0, fma1, dp0, dp1,
-           dp0 > 0 ? "" : " (no AVX512_BF16: not measured)");
+           "after%s; TDPBF16PS %.0f before, %.0f after%s\n\n",
+           bench_fma_bits(), fma0, fma1, dp0, dp1, dp0 > 0 ? "" : " (no AVX512_BF16: not measured)",
+           amx0, amx1, amx0 > 0 ? "" : " (no AMX: not measured)");
     printf("%-24s %-21s", "product", "M x N x K");
     for (int k = 0; k < N_K; k++)
         printf(" %10s", ks[k].name);
-    printf(" %11s %11s\n", "best/sgemm", "avx512/VDP");
-    double fma = (fma0 + fma1) / 2, dp = (dp0 + dp1) / 2, sgemm_best = 0;
+    printf(" %11s %11s %11s\n", "best/sgemm", "avx512/VDP", "amx/TDP");
+    double fma = (fma0 + fma1) / 2, dp = (dp0 + dp1) / 2, amx = (amx0 + amx1) / 2, sgemm_best = 0;
     for (int i = 0; i < N_SHAPES; i++) {
         if (rates[i][0] > sgemm_best)
             sgemm_best = rates[i][0];
@@ -144,6 +144,10 @@ int main(int argc, char **argv)
         printf(" %10.2fx", best / rates[i][0]);
         if (dp > 0 && ks[3].usable)
             printf(" %10.0f%%", 100 * rates[i][3] / dp);
+        else
+            printf(" %11s", "-");
+        if (amx > 0 && ks[2].usable)
+            printf(" %10.0f%%", 100 * rates[i][2] / amx);
         printf("\n");
     }
     printf("\nsgemm at its best is %.0f%% of the FMA peak", fma > 0 ? 100 * sgemm_best / fma : 0);

@@ -7,7 +7,12 @@
  *                          cores at once (bench_fma_peak_cores: n threads,
  *                          the sum of their rates, best of 5 tries);
  *   bench_dpbf16_gflops    AVX512_BF16's VDPBF16PS (16 lanes x 2 products x
- *                          2 FLOPs an instruction), 0 without it.
+ *                          2 FLOPs an instruction), 0 without it;
+ *   bench_amx_gflops       AMX's TDPBF16PS on four float tiles from two
+ *                          tiles of A and two of B held in the tile
+ *                          registers (16 x 16 x 32 products x 2 FLOPs an
+ *                          instruction), 0 without AMX or the permission
+ *                          to use its tiles.
  * Each runs 12 independent chains, so it measures the units' throughput,
  * not one chain's latency. Header-only, beside bench_common.h. */
 #ifndef PT_BENCH_PEAK_H
@@ -19,6 +24,8 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define PEAK_CHAINS 12
 #define PEAK_ITERS  20000000L
@@ -85,9 +92,59 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) static inline double benc
 
 static inline int bench_has_avx512(void) { return __builtin_cpu_supports("avx512f"); }
 
+#define AMX_ITERS 2000000L
+
+__attribute__((target("amx-tile,amx-bf16"))) static inline double bench_amx_run(void)
+{
+    struct {
+        unsigned char palette, start_row, reserved[14];
+        unsigned short colsb[16];
+        unsigned char rows[16];
+    } cfg = {.palette = 1};
+    for (int t = 0; t < 8; t++)
+        cfg.rows[t] = 16, cfg.colsb[t] = 64;
+    /* pairs of 1.0 and of 2^-10, as for VDPBF16PS */
+    static unsigned ones[256], small[256];
+    for (int i = 0; i < 256; i++)
+        ones[i] = 0x3f803f80u, small[i] = 0x3a803a80u;
+    _tile_loadconfig(&cfg);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, ones, 64);
+    _tile_loadd(5, ones, 64);
+    _tile_loadd(6, small, 64);
+    _tile_loadd(7, small, 64);
+    double t0 = bench_now();
+    for (long n = 0; n < AMX_ITERS; n++) {
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    double secs = bench_now() - t0;
+    float sink[256];
+    _tile_stored(0, sink, 64);
+    _tile_release();
+    if (sink[0] == 12345.0f)
+        printf(" ");
+    return 4 * 16 * 16 * 32 * 2 * (double)AMX_ITERS / secs / 1e9;
+}
+
 static inline double bench_dpbf16_gflops(void)
 {
     return __builtin_cpu_supports("avx512bf16") ? bench_dpbf16_run() : 0;
+}
+
+static inline double bench_amx_gflops(void)
+{
+    unsigned a, b, c, d;
+    __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(0));
+    /* AMX-BF16 and AMX-TILE, and Linux's permission for the tile data */
+    if (!((d >> 22) & 1) || !((d >> 24) & 1) || syscall(SYS_arch_prctl, 0x1023, 18) != 0)
+        return 0;
+    return bench_amx_run();
 }
 
 static inline double bench_fma256_gflops(void)
@@ -108,6 +165,7 @@ static inline double bench_fma_peak(void)
 #else
 static inline double bench_fma_gflops(void) { return 0; }
 static inline double bench_dpbf16_gflops(void) { return 0; }
+static inline double bench_amx_gflops(void) { return 0; }
 static inline int bench_has_avx512(void) { return 0; }
 static inline double bench_fma256_gflops(void) { return 0; }
 static inline int bench_fma_bits(void) { return 0; }
