@@ -193,10 +193,11 @@ typedef struct {
     const pt_layer_type *layer_types[PT_SPEC_MAX_TYPES];
     uint64_t seed;          /* initialisation (default 1) */
     pt_precision precision; /* arithmetic (default fp32) */
-    /* a pipeline's stages, on pipetrain's own fp32 products, keep each
-     * weight matrix packed for them (its panels as read forward and
-     * backward: twice its bytes), packed again only after the weights
-     * change; 1: pack it for every product and keep nothing (default 0).
+    /* a pipeline's stages, on pipetrain's own fp32 products and bf16's AMX
+     * products, keep each weight matrix packed for them (its panels or
+     * tiles as read forward and backward: twice its bytes in the type the
+     * products read), packed again only after the weights change; 1: pack
+     * it for every product and keep nothing (default 0).
      * A model made by pt_model_create keeps none. */
     int repack_weights;
 } pt_model_config;
