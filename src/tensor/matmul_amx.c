@@ -18,7 +18,8 @@
  * of B per step of 32 along K. A strip of 32 rows of A (in L1 where K is
  * short) meets every block of columns in turn, over at most 1 MiB of B's
  * tiles at a time (L2); that ran 2-26% faster than each block of columns
- * meeting every strip of A. A finished block
+ * meeting every strip of A. A block's finish runs a few rows at a time
+ * between the next block's steps along K. A finished block
  * goes through the seam's finish (alpha, beta, bias, one rounding), 16
  * lanes at a time. A weight's tiles are kept between products while it is
  * unchanged, as gemm.c keeps its panels (gemm.h's pt_gemm_packed). The sums are the same TDPBF16PS
@@ -228,6 +229,64 @@ static int l2_columns(int blocks)
     return cols < 32 ? 32 : cols;
 }
 
+/* A finished block of C waiting for its finish: rows `done` .. rows - 1 of
+ * its float sums (32 a row) are still to go into C from (m0, n0) */
+typedef struct {
+    const float *sum;
+    int m0, n0, rows, cols, done;
+} pending;
+
+/* The seam's finish of rows up to `last` of a pending block, as
+ * pt_bf16x16_finish_row computes it, with what does not change hoisted out
+ * of the rows: a whole row of 32 is two registers, rounded and stored as
+ * one where C is bf16; alpha and beta of 1 multiply nothing (the same bits) */
+PT_TARGET_BF16X16 static void finish_rows(pending *f, int last, pt_mat C, float alpha, float beta,
+                                          const float *bias)
+{
+    int m0 = f->m0, n0 = f->n0, cols = f->cols, i = f->done;
+    last = last < f->rows ? last : f->rows;
+    if (i >= last)
+        return;
+    f->done = last;
+    const float *sum = f->sum + i * 32;
+    if (cols < 32 || (beta != 0.0f && C.dt == PT_BF16)) {
+        for (; i < last; i++, sum += 32)
+            pt_bf16x16_finish_row(C, m0 + i, n0, cols, sum, alpha, beta, bias);
+        return;
+    }
+    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    __m512 bias0 = bias ? _mm512_loadu_ps(bias + n0) : _mm512_setzero_ps();
+    __m512 bias1 = bias ? _mm512_loadu_ps(bias + n0 + 16) : _mm512_setzero_ps();
+    /* the low halves of 32 lanes of two registers: words 0, 2, .. 62 */
+    __m512i evens = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32,
+                                     30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    for (; i < last; i++, sum += 32) {
+        __m512 v0 = _mm512_load_ps(sum), v1 = _mm512_load_ps(sum + 16);
+        if (alpha != 1.0f)
+            v0 = _mm512_mul_ps(va, v0), v1 = _mm512_mul_ps(va, v1);
+        size_t at = (size_t)(m0 + i) * C.ld + n0;
+        if (C.dt == PT_BF16) {
+            if (bias)
+                v0 = _mm512_add_ps(v0, bias0), v1 = _mm512_add_ps(v1, bias1);
+            __m512i h =
+                _mm512_permutex2var_epi16(pt_bf16x16_round(v0), evens, pt_bf16x16_round(v1));
+            _mm512_storeu_si512((pt_bf16 *)C.p + at, h);
+            continue;
+        }
+        float *c = (float *)C.p + at;
+        if (beta != 0.0f) {
+            __m512 o0 = _mm512_loadu_ps(c), o1 = _mm512_loadu_ps(c + 16);
+            if (beta != 1.0f)
+                o0 = _mm512_mul_ps(vb, o0), o1 = _mm512_mul_ps(vb, o1);
+            v0 = _mm512_add_ps(v0, o0), v1 = _mm512_add_ps(v1, o1);
+        }
+        if (bias)
+            v0 = _mm512_add_ps(v0, bias0), v1 = _mm512_add_ps(v1, bias1);
+        _mm512_storeu_ps(c, v0);
+        _mm512_storeu_ps(c + 16, v1);
+    }
+}
+
 AMX static void multiply(a_tiles a, const uint32_t *b, int M, int N, int blocks, float alpha,
                          float beta, pt_mat C, const float *bias)
 {
@@ -239,9 +298,10 @@ AMX static void multiply(a_tiles a, const uint32_t *b, int M, int N, int blocks,
         cfg.colsb[t] = 64;
     }
     _tile_loadconfig(&cfg);
-    float block[32 * 32] __attribute__((aligned(64)));
+    float block[2][32 * 32] __attribute__((aligned(64)));
     size_t panel = (size_t)blocks * TILE_WORDS; /* words of a panel of 16 columns */
-    int chunk = l2_columns(blocks);
+    int chunk = l2_columns(blocks), per_step = (32 + blocks - 1) / (blocks ? blocks : 1), j = 0;
+    pending prev = {0};
     for (int c0 = 0; c0 < N; c0 += chunk) {
         int c1 = N - c0 < chunk ? N : c0 + chunk;
         for (int m0 = 0; m0 < M; m0 += 32) {
@@ -252,27 +312,46 @@ AMX static void multiply(a_tiles a, const uint32_t *b, int M, int N, int blocks,
                 _tile_zero(1);
                 _tile_zero(2);
                 _tile_zero(3);
+                if (blocks) {
+                    _tile_loadd(4, a0, a.row);
+                    _tile_loadd(6, b0, 64);
+                    _tile_loadd(7, b1, 64);
+                    _tile_loadd(5, a1, a.row);
+                }
+                /* each tile of A and B loaded for the next step as soon as
+                 * its last product in this one has been issued (the tiles
+                 * are not renamed), and a few rows of the block before
+                 * finished between the steps, where they run beside the
+                 * products rather than after them */
                 for (int kb = 0; kb < blocks; kb++) {
-                    size_t at = (size_t)kb * TILE_WORDS;
-                    _tile_loadd(4, a0 + kb * a.block, a.row);
-                    _tile_loadd(5, a1 + kb * a.block, a.row);
-                    _tile_loadd(6, b0 + at, 64);
-                    _tile_loadd(7, b1 + at, 64);
+                    finish_rows(&prev, (kb + 1) * per_step, C, alpha, beta, bias);
+                    int next = kb + 1 < blocks;
+                    size_t at = (size_t)(kb + 1) * TILE_WORDS, a_at = (size_t)(kb + 1) * a.block;
                     _tile_dpbf16ps(0, 4, 6);
                     _tile_dpbf16ps(1, 4, 7);
+                    if (next)
+                        _tile_loadd(4, a0 + a_at, a.row);
                     _tile_dpbf16ps(2, 5, 6);
+                    if (next)
+                        _tile_loadd(6, b0 + at, 64);
                     _tile_dpbf16ps(3, 5, 7);
+                    if (next) {
+                        _tile_loadd(7, b1 + at, 64);
+                        _tile_loadd(5, a1 + a_at, a.row);
+                    }
                 }
-                _tile_stored(0, block, 128);
-                _tile_stored(1, block + 16, 128);
-                _tile_stored(2, block + 16 * 32, 128);
-                _tile_stored(3, block + 16 * 32 + 16, 128);
-                int rows = M - m0 < 32 ? M - m0 : 32, cols = N - n0 < 32 ? N - n0 : 32;
-                for (int i = 0; i < rows; i++)
-                    pt_bf16x16_finish_row(C, m0 + i, n0, cols, block + i * 32, alpha, beta, bias);
+                finish_rows(&prev, 32, C, alpha, beta, bias);
+                float *sum = block[j++ & 1];
+                _tile_stored(0, sum, 128);
+                _tile_stored(1, sum + 16, 128);
+                _tile_stored(2, sum + 16 * 32, 128);
+                _tile_stored(3, sum + 16 * 32 + 16, 128);
+                prev =
+                    (pending){sum, m0, n0, M - m0 < 32 ? M - m0 : 32, N - n0 < 32 ? N - n0 : 32, 0};
             }
         }
     }
+    finish_rows(&prev, 32, C, alpha, beta, bias);
     _tile_release();
 }
 
