@@ -13,6 +13,8 @@
  *   move it (2 K 2^-24 sum |a b|, plus one bf16 step when C is bf16).
  * - A NaN in a row of A makes that row of C NaN (the step's non-finite check
  *   relies on it).
+ * - A product shared between a worker's threads (pt_blas_set_threads)
+ *   stores the same bits on 2, 3 and 5 threads as on one.
  * - pt_bf16_set_kernel: each kernel by name where this CPU runs it (and
  *   pt_bf16_kernel() says so), refused with PT_EUNSUPPORTED naming what is
  *   missing where not; "auto" takes amx where the CPU runs it, else portable
@@ -188,6 +190,36 @@ static void nan_row(const pt_kernels *k)
     release(&o);
 }
 
+/* A product large enough to be shared between a worker's threads stores
+ * the same bits on 2, 3 and 5 threads as on one, cut by rows of C (M
+ * larger) or by columns (N larger), in every case of operands. */
+static void threads_keep_bits(const pt_kernels *k)
+{
+    static const dims big[] = {{96, 200, 160}, {200, 64, 330}};
+    static const int threads[] = {2, 3, 5};
+    for (int s = 0; s < 2; s++)
+        for (int code = 0; code < 32; code++) {
+            dims d = big[s];
+            float alpha = code & 1 ? 1.0f : 0.75f, beta = code & 2 ? 0.0f : 0.5f;
+            operands one;
+            make(&one, d, code, 0, 77 + (uint64_t)code);
+            multiply(k, &one, d, alpha, beta, code >> 2 & 1);
+            size_t bytes = (size_t)d.M * one.ldc * pt_elem_size(one.dc);
+            for (int t = 0; t < 3; t++) {
+                operands many;
+                make(&many, d, code, 0, 77 + (uint64_t)code);
+                pt_blas_set_threads(threads[t]);
+                multiply(k, &many, d, alpha, beta, code >> 2 & 1);
+                pt_blas_set_threads(1);
+                char name[96];
+                CHECK(!memcmp(one.C, many.C, bytes), "%s %d x %d x %d (%s): %d threads change C",
+                      k->products, d.M, d.N, d.K, case_name(&one, name, sizeof name), threads[t]);
+                release(&many);
+            }
+            release(&one);
+        }
+}
+
 /* pt_bf16_set_kernel by name, and what auto takes. */
 static void choice(void)
 {
@@ -240,6 +272,10 @@ int main(void)
         nan_row(fast[i]);
         printf("%s: %s the portable products (%d shapes x 32 cases, exact and random)\n", names[i],
                failures == before ? "agrees with" : "DIFFERS from", N_SHAPES);
+        before = failures;
+        threads_keep_bits(fast[i]);
+        printf("%s: %s bits on 2, 3 and 5 threads as on one\n", names[i],
+               failures == before ? "the same" : "OTHER");
     }
     if (failures)
         printf("FAILED: %d checks\n", failures);

@@ -73,7 +73,11 @@ static int portable_threads(void) { return pt_kernels_threads(pt_kernels_cpu());
 
 static const pt_kernels portable =
     BF16_KERNELS("portable", pt_matmul_bf16_portable, NULL, portable_threads);
-static const pt_kernels amx = BF16_KERNELS("amx", pt_matmul_bf16_amx, pt_amx_packed_floats, NULL);
+/* AMX's products share a worker's threads as pipetrain's fp32 products do */
+static int amx_threads(void) { return pt_blas_threads(); }
+
+static const pt_kernels amx =
+    BF16_KERNELS("amx", pt_matmul_bf16_amx, pt_amx_packed_floats, amx_threads);
 static const pt_kernels avx512 = BF16_KERNELS("avx512bf16", pt_matmul_bf16_avx512, NULL, NULL);
 
 const pt_kernels *pt_kernels_bf16_portable(void) { return &portable; }

@@ -25,7 +25,11 @@
  * unchanged, as gemm.c keeps its panels (gemm.h's pt_gemm_packed). The sums are the same TDPBF16PS
  * in the same order whatever the packing, so what C holds depends only on the operands. Linux hands
  * out the tiles only after arch_prctl(ARCH_REQ_XCOMP_PERM), asked once by pt_amx_usable(); each
- * call loads its tile configuration and releases the tiles at the end. One thread per call. */
+ * call loads its tile configuration and releases the tiles at the end.
+ * A worker with several threads (pt_blas_set_threads) shares a large
+ * product's packing and then its blocks of C between them (pt_gemm_parallel);
+ * inside a part of a block's own sharing (attention's heads) a product
+ * runs on its thread alone. */
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -156,23 +160,23 @@ PT_TARGET_BF16X16 static void pack_tile(uint32_t *tile, const operand *o, int x0
         _mm512_storeu_si512(tile + r * 16, v[r]);
 }
 
-/* Every tile of an operand: `panels` panels of 16 x, each `blocks` tiles
- * along K. In the order the operand lies in memory: along each x's row
- * where K runs along memory, else 32 rows of K at a time across every
- * panel (panel by panel, each tile read 32 bytes from each of 32 rows a
- * page or more apart, and every line twice: 1.05-1.75x the time on cold
- * weight-gradient operands). */
-static void pack(uint32_t *out, const operand *o, int panels, int blocks, int rows_are_x)
+/* Panels p0 .. p1 - 1 of an operand's tiles (16 x a panel, each `blocks`
+ * tiles along K; out holds panel 0 on). In the order the operand lies in
+ * memory: along each x's row where K runs along memory, else 32 rows of K
+ * at a time across the panels (panel by panel, each tile read 32 bytes
+ * from each of 32 rows a page or more apart, and every line twice:
+ * 1.05-1.75x the time on cold weight-gradient operands). */
+static void pack(uint32_t *out, const operand *o, int p0, int p1, int blocks, int rows_are_x)
 {
     size_t panel = (size_t)blocks * TILE_WORDS;
     if (o->sk == 1) {
-        for (int p = 0; p < panels; p++)
+        for (int p = p0; p < p1; p++)
             for (int kb = 0; kb < blocks; kb++)
                 pack_tile(out + p * panel + (size_t)kb * TILE_WORDS, o, 16 * p, kb, rows_are_x);
         return;
     }
     for (int kb = 0; kb < blocks; kb++)
-        for (int p = 0; p < panels; p++)
+        for (int p = p0; p < p1; p++)
             pack_tile(out + p * panel + (size_t)kb * TILE_WORDS, o, 16 * p, kb, rows_are_x);
 }
 
@@ -204,7 +208,7 @@ static const uint32_t *kept_tiles(pt_gemm_packed *kept, const operand *ob, int t
     all.n = kept->cols > ob->n ? kept->cols : ob->n;
     if (pt_amx_packed_floats(all.K, all.n) > kept->capacity)
         return NULL;
-    pack((uint32_t *)kept->panels, &all, up32(all.n) / 16, blocks, 0);
+    pack((uint32_t *)kept->panels, &all, 0, up32(all.n) / 16, blocks, 0);
     kept->k = &tiles_layout, kept->B = B, kept->trans_b = trans_b;
     kept->K = all.K, kept->N = all.n, kept->ldb = ob->X.ld, kept->filled = 1;
     return (const uint32_t *)kept->panels;
@@ -355,6 +359,65 @@ AMX static void multiply(a_tiles a, const uint32_t *b, int M, int N, int blocks,
     _tile_release();
 }
 
+/* ---- a product shared between a worker's threads ---- */
+
+/* Products smaller than this many multiply-adds run on one thread */
+#define PARALLEL_MIN_FMAS (1L << 21)
+
+/* One product: what is left to pack, the tiles to multiply, and how its
+ * blocks of C are shared out (in strips of 32 rows or blocks of 32
+ * columns, whichever has more) */
+typedef struct {
+    const operand *oa, *ob;
+    uint32_t *pack_a, *pack_b; /* NULL: nothing to pack */
+    int a_panels, b_panels, blocks;
+    a_tiles a;
+    const uint32_t *b;
+    int M, N, parts, by_rows;
+    float alpha, beta;
+    pt_mat C;
+    const float *bias;
+} product;
+
+/* the start of part i of n things cut into `parts` */
+static int share(int n, int parts, int i) { return (int)((long)n * i / parts); }
+
+static void pack_part(void *arg, int i)
+{
+    const product *g = arg;
+    if (g->pack_a)
+        pack(g->pack_a, g->oa, share(g->a_panels, g->parts, i), share(g->a_panels, g->parts, i + 1),
+             g->blocks, 1);
+    if (g->pack_b)
+        pack(g->pack_b, g->ob, share(g->b_panels, g->parts, i), share(g->b_panels, g->parts, i + 1),
+             g->blocks, 0);
+}
+
+/* Part i's blocks of C: each element is the same TDPBF16PS in the same
+ * order whichever part it falls in, so the bits do not depend on the
+ * thread count */
+static void multiply_part(void *arg, int i)
+{
+    const product *g = arg;
+    int n = g->by_rows ? (g->M + 31) / 32 : (g->N + 31) / 32;
+    int lo = 32 * share(n, g->parts, i), hi = 32 * share(n, g->parts, i + 1);
+    int all = g->by_rows ? g->M : g->N;
+    hi = hi < all ? hi : all;
+    if (lo >= hi)
+        return;
+    pt_mat C = g->C;
+    if (g->by_rows) {
+        a_tiles a = g->a;
+        a.base += (size_t)(lo / 16) * a.panel;
+        C.p = pt_elems_at(C.p, (size_t)lo * C.ld, C.dt);
+        multiply(a, g->b, hi - lo, g->N, g->blocks, g->alpha, g->beta, C, g->bias);
+    } else {
+        C.p = pt_elems_at(C.p, (size_t)lo, C.dt);
+        multiply(g->a, g->b + (size_t)(lo / 16) * g->blocks * TILE_WORDS, g->M, hi - lo, g->blocks,
+                 g->alpha, g->beta, C, g->bias ? g->bias + lo : NULL);
+    }
+}
+
 void pt_matmul_bf16_amx(int trans_a, int trans_b, int M, int N, int K, float alpha, pt_mat A,
                         pt_mat B, float beta, pt_mat C, const float *bias)
 {
@@ -372,14 +435,38 @@ void pt_matmul_bf16_amx(int trans_a, int trans_b, int M, int N, int K, float alp
         pt_matmul_poison(M, N, C);
         return;
     }
-    a_tiles at = {(const char *)a, (size_t)blocks * TILE_WORDS * 4, TILE_WORDS * 4, 64};
+    product g = {&oa,
+                 &ob,
+                 a,
+                 b,
+                 Mp / 16,
+                 Np / 16,
+                 blocks,
+                 {(const char *)a, (size_t)blocks * TILE_WORDS * 4, TILE_WORDS * 4, 64},
+                 kept ? kept : b,
+                 M,
+                 N,
+                 1,
+                 Mp >= Np,
+                 alpha,
+                 beta,
+                 C,
+                 bias};
     if (in_place)
-        at = (a_tiles){(const char *)A.p, 16 * ld_a * 2, 64, ld_a * 2};
-    else
-        pack(a, &oa, Mp / 16, blocks, 1);
-    if (!kept)
-        pack(b, &ob, Np / 16, blocks, 0);
-    multiply(at, kept ? kept : b, M, N, blocks, alpha, beta, C, bias);
+        g.a = (a_tiles){(const char *)A.p, 16 * ld_a * 2, 64, ld_a * 2};
+    int threads = pt_gemm_in_part() ? 1 : pt_blas_threads();
+    if (threads > 1 && (double)M * N * K >= (double)PARALLEL_MIN_FMAS) {
+        int most = g.by_rows ? Mp / 32 : Np / 32;
+        g.parts = threads < most ? threads : most;
+    }
+    if (g.parts > 1) {
+        if (a || b)
+            pt_gemm_parallel(g.parts, pack_part, &g);
+        pt_gemm_parallel(g.parts, multiply_part, &g);
+    } else {
+        pack_part(&g, 0);
+        multiply_part(&g, 0);
+    }
 }
 
 #else

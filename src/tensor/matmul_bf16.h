@@ -10,7 +10,8 @@
  *   portable    operands widened to float (exactly: bf16 is a float with a
  *               shorter mantissa), multiplied by the fp32 product; any CPU;
  *   amx         operands packed into bf16 tiles and multiplied by AMX's
- *               TDPBF16PS (Intel Sapphire Rapids and later); one thread;
+ *               TDPBF16PS (Intel Sapphire Rapids and later); shared
+ *               between a worker's threads (pt_blas_set_threads);
  *   avx512bf16  operands packed into pairs along K and multiplied by
  *               AVX512_BF16's VDPBF16PS (AMD Zen 4 and 5, Intel Cooper Lake
  *               and later); one thread.
