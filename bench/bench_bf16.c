@@ -8,7 +8,9 @@
  *   fp32              the baseline;
  *   bf16 <kernel>     on each product kernel this CPU runs: amx,
  *                     avx512bf16, and portable (rounded operands, sgemm),
- *                     as a machine without a bf16 unit runs it.
+ *                     as a machine without a bf16 unit runs it;
+ *   bf16-P1x2 <kernel>  the kernel bf16 takes by default on one worker
+ *                     with both cores' threads (no pipeline).
  * For each: tokens/s (median of the steps after a warm-up), its ratio to
  * fp32, achieved FLOP/s as a share of the two cores' FMA peak, and every
  * worker's activation bytes (records and boundary buffers, as the memory
@@ -32,16 +34,18 @@ typedef struct {
     float loss;
 } result;
 
-static int run(pt_precision precision, int steps, const pt_microbatch *b, result *res)
+/* One configuration: P = 2 with a thread each, or one worker on 2 threads */
+static int run(pt_precision precision, int stages, int steps, const pt_microbatch *b, result *res)
 {
     pt_model_config c = bench_gpt_small();
     c.precision = precision;
     pt_optim_config oc = pt_optim_config_default(PT_OPTIM_ADAMW);
     pt_pipeline_config pc = pt_pipeline_config_default();
-    pc.stages = P, pc.microbatches = M, pc.micro_batch_size = MBS, pc.schedule = "1f1b";
-    pc.blas_threads = 1;
+    pc.stages = stages, pc.microbatches = M, pc.micro_batch_size = MBS, pc.schedule = "1f1b";
+    pc.blas_threads = P / stages;
     int balance[P] = {3, 3}; /* embedding + 2 layers | 2 layers + head */
-    pc.balance = balance, pc.n_balance = P;
+    if (stages == P)
+        pc.balance = balance, pc.n_balance = P;
     pt_pipeline *p;
     if (pt_pipeline_create(&c, &oc, &pc, &p))
         return fprintf(stderr, "bench_bf16: %s\n", pt_last_error()), 1;
@@ -58,7 +62,7 @@ static int run(pt_precision precision, int steps, const pt_microbatch *b, result
     if (pt_pipeline_memory(p, used, NULL, NULL) != PT_OK)
         return fprintf(stderr, "bench_bf16: %s\n", pt_last_error()), 1;
     for (int w = 0; w < P; w++)
-        res->activations[w] = used[w].activations;
+        res->activations[w] = w < stages ? used[w].activations : 0;
     pt_pipeline_destroy(p);
     return 0;
 }
@@ -81,19 +85,22 @@ int main(int argc, char **argv)
     const char *fast = pt_bf16_kernel();
     double peak = bench_has_avx512() ? bench_fma_gflops() : 0;
     const char *kernels[] = {"amx", "avx512bf16", "portable"};
-    char names[4][32] = {"fp32"};
-    result rs[4];
+    char names[5][32] = {"fp32"};
+    result rs[5];
     int n_runs = 1;
-    if (run(PT_PRECISION_FP32, steps, &b, &rs[0]))
+    if (run(PT_PRECISION_FP32, P, steps, &b, &rs[0]))
         return 1;
     for (int k = 0; k < 3; k++) {
         if ((only_default && strcmp(kernels[k], fast) != 0) ||
             pt_bf16_set_kernel(kernels[k]) != PT_OK)
             continue;
         snprintf(names[n_runs], sizeof names[n_runs], "bf16 %s", kernels[k]);
-        if (run(PT_PRECISION_BF16, steps, &b, &rs[n_runs++]))
+        if (run(PT_PRECISION_BF16, P, steps, &b, &rs[n_runs++]))
             return 1;
     }
+    snprintf(names[n_runs], sizeof names[n_runs], "bf16-P1x2 %s", fast);
+    if (pt_bf16_set_kernel(fast) != PT_OK || run(PT_PRECISION_BF16, 1, steps, &b, &rs[n_runs++]))
+        return 1;
     pt_bf16_set_kernel("auto");
     double peak_after = bench_has_avx512() ? bench_fma_gflops() : 0;
     double cores = 2 * (peak + peak_after) / 2;
@@ -104,19 +111,24 @@ int main(int argc, char **argv)
     printf("one-core float FMA peak: %.1f GFLOP/s before, %.1f after (AVX-512%s); 2 cores %.1f; "
            "bf16's products by default: %s\n\n",
            peak, peak_after, bench_has_avx512() ? "" : " absent: not measured", cores, fast);
-    printf("%-16s %8s %9s %8s %11s %14s %14s %8s\n", "precision", "step s", "tokens/s", "vs fp32",
+    printf("%-18s %8s %9s %8s %11s %14s %14s %8s\n", "precision", "step s", "tokens/s", "vs fp32",
            "of FMA peak", "activ. w0 MiB", "activ. w1 MiB", "vs fp32");
     const result *f32 = &rs[0];
     for (int i = 0; i < n_runs; i++) {
         double worst = 0;
+        int pipelined = rs[i].activations[1] > 0; /* the one-worker row has its own layout */
         for (int w = 0; w < P; w++) {
             double ratio = (double)rs[i].activations[w] / (double)f32->activations[w];
             worst = ratio > worst ? ratio : worst;
         }
-        printf("%-16s %8.3f %9.0f %7.2fx %10.1f%% %14.1f %14.1f %7.3fx\n", names[i], rs[i].step_s,
-               rows / rs[i].step_s, f32->step_s / rs[i].step_s,
-               cores > 0 ? 100 * flops / rs[i].step_s / 1e9 / cores : 0,
-               rs[i].activations[0] / 1048576.0, rs[i].activations[1] / 1048576.0, worst);
+        printf("%-18s %8.3f %9.0f %7.2fx %10.1f%%", names[i], rs[i].step_s, rows / rs[i].step_s,
+               f32->step_s / rs[i].step_s,
+               cores > 0 ? 100 * flops / rs[i].step_s / 1e9 / cores : 0);
+        if (pipelined)
+            printf(" %14.1f %14.1f %7.3fx\n", rs[i].activations[0] / 1048576.0,
+                   rs[i].activations[1] / 1048576.0, worst);
+        else
+            printf(" %14.1f %14s %8s\n", rs[i].activations[0] / 1048576.0, "-", "-");
     }
     printf("\nloss of the last step:");
     for (int i = 0; i < n_runs; i++)
