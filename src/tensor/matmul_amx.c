@@ -14,22 +14,26 @@
  * is not the tile's row a 16 x 16 transpose of words turns it round.
  * A non-transposed bf16 op(A) whose rows and K fill whole tiles is not
  * packed: its tiles are loaded from its rows in place.
+ * A weight's tiles are kept between products while it is unchanged, as
+ * gemm.c keeps its panels (gemm.h's pt_gemm_packed).
  * Each 32 x 32 block of C is four float tiles, fed by two tiles of A and two
- * of B per step of 32 along K. A strip of 32 rows of A (in L1 where K is
- * short) meets every block of columns in turn, over at most 1 MiB of B's
- * tiles at a time (L2); that ran 2-26% faster than each block of columns
- * meeting every strip of A. A block's finish runs a few rows at a time
- * between the next block's steps along K. A finished block
- * goes through the seam's finish (alpha, beta, bias, one rounding), 16
- * lanes at a time. A weight's tiles are kept between products while it is
- * unchanged, as gemm.c keeps its panels (gemm.h's pt_gemm_packed). The sums are the same TDPBF16PS
- * in the same order whatever the packing, so what C holds depends only on the operands. Linux hands
- * out the tiles only after arch_prctl(ARCH_REQ_XCOMP_PERM), asked once by pt_amx_usable(); each
- * call loads its tile configuration and releases the tiles at the end.
+ * of B per step of 32 along K; each tile is loaded for the next step as soon
+ * as its last product in this one has been issued. A strip of 32 rows of A
+ * (in L1 where K is short) meets every block of columns in turn, over at
+ * most 1 MiB of B's tiles at a time (L2); that ran 2-26% faster than each
+ * block of columns meeting every strip of A. A finished block goes through
+ * the seam's finish (alpha, beta, bias, one rounding) 16 lanes at a time, a
+ * few rows between each of the next block's steps, so that it runs beside
+ * the products. The sums are the same TDPBF16PS in the same order whatever
+ * the packing, the finish or the thread, so what C holds depends only on
+ * the operands.
  * A worker with several threads (pt_blas_set_threads) shares a large
- * product's packing and then its blocks of C between them (pt_gemm_parallel);
- * inside a part of a block's own sharing (attention's heads) a product
- * runs on its thread alone. */
+ * product's packing and then its blocks of C between them
+ * (pt_gemm_parallel); inside a part of a block's own sharing (attention's
+ * heads) a product runs on its thread alone.
+ * Linux hands out the tiles only after arch_prctl(ARCH_REQ_XCOMP_PERM),
+ * asked once by pt_amx_usable(); each call loads its tile configuration and
+ * releases the tiles at the end. */
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -435,25 +439,25 @@ void pt_matmul_bf16_amx(int trans_a, int trans_b, int M, int N, int K, float alp
         pt_matmul_poison(M, N, C);
         return;
     }
-    product g = {&oa,
-                 &ob,
-                 a,
-                 b,
-                 Mp / 16,
-                 Np / 16,
-                 blocks,
-                 {(const char *)a, (size_t)blocks * TILE_WORDS * 4, TILE_WORDS * 4, 64},
-                 kept ? kept : b,
-                 M,
-                 N,
-                 1,
-                 Mp >= Np,
-                 alpha,
-                 beta,
-                 C,
-                 bias};
-    if (in_place)
-        g.a = (a_tiles){(const char *)A.p, 16 * ld_a * 2, 64, ld_a * 2};
+    product g = {.oa = &oa,
+                 .ob = &ob,
+                 .pack_a = a,
+                 .pack_b = b,
+                 .a_panels = Mp / 16,
+                 .b_panels = Np / 16,
+                 .blocks = blocks,
+                 .b = kept ? kept : b,
+                 .M = M,
+                 .N = N,
+                 .parts = 1,
+                 .by_rows = Mp >= Np,
+                 .alpha = alpha,
+                 .beta = beta,
+                 .C = C,
+                 .bias = bias};
+    g.a = in_place
+              ? (a_tiles){(const char *)A.p, 16 * ld_a * 2, 64, ld_a * 2}
+              : (a_tiles){(const char *)a, (size_t)blocks * TILE_WORDS * 4, TILE_WORDS * 4, 64};
     int threads = pt_gemm_in_part() ? 1 : pt_blas_threads();
     if (threads > 1 && (double)M * N * K >= (double)PARALLEL_MIN_FMAS) {
         int most = g.by_rows ? Mp / 32 : Np / 32;
