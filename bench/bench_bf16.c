@@ -12,7 +12,8 @@
  *   bf16-P1x2 <kernel>  the kernel bf16 takes by default on one worker
  *                     with both cores' threads (no pipeline).
  * For each: tokens/s (median of the steps after a warm-up), its ratio to
- * fp32, achieved FLOP/s as a share of the two cores' FMA peak, and every
+ * fp32, achieved FLOP/s as a share of the two cores' FMA peak (and for
+ * amx of AMX's TDPBF16PS peak on both cores at once), and every
  * worker's activation bytes (records and boundary buffers, as the memory
  * report counts them) and their ratio to fp32's.
  * Usage: bench_bf16 [steps] [all|default] (default 4 steps, all kernels;
@@ -84,6 +85,7 @@ int main(int argc, char **argv)
 
     const char *fast = pt_bf16_kernel();
     double peak = bench_has_avx512() ? bench_fma_gflops() : 0;
+    double amx = bench_amx_peak_cores(P);
     const char *kernels[] = {"amx", "avx512bf16", "portable"};
     char names[5][32] = {"fp32"};
     result rs[5];
@@ -103,16 +105,21 @@ int main(int argc, char **argv)
         return 1;
     pt_bf16_set_kernel("auto");
     double peak_after = bench_has_avx512() ? bench_fma_gflops() : 0;
+    double amx_after = bench_amx_peak_cores(P), amx_cores = (amx + amx_after) / 2;
     double cores = 2 * (peak + peak_after) / 2;
 
     printf("gpt 4 layers, 6 heads, 384 embd, seq 256, vocab 256; P=2 1f1b --balance 3,3, "
            "%d micro-batches of %d (%d tokens a step); %.1f GFLOP a step\n",
            M, MBS, rows, flops / 1e9);
     printf("one-core float FMA peak: %.1f GFLOP/s before, %.1f after (AVX-512%s); 2 cores %.1f; "
-           "bf16's products by default: %s\n\n",
+           "bf16's products by default: %s\n",
            peak, peak_after, bench_has_avx512() ? "" : " absent: not measured", cores, fast);
-    printf("%-18s %8s %9s %8s %11s %14s %14s %8s\n", "precision", "step s", "tokens/s", "vs fp32",
-           "of FMA peak", "activ. w0 MiB", "activ. w1 MiB", "vs fp32");
+    if (amx_cores > 0)
+        printf("AMX's TDPBF16PS peak on 2 cores at once: %.0f GFLOP/s before, %.0f after\n", amx,
+               amx_after);
+    printf("\n");
+    printf("%-18s %8s %9s %8s %11s %11s %14s %14s %8s\n", "precision", "step s", "tokens/s",
+           "vs fp32", "of FMA peak", "of AMX peak", "activ. w0 MiB", "activ. w1 MiB", "vs fp32");
     const result *f32 = &rs[0];
     for (int i = 0; i < n_runs; i++) {
         double worst = 0;
@@ -124,6 +131,10 @@ int main(int argc, char **argv)
         printf("%-18s %8.3f %9.0f %7.2fx %10.1f%%", names[i], rs[i].step_s, rows / rs[i].step_s,
                f32->step_s / rs[i].step_s,
                cores > 0 ? 100 * flops / rs[i].step_s / 1e9 / cores : 0);
+        if (amx_cores > 0 && strstr(names[i], "amx"))
+            printf(" %10.1f%%", 100 * flops / rs[i].step_s / 1e9 / amx_cores);
+        else
+            printf(" %11s", "-");
         if (pipelined)
             printf(" %14.1f %14.1f %7.3fx\n", rs[i].activations[0] / 1048576.0,
                    rs[i].activations[1] / 1048576.0, worst);

@@ -175,43 +175,60 @@ static inline double bench_fma_peak(void) { return 0; }
 #include <pthread.h>
 #include <time.h>
 
-static inline void *bench_fma_peak_thread(void *out)
+typedef struct {
+    double (*peak)(void);
+    double rate;
+} bench_peak_job;
+
+static inline void *bench_peak_thread(void *job)
 {
-    *(double *)out = bench_fma_peak();
+    bench_peak_job *j = job;
+    j->rate = j->peak();
     return NULL;
 }
 
-/* the widest FMA's rate on n (<= 64) threads at once, summed: one try */
-static inline double bench_fma_peak_try(int n)
+/* peak()'s rate on n (<= 64) threads at once, summed: one try */
+static inline double bench_peak_try(int n, double (*peak)(void))
 {
     pthread_t t[64];
-    double r[64] = {0}, sum = 0;
+    bench_peak_job jobs[64];
     int started[64] = {0};
+    double sum = 0;
+    for (int i = 0; i < n; i++)
+        jobs[i] = (bench_peak_job){peak, 0};
     for (int i = 1; i < n; i++)
-        started[i] = pthread_create(&t[i], NULL, bench_fma_peak_thread, &r[i]) == 0;
-    r[0] = bench_fma_peak();
+        started[i] = pthread_create(&t[i], NULL, bench_peak_thread, &jobs[i]) == 0;
+    jobs[0].rate = peak();
     for (int i = 1; i < n; i++)
         if (started[i])
             pthread_join(t[i], NULL);
     for (int i = 0; i < n; i++)
-        sum += r[i];
+        sum += jobs[i].rate;
     return sum;
 }
 
-/* the best of 5 tries: a machine shared with other work only ever lowers a
- * try, so the best is the nearest to what the cores can do. It first waits
- * 0.3 s: OpenBLAS's pool threads spin for a while after a product (the
- * start-up checks run some) and would take a core from the loop. */
-static inline double bench_fma_peak_cores(int n)
+/* the best of 5 tries of peak() on n threads: a machine shared with other
+ * work only ever lowers a try, so the best is the nearest to what the cores
+ * can do. It first waits 0.3 s: OpenBLAS's pool threads spin for a while
+ * after a product (the start-up checks run some) and would take a core from
+ * the loop. */
+static inline double bench_peak_cores(int n, double (*peak)(void))
 {
     double best = 0;
     bench_pause(0.3);
     n = n < 1 ? 1 : n > 64 ? 64 : n;
     for (int i = 0; i < 5; i++) {
-        double r = bench_fma_peak_try(n);
+        double r = bench_peak_try(n, peak);
         best = r > best ? r : best;
     }
     return best;
 }
+
+/* the widest FMA's rate on n threads at once, summed */
+static inline double bench_fma_peak_cores(int n) { return bench_peak_cores(n, bench_fma_peak); }
+
+/* AMX's TDPBF16PS rate on n threads at once, summed (0 without AMX): cores
+ * that share one AMX unit show it here */
+static inline double bench_amx_peak_cores(int n) { return bench_peak_cores(n, bench_amx_gflops); }
 
 #endif
