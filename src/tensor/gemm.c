@@ -222,11 +222,10 @@ static const float *kept_panel(const gemm_job *g, int pc, int kb, int jc)
  * reading of B, too little room, a part's product with shared panels). */
 static const float *use_kept(gemm_job *g, pt_gemm_packed *kept)
 {
-    if (!kept || !kept->panels || (pt_gemm_in_part() && !kept->local))
+    if (!pt_gemm_packed_usable(kept))
         return NULL;
     if (kept->filled) {
-        if (kept->k != g->k || kept->B != g->B || kept->trans_b != g->trans_b || kept->K != g->K ||
-            kept->N < g->N || kept->ldb != g->ldb)
+        if (!pt_gemm_packed_holds(kept, g->k, g->B, g->trans_b, g->K, g->N, g->ldb))
             return NULL;
         g->panel_row = padded_cols(g->k, kept->N);
         return kept->panels;
@@ -239,8 +238,7 @@ static const float *use_kept(gemm_job *g, pt_gemm_packed *kept)
         int kb = min_int(g->kc, g->K - pc);
         pack_b(g, pc, kb, 0, N, kept->panels + g->panel_row * (size_t)pc);
     }
-    kept->k = g->k, kept->B = g->B, kept->trans_b = g->trans_b;
-    kept->K = g->K, kept->N = N, kept->ldb = g->ldb, kept->filled = 1;
+    pt_gemm_packed_fill(kept, g->k, g->B, g->trans_b, g->K, N, g->ldb);
     return kept->panels;
 }
 

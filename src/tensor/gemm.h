@@ -81,6 +81,33 @@ typedef struct pt_gemm_packed {
     int trans_b, K, N, ldb, filled;
 } pt_gemm_packed;
 
+/* 1 while the calling thread runs a part of pt_gemm_parallel (below) */
+int pt_gemm_in_part(void);
+
+/* Whether a product may read kept panels at all: there are some, and a
+ * part of pt_gemm_parallel reads only its own (`local`) ones */
+static inline int pt_gemm_packed_usable(const pt_gemm_packed *kept)
+{
+    return kept && kept->panels && (!pt_gemm_in_part() || kept->local);
+}
+
+/* Whether filled panels hold this reading of B in `layout` (the kernel
+ * that packed them), with at least N columns */
+static inline int pt_gemm_packed_holds(const pt_gemm_packed *kept, const pt_gemm_kernel *layout,
+                                       const float *B, int trans_b, int K, int N, int ldb)
+{
+    return kept->filled && kept->k == layout && kept->B == B && kept->trans_b == trans_b &&
+           kept->K == K && kept->N >= N && kept->ldb == ldb;
+}
+
+/* Marks the panels filled with this reading of B, N columns of it */
+static inline void pt_gemm_packed_fill(pt_gemm_packed *kept, const pt_gemm_kernel *layout,
+                                       const float *B, int trans_b, int K, int N, int ldb)
+{
+    kept->k = layout, kept->B = B, kept->trans_b = trans_b;
+    kept->K = K, kept->N = N, kept->ldb = ldb, kept->filled = 1;
+}
+
 /* floats of a whole op(B) of K x N packed for kernel k */
 size_t pt_gemm_packed_floats(const pt_gemm_kernel *k, int K, int N);
 
@@ -100,8 +127,6 @@ int pt_gemm(const pt_gemm_kernel *k, int threads, int trans_a, int trans_b, int 
  * when every part has. Helpers that cannot be started leave their parts to
  * the calling thread; called inside a part, it runs the parts itself. */
 void pt_gemm_parallel(int n, void (*part)(void *arg, int i), void *arg);
-/* 1 while the calling thread runs a part of pt_gemm_parallel */
-int pt_gemm_in_part(void);
 
 /* Runs run(arg, lo, hi) over [0, n) cut into contiguous ranges, at most
  * `threads` of them (pt_gemm_parallel's parts), each at least `least`

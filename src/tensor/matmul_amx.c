@@ -200,12 +200,11 @@ size_t pt_amx_packed_floats(int K, int N)
  * this B read this way; NULL when this product cannot use them */
 static const uint32_t *kept_tiles(pt_gemm_packed *kept, const operand *ob, int trans_b, int blocks)
 {
-    if (!kept || !kept->panels || (pt_gemm_in_part() && !kept->local))
+    if (!pt_gemm_packed_usable(kept))
         return NULL;
     const float *B = (const float *)ob->X.p;
     if (kept->filled)
-        return kept->k == &tiles_layout && kept->B == B && kept->trans_b == trans_b &&
-                       kept->K == ob->K && kept->N >= ob->n && kept->ldb == ob->X.ld
+        return pt_gemm_packed_holds(kept, &tiles_layout, B, trans_b, ob->K, ob->n, ob->X.ld)
                    ? (const uint32_t *)kept->panels
                    : NULL;
     operand all = *ob;
@@ -213,8 +212,7 @@ static const uint32_t *kept_tiles(pt_gemm_packed *kept, const operand *ob, int t
     if (pt_amx_packed_floats(all.K, all.n) > kept->capacity)
         return NULL;
     pack((uint32_t *)kept->panels, &all, 0, up32(all.n) / 16, blocks, 0);
-    kept->k = &tiles_layout, kept->B = B, kept->trans_b = trans_b;
-    kept->K = all.K, kept->N = all.n, kept->ldb = ob->X.ld, kept->filled = 1;
+    pt_gemm_packed_fill(kept, &tiles_layout, B, trans_b, all.K, all.n, ob->X.ld);
     return (const uint32_t *)kept->panels;
 }
 
@@ -244,55 +242,17 @@ typedef struct {
     int m0, n0, rows, cols, done;
 } pending;
 
-/* The seam's finish of rows up to `last` of a pending block, as
- * pt_bf16x16_finish_row computes it, with what does not change hoisted out
- * of the rows: a whole row of 32 is two registers, rounded and stored as
- * one where C is bf16; alpha and beta of 1 multiply nothing (the same bits) */
+/* The seam's finish of rows up to `last` of a pending block. (A path for
+ * whole 32-wide rows with what does not change hoisted out, two registers
+ * a row and one 64-byte store where C is bf16, ran no faster: the finish's
+ * cost is C's memory, not its instructions.) */
 PT_TARGET_BF16X16 static void finish_rows(pending *f, int last, pt_mat C, float alpha, float beta,
                                           const float *bias)
 {
-    int m0 = f->m0, n0 = f->n0, cols = f->cols, i = f->done;
     last = last < f->rows ? last : f->rows;
-    if (i >= last)
-        return;
-    f->done = last;
-    const float *sum = f->sum + i * 32;
-    if (cols < 32 || (beta != 0.0f && C.dt == PT_BF16)) {
-        for (; i < last; i++, sum += 32)
-            pt_bf16x16_finish_row(C, m0 + i, n0, cols, sum, alpha, beta, bias);
-        return;
-    }
-    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-    __m512 bias0 = bias ? _mm512_loadu_ps(bias + n0) : _mm512_setzero_ps();
-    __m512 bias1 = bias ? _mm512_loadu_ps(bias + n0 + 16) : _mm512_setzero_ps();
-    /* the low halves of 32 lanes of two registers: words 0, 2, .. 62 */
-    __m512i evens = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32,
-                                     30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-    for (; i < last; i++, sum += 32) {
-        __m512 v0 = _mm512_load_ps(sum), v1 = _mm512_load_ps(sum + 16);
-        if (alpha != 1.0f)
-            v0 = _mm512_mul_ps(va, v0), v1 = _mm512_mul_ps(va, v1);
-        size_t at = (size_t)(m0 + i) * C.ld + n0;
-        if (C.dt == PT_BF16) {
-            if (bias)
-                v0 = _mm512_add_ps(v0, bias0), v1 = _mm512_add_ps(v1, bias1);
-            __m512i h =
-                _mm512_permutex2var_epi16(pt_bf16x16_round(v0), evens, pt_bf16x16_round(v1));
-            _mm512_storeu_si512((pt_bf16 *)C.p + at, h);
-            continue;
-        }
-        float *c = (float *)C.p + at;
-        if (beta != 0.0f) {
-            __m512 o0 = _mm512_loadu_ps(c), o1 = _mm512_loadu_ps(c + 16);
-            if (beta != 1.0f)
-                o0 = _mm512_mul_ps(vb, o0), o1 = _mm512_mul_ps(vb, o1);
-            v0 = _mm512_add_ps(v0, o0), v1 = _mm512_add_ps(v1, o1);
-        }
-        if (bias)
-            v0 = _mm512_add_ps(v0, bias0), v1 = _mm512_add_ps(v1, bias1);
-        _mm512_storeu_ps(c, v0);
-        _mm512_storeu_ps(c + 16, v1);
-    }
+    for (; f->done < last; f->done++)
+        pt_bf16x16_finish_row(C, f->m0 + f->done, f->n0, f->cols, f->sum + f->done * 32, alpha,
+                              beta, bias);
 }
 
 AMX static void multiply(a_tiles a, const uint32_t *b, int M, int N, int blocks, float alpha,
