@@ -259,28 +259,31 @@ static void KN(layernorm_backward_weight)(float *dw, float *db, const void *dout
 
 #define GELU_SCALE 0.7978845608028654f /* sqrt(2/pi) */
 
+/* u = sqrt(2/pi) (x + 0.044715 x^3); with d = 1 / (e^{2u} + 1),
+ * 0.5 x (1 + tanh u) = x (1 - d) */
+static inline float KN(gelu_u)(float x) { return GELU_SCALE * PT_FMA(0.044715f * x * x, x, x); }
+
 static void KN(gelu_forward_serial)(void *out_, const void *inp_, size_t n)
 {
     ACT *out = out_;
     const ACT *inp = inp_;
     for (size_t i = 0; i < n; i++) {
         float x = LD(inp[i]);
-        float u = GELU_SCALE * (x + 0.044715f * x * x * x);
-        out[i] = ST(0.5f * x * (1.0f + fast_tanhf(u)));
+        out[i] = ST(x - x * tanh_part(KN(gelu_u)(x)));
     }
 }
 
+/* d/dx 0.5 x (1 + tanh u) = 0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) u'
+ *                         = (1 - d) (1 + 2 x d u') */
 static void KN(gelu_backward_serial)(void *dinp_, const void *inp_, const void *dout_, size_t n)
 {
     ACT *dinp = dinp_;
     const ACT *inp = inp_, *dout = dout_;
     for (size_t i = 0; i < n; i++) {
         float x = LD(inp[i]);
-        float u = GELU_SCALE * (x + 0.044715f * x * x * x);
-        float t = fast_tanhf(u);
-        float sech2 = 1.0f - t * t;
-        float du = GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
-        dinp[i] = ST(LD(dout[i]) * (0.5f * (1.0f + t) + 0.5f * x * sech2 * du));
+        float d = tanh_part(KN(gelu_u)(x));
+        float du = GELU_SCALE * PT_FMA(3.0f * 0.044715f * x, x, 1.0f);
+        dinp[i] = ST(LD(dout[i]) * ((1.0f - d) * PT_FMA(2.0f * x * d, du, 1.0f)));
     }
 }
 

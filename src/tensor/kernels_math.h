@@ -8,6 +8,20 @@
 #include <math.h>
 #include <string.h>
 
+/* a * b + c for the polynomials below: one fused multiply-add where the
+ * build's CPU has the instruction (-march=native on any x86-64 of the last
+ * decade, every ARM64), which halves the instructions of their loops
+ * (GELU's passes 1.3-1.5x faster, the causal softmax's 1.15x:
+ * bench_passes); a multiply and an add in a portable build
+ * (-DPT_NATIVE=OFF), where fmaf would be a slow libm call. Either way one
+ * binary gives the same bits on every machine it runs on; the two builds
+ * may differ in the last bit of an exp. */
+#if defined(__FMA__) || defined(__aarch64__)
+#define PT_FMA(a, b, c) fmaf(a, b, c)
+#else
+#define PT_FMA(a, b, c) ((a) * (b) + (c))
+#endif
+
 /* exp(x) without a libm call, so loops over it vectorise: x = n ln2 + r with
  * |r| <= ln2/2, e^r by its degree-6 Taylor polynomial (relative error below
  * 2e-7), and 2^n put into the exponent bits. Inputs are clamped to where
@@ -19,21 +33,24 @@ static inline float fast_expf(float x)
     x = x > 88.0f ? 88.0f : x;
     x = x == x ? x : 0.0f; /* NaN: no integer of it below; the result is NaN again */
     /* round to nearest by adding and taking away 1.5 * 2^23: no libm call */
-    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    float r = x - n * 0.693359375f + n * 2.12194440e-4f; /* ln2 in two parts */
-    float p =
-        1.0f +
-        r * (1.0f +
-             r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
+    float n = PT_FMA(x, 1.44269504088896341f, 12582912.0f) - 12582912.0f;
+    float r = PT_FMA(n, 2.12194440e-4f, PT_FMA(n, -0.693359375f, x)); /* ln2 in two parts */
+    float p = PT_FMA(r, 1.0f / 720, 1.0f / 120);
+    p = PT_FMA(p, r, 1.0f / 24);
+    p = PT_FMA(p, r, 1.0f / 6);
+    p = PT_FMA(p, r, 0.5f);
+    p = PT_FMA(p, r, 1.0f);
+    p = PT_FMA(p, r, 1.0f);
     int bits = ((int)n + 127) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return given == given ? p * scale : given; /* selects: the loop still vectorises */
 }
 
-/* tanh(u) = 1 - 2 / (e^{2u} + 1): absolute error about 1e-7, which is what
- * GELU's 0.5 x (1 + tanh) needs. */
-static inline float fast_tanhf(float u) { return 1.0f - 2.0f / (fast_expf(2.0f * u) + 1.0f); }
+/* 1 / (e^{2u} + 1), from which GELU's tanh form takes everything it needs
+ * with one division: tanh(u) = 1 - 2d, 1 + tanh(u) = 2 (1 - d) and
+ * 1 - tanh(u)^2 = 4 d (1 - d); absolute error about 1e-7. */
+static inline float tanh_part(float u) { return 1.0f / (fast_expf(2.0f * u) + 1.0f); }
 
 /* erf(x) by Abramowitz and Stegun 7.1.26 (absolute error below 1.5e-7) on
  * |x|, the sign put back after: no libm call, so the loops over it
@@ -41,9 +58,10 @@ static inline float fast_tanhf(float u) { return 1.0f - 2.0f / (fast_expf(2.0f *
 static inline float fast_erff(float x)
 {
     float a = fabsf(x), t = 1.0f / (1.0f + 0.3275911f * a);
-    float p =
-        t * (0.254829592f +
-             t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+    float p = PT_FMA(t, 1.061405429f, -1.453152027f);
+    p = PT_FMA(p, t, 1.421413741f);
+    p = PT_FMA(p, t, -0.284496736f);
+    p = PT_FMA(p, t, 0.254829592f) * t;
     return copysignf(1.0f - p * fast_expf(-a * a), x);
 }
 
