@@ -50,38 +50,42 @@ static inline float KN(lanes_total)(const float *acc)
     return s;
 }
 
-/* the largest of x[0 .. n-1] (-INFINITY for none; NaNs are passed over),
- * taken per lane and then across the lanes: the same value as one at a
- * time, since a maximum does not depend on the order */
-static inline float KN(row_max)(const float *x, int n)
+/* the largest of x[0 .. n-1] times `scale` (> 0; -INFINITY for none; NaNs
+ * are passed over), taken per lane and then across the lanes: the same
+ * value as one at a time, since a maximum does not depend on the order */
+static inline float KN(row_max)(const float *x, int n, float scale)
 {
     float acc[LANES], mx = -INFINITY;
     for (int l = 0; l < LANES; l++)
         acc[l] = -INFINITY;
     int j = 0;
     for (; j + LANES <= n; j += LANES)
-        for (int l = 0; l < LANES; l++)
-            acc[l] = x[j + l] > acc[l] ? x[j + l] : acc[l];
+        for (int l = 0; l < LANES; l++) {
+            float v = x[j + l] * scale;
+            acc[l] = v > acc[l] ? v : acc[l];
+        }
     for (int l = 0; l < LANES; l++)
         mx = acc[l] > mx ? acc[l] : mx;
     for (; j < n; j++)
-        mx = x[j] > mx ? x[j] : mx;
+        mx = x[j] * scale > mx ? x[j] * scale : mx;
     return mx;
 }
 
-/* x[j] = e^(x[j] - mx) for j < n; returns their sum */
-static inline float KN(exp_sum)(float *x, int n, float mx)
+/* x[j] = e^(x[j] scale - mx) for j < n (the product rounded before the
+ * difference, as a softmax that scaled its row first has it); returns
+ * their sum */
+static inline float KN(exp_sum)(float *x, int n, float scale, float mx)
 {
     float acc[LANES] = {0};
     int j = 0;
     for (; j + LANES <= n; j += LANES)
         for (int l = 0; l < LANES; l++) {
-            x[j + l] = fast_expf(x[j + l] - mx);
+            x[j + l] = fast_expf(x[j + l] * scale - mx);
             acc[l] += x[j + l];
         }
     float s = KN(lanes_total)(acc);
     for (; j < n; j++) {
-        x[j] = fast_expf(x[j] - mx);
+        x[j] = fast_expf(x[j] * scale - mx);
         s += x[j];
     }
     return s;
@@ -465,10 +469,8 @@ static void KN(softmax_causal_forward)(void *att_, float *scores, float *stats, 
         float *row = scores + (size_t)i * ld;
         ACT *out = att + (size_t)i * ld;
         int last = r0 + i;
-        for (int j = 0; j <= last; j++)
-            row[j] *= scale;
-        float mx = KN(row_max)(row, last + 1);
-        float inv = 1.0f / KN(exp_sum)(row, last + 1, mx);
+        float mx = KN(row_max)(row, last + 1, scale);
+        float inv = 1.0f / KN(exp_sum)(row, last + 1, scale, mx);
         for (int j = 0; j <= last; j++)
             out[j] = ST(row[j] * inv);
         for (int j = last + 1; j < r0 + n; j++)
@@ -545,7 +547,7 @@ static void KN(crossentropy_rows)(const KN(loss_pass) * p, size_t lo, size_t hi,
     size_t V = (size_t)p->V;
     for (size_t i = lo; i < hi; i++) {
         float *row = p->probs + i * V;
-        float inv = 1.0f / KN(exp_sum)(row, (int)V, KN(row_max)(row, (int)V));
+        float inv = 1.0f / KN(exp_sum)(row, (int)V, 1.0f, KN(row_max)(row, (int)V, 1.0f));
         for (size_t v = 0; v < V; v++)
             row[v] *= inv;
         double l = p->targets && p->targets[i] >= 0 ? log((double)row[p->targets[i]] + 1e-30) : 0.0;
