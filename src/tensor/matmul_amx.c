@@ -24,9 +24,12 @@
  * block of columns meeting every strip of A. A finished block goes through
  * the seam's finish (alpha, beta, bias, one rounding) 16 lanes at a time, a
  * few rows between each of the next block's steps, so that it runs beside
- * the products. The sums are the same TDPBF16PS in the same order whatever
- * the packing, the finish or the thread, so what C holds depends only on
- * the operands.
+ * the products; where C is float and takes the sums as they are (alpha 1,
+ * beta 0, no bias: attention's scores) a whole block is stored from the
+ * tiles into C with no finish at all (the finish had been a quarter of such
+ * a product's time at attention's sizes). The sums are the same TDPBF16PS
+ * in the same order whatever the packing, the finish or the thread, so
+ * what C holds depends only on the operands.
  * A worker with several threads (pt_blas_set_threads) shares a large
  * product's packing and then its blocks of C between them
  * (pt_gemm_parallel); inside a part of a block's own sharing (attention's
@@ -267,6 +270,7 @@ AMX static void multiply(a_tiles a, const uint32_t *b, int M, int N, int blocks,
     }
     _tile_loadconfig(&cfg);
     float block[2][32 * 32] __attribute__((aligned(64)));
+    int plain = C.dt == PT_F32 && alpha == 1.0f && beta == 0.0f && !bias;
     size_t panel = (size_t)blocks * TILE_WORDS; /* words of a panel of 16 columns */
     int chunk = l2_columns(blocks), per_step = (32 + blocks - 1) / (blocks ? blocks : 1), j = 0;
     pending prev = {0};
@@ -309,13 +313,16 @@ AMX static void multiply(a_tiles a, const uint32_t *b, int M, int N, int blocks,
                     }
                 }
                 finish_rows(&prev, 32, C, alpha, beta, bias);
-                float *sum = block[j++ & 1];
-                _tile_stored(0, sum, 128);
-                _tile_stored(1, sum + 16, 128);
-                _tile_stored(2, sum + 16 * 32, 128);
-                _tile_stored(3, sum + 16 * 32 + 16, 128);
-                prev =
-                    (pending){sum, m0, n0, M - m0 < 32 ? M - m0 : 32, N - n0 < 32 ? N - n0 : 32, 0};
+                int rows = M - m0 < 32 ? M - m0 : 32, cols = N - n0 < 32 ? N - n0 : 32;
+                /* C = the sums, as they are: stored straight from the tiles */
+                int as_is = plain && rows == 32 && cols == 32;
+                float *sum = as_is ? (float *)C.p + (size_t)m0 * C.ld + n0 : block[j++ & 1];
+                size_t ld = as_is ? (size_t)C.ld : 32;
+                _tile_stored(0, sum, ld * 4);
+                _tile_stored(1, sum + 16, ld * 4);
+                _tile_stored(2, sum + 16 * ld, ld * 4);
+                _tile_stored(3, sum + 16 * ld + 16, ld * 4);
+                prev = (pending){sum, m0, n0, as_is ? 0 : rows, cols, 0};
             }
         }
     }
