@@ -50,25 +50,43 @@ static inline float KN(lanes_total)(const float *acc)
     return s;
 }
 
-/* the largest of x[0 .. n-1] times `scale` (> 0; -INFINITY for none; NaNs
- * are passed over), taken per lane and then across the lanes: the same
- * value as one at a time, since a maximum does not depend on the order */
+/* How far a loop over a row of n elements runs when the row may be read
+ * and written up to `width`: to the end of its last vector of LANES where
+ * the row has room, else to n (a scalar tail). The causal softmax's loops
+ * run that far, so its rows have no scalar tail (up to 15 elements of exp
+ * had cost as much as the vectors of an average row); what they compute
+ * past n is padding, harmless or overwritten. */
+static inline int KN(vector_run)(int n, int width)
+{
+    int up = (n + LANES - 1) / LANES * LANES;
+    return up <= width ? up : n;
+}
+
+/* the largest of x[0 .. n-1] times `scale` (> 0; -INFINITY for none),
+ * taken per lane and then across the lanes: the same value as one at a
+ * time, since a maximum does not depend on the order. Compared as
+ * integers that order as the floats do (kernels_math.h): GCC leaves a
+ * float `?:` maximum scalar (it may not make it MAXPS without -ffast-math),
+ * which had made this pass cost more than the exp after it. A NaN wins the
+ * maximum (or, negative, loses it); either way its row's sum is NaN. */
 static inline float KN(row_max)(const float *x, int n, float scale)
 {
-    float acc[LANES], mx = -INFINITY;
+    int32_t acc[LANES], mx = pt_float_order(-INFINITY);
     for (int l = 0; l < LANES; l++)
-        acc[l] = -INFINITY;
+        acc[l] = mx;
     int j = 0;
     for (; j + LANES <= n; j += LANES)
         for (int l = 0; l < LANES; l++) {
-            float v = x[j + l] * scale;
+            int32_t v = pt_float_order(x[j + l] * scale);
             acc[l] = v > acc[l] ? v : acc[l];
         }
     for (int l = 0; l < LANES; l++)
         mx = acc[l] > mx ? acc[l] : mx;
-    for (; j < n; j++)
-        mx = x[j] * scale > mx ? x[j] * scale : mx;
-    return mx;
+    for (; j < n; j++) {
+        int32_t v = pt_float_order(x[j] * scale);
+        mx = v > mx ? v : mx;
+    }
+    return pt_float_of_order(mx);
 }
 
 /* x[j] = e^(x[j] scale - mx) for j < n (the product rounded before the
@@ -460,39 +478,47 @@ SPLIT_ONE(accumulate, float, sizeof(float), void, sizeof(ACT))
 
 /* A band of rows r0 .. r0+n-1 of the causal (T,T) matrices: row i of the
  * band sees keys 0 .. r0+i, and the band's products read r0+n columns, so
- * the columns past the diagonal up to there are written as zeros. */
+ * the columns past the diagonal up to there are written as zeros. The
+ * loops run in whole vectors (vector_run): the forward first turns the
+ * scores past the diagonal, up to there, into -infinity, whose exp is 0. */
 static void KN(softmax_causal_forward)(void *att_, float *scores, float *stats, int r0, int n,
                                        int ld, float scale)
 {
     ACT *att = att_;
+    int width = r0 + n;
     for (int i = 0; i < n; i++) {
         float *row = scores + (size_t)i * ld;
         ACT *out = att + (size_t)i * ld;
-        int last = r0 + i;
-        float mx = KN(row_max)(row, last + 1, scale);
-        float inv = 1.0f / KN(exp_sum)(row, last + 1, scale, mx);
-        for (int j = 0; j <= last; j++)
+        int len = r0 + i + 1, run = KN(vector_run)(len, width);
+        for (int j = len; j < run; j++)
+            row[j] = -INFINITY;
+        float mx = KN(row_max)(row, run, scale);
+        float inv = 1.0f / KN(exp_sum)(row, run, scale, mx);
+        for (int j = 0; j < run; j++)
             out[j] = ST(row[j] * inv);
-        for (int j = last + 1; j < r0 + n; j++)
+        for (int j = run; j < width; j++)
             out[j] = ST(0.0f);
         stats[2 * i] = mx;
         stats[2 * i + 1] = inv;
     }
 }
 
-/* the forward's operations on the same scores and stats: the same bits */
+/* the forward's operations on the same scores and stats: the same bits
+ * (past the diagonal it computes the exp of what is there and then
+ * overwrites it with zeros) */
 static void KN(softmax_causal_recompute)(void *att_, const float *scores, const float *stats,
                                          int r0, int n, int ld, float scale)
 {
     ACT *att = att_;
+    int width = r0 + n;
     for (int i = 0; i < n; i++) {
         const float *row = scores + (size_t)i * ld;
         ACT *out = att + (size_t)i * ld;
-        int last = r0 + i;
+        int len = r0 + i + 1, run = KN(vector_run)(len, width);
         float mx = stats[2 * i], inv = stats[2 * i + 1];
-        for (int j = 0; j <= last; j++)
+        for (int j = 0; j < run; j++)
             out[j] = ST(fast_expf(row[j] * scale - mx) * inv);
-        for (int j = last + 1; j < r0 + n; j++)
+        for (int j = len; j < width; j++)
             out[j] = ST(0.0f);
     }
 }
@@ -502,21 +528,22 @@ static void KN(softmax_causal_backward)(void *datt_, const void *att_, const flo
 {
     ACT *datt = datt_;
     const ACT *att = att_;
+    int width = r0 + n;
     for (int i = 0; i < n; i++) {
         const ACT *p = att + (size_t)i * ld;
         const float *dp = dprob + (size_t)i * ld;
         ACT *d = datt + (size_t)i * ld;
-        int last = r0 + i;
+        int len = r0 + i + 1, run = KN(vector_run)(len, width);
         float acc[LANES] = {0}, dot;
         int j = 0;
-        for (; j + LANES <= last + 1; j += LANES)
+        for (; j + LANES <= len; j += LANES)
             for (int l = 0; l < LANES; l++)
                 acc[l] += LD(p[j + l]) * dp[j + l];
-        for (dot = KN(lanes_total)(acc); j <= last; j++)
+        for (dot = KN(lanes_total)(acc); j < len; j++)
             dot += LD(p[j]) * dp[j];
-        for (int j = 0; j <= last; j++)
+        for (j = 0; j < run; j++)
             d[j] = ST(scale * LD(p[j]) * (dp[j] - dot));
-        for (int j = last + 1; j < r0 + n; j++)
+        for (j = len; j < width; j++)
             d[j] = ST(0.0f);
     }
 }

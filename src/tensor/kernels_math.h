@@ -6,6 +6,7 @@
 #define PT_TENSOR_KERNELS_MATH_H
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 /* a * b + c for the polynomials below: one fused multiply-add where the
@@ -25,7 +26,8 @@
 /* exp(x) without a libm call, so loops over it vectorise: x = n ln2 + r with
  * |r| <= ln2/2, e^r by its degree-6 Taylor polynomial (relative error below
  * 2e-7), and 2^n put into the exponent bits. Inputs are clamped to where
- * float exp is finite and normal. */
+ * float exp is finite and normal, and below that the result is 0 (so a
+ * softmax's -infinity contributes nothing). */
 static inline float fast_expf(float x)
 {
     float given = x;
@@ -44,7 +46,8 @@ static inline float fast_expf(float x)
     int bits = ((int)n + 127) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
-    return given == given ? p * scale : given; /* selects: the loop still vectorises */
+    p = given == given ? p * scale : given; /* selects: the loop still vectorises */
+    return given < -87.0f ? 0.0f : p;       /* e^-87 is float's least normal: below, 0 */
 }
 
 /* 1 / (e^{2u} + 1), from which GELU's tanh form takes everything it needs
@@ -66,5 +69,24 @@ static inline float fast_erff(float x)
 }
 
 static inline float fast_sigmoidf(float x) { return 1.0f / (1.0f + fast_expf(-x)); }
+
+/* A float's bits as an integer that orders as the floats do (a negative
+ * float's magnitude bits turned over: -0 just below +0, NaNs beyond the
+ * infinities), and back: the same map both ways. Loops that take a maximum
+ * of these vectorise where a float comparison's would not. */
+static inline int32_t pt_float_order(float x)
+{
+    int32_t i;
+    memcpy(&i, &x, sizeof i);
+    return i ^ (int32_t)((uint32_t)(i >> 31) >> 1);
+}
+
+static inline float pt_float_of_order(int32_t i)
+{
+    i ^= (int32_t)((uint32_t)(i >> 31) >> 1);
+    float x;
+    memcpy(&x, &i, sizeof x);
+    return x;
+}
 
 #endif
