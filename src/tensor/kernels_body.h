@@ -431,9 +431,15 @@ static void KN(elementwise_range)(void *arg, size_t lo, size_t hi)
         p->one(p->o + lo * p->so, p->x + lo * p->sx, hi - lo);
 }
 
+/* (A pass too short to cut runs at once: attention's backward stores its
+ * key and value gradients a row of 64 at a time, and going through the
+ * cutting for each had cost more than the stores.) */
 static void KN(split_elementwise)(KN(elementwise) p, size_t n)
 {
-    pt_parallel_ranges(pass_threads(), n, SPLIT_LEAST, SPLIT_ALIGN, KN(elementwise_range), &p);
+    if (n < 2 * SPLIT_LEAST)
+        KN(elementwise_range)(&p, 0, n);
+    else
+        pt_parallel_ranges(pass_threads(), n, SPLIT_LEAST, SPLIT_ALIGN, KN(elementwise_range), &p);
 }
 
 static void KN(split_one)(void (*one)(void *, const void *, size_t), void *o, size_t o_size,
