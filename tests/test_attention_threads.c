@@ -3,11 +3,11 @@
  * forward (the output and the softmax statistics) and in backward (the
  * gradient of q, k and v), for the product kernel `auto` picks and for the
  * portable one, in fp32 and in bf16 on its portable products (which run on
- * that kernel) and on AMX's where the CPU has them, on 2, 3 and 5 threads; and pipetrain's own
- * products say the heads may be shared between as many threads as the products use. Shapes with a
- * partial band of query rows, more pairs of sample and head than threads. With pipetrain's own fp32
- * products each head packs its keys and values once for all its bands: the same bits as every band
- * packing its own. */
+ * that kernel) and on AMX's and AVX512_BF16's where the CPU has them, on 2, 3 and 5 threads; and
+ * pipetrain's own products say the heads may be shared between as many threads as the products use.
+ * Shapes with a partial band of query rows, more pairs of sample and head than threads. With
+ * pipetrain's own fp32 products each head packs its keys and values once for all its bands: the
+ * same bits as every band packing its own. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,10 +110,15 @@ int main(void)
     pt_rng_fill_normal(&r, dy, n * C, 1.0f);
     check_kernel("auto", qkv, dy);
     check_kernel("generic", qkv, dy);
-    if (pt_kernels_bf16_amx()) /* AMX's products share a worker's threads too */
+    /* AMX's and AVX512_BF16's products share a worker's threads too */
+    if (pt_kernels_bf16_amx())
         check_table("amx", pt_kernels_bf16_amx, qkv, dy);
     else
         printf("  amx: not on this CPU\n");
+    if (pt_kernels_bf16_avx512())
+        check_table("avx512bf16", pt_kernels_bf16_avx512, qkv, dy);
+    else
+        printf("  avx512bf16: not on this CPU\n");
     pt_fp32_set_kernel("generic");
     CHECK(pt_kernels_threads(pt_kernels_cpu()) == 1, "one thread: the kernel shares nothing");
     pt_blas_set_threads(3);

@@ -192,12 +192,14 @@ static void nan_row(const pt_kernels *k)
 
 /* A product large enough to be shared between a worker's threads stores
  * the same bits on 2, 3 and 5 threads as on one, cut by rows of C (M
- * larger) or by columns (N larger), in every case of operands. */
+ * larger) or by columns (N larger; AVX512_BF16 cuts rows always), K in one
+ * block or, past 384, in several whose sums carry, in every case of
+ * operands. */
 static void threads_keep_bits(const pt_kernels *k)
 {
-    static const dims big[] = {{96, 200, 160}, {200, 64, 330}};
+    static const dims big[] = {{96, 200, 160}, {200, 64, 330}, {60, 70, 800}};
     static const int threads[] = {2, 3, 5};
-    for (int s = 0; s < 2; s++)
+    for (int s = 0; s < 3; s++)
         for (int code = 0; code < 32; code++) {
             dims d = big[s];
             float alpha = code & 1 ? 1.0f : 0.75f, beta = code & 2 ? 0.0f : 0.5f;

@@ -73,12 +73,14 @@ static int portable_threads(void) { return pt_kernels_threads(pt_kernels_cpu());
 
 static const pt_kernels portable =
     BF16_KERNELS("portable", pt_matmul_bf16_portable, NULL, portable_threads);
-/* AMX's products share a worker's threads as pipetrain's fp32 products do */
-static int amx_threads(void) { return pt_blas_threads(); }
+/* AMX's and AVX512_BF16's products share a worker's threads as
+ * pipetrain's fp32 products do */
+static int product_threads(void) { return pt_blas_threads(); }
 
 static const pt_kernels amx =
-    BF16_KERNELS("amx", pt_matmul_bf16_amx, pt_amx_packed_floats, amx_threads);
-static const pt_kernels avx512 = BF16_KERNELS("avx512bf16", pt_matmul_bf16_avx512, NULL, NULL);
+    BF16_KERNELS("amx", pt_matmul_bf16_amx, pt_amx_packed_floats, product_threads);
+static const pt_kernels avx512 =
+    BF16_KERNELS("avx512bf16", pt_matmul_bf16_avx512, NULL, product_threads);
 
 const pt_kernels *pt_kernels_bf16_portable(void) { return &portable; }
 

@@ -20,12 +20,16 @@
  * stays in L2); a tile's sums carry across the K blocks in a float buffer.
  * A finished tile goes through the seam's finish (alpha, beta, bias, one
  * rounding to bf16), vectorised, with pt_bf16_round's rounding bit for bit.
- * One thread per call; packing and the carry buffer come from scratch.h.
+ * A worker with several threads (pt_blas_set_threads) shares a large
+ * product's packing and then its rows of tiles between them
+ * (pt_gemm_parallel), as the AMX product does; packing and the carry
+ * buffer come from the calling thread's scratch (scratch.h).
  * Its speed against sgemm and the instruction's peak: docs/bf16.md. */
 #include <stdint.h>
 #include <string.h>
 
 #include "tensor/bf16_avx512.h"
+#include "tensor/gemm.h"
 #include "tensor/scratch.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -109,11 +113,10 @@ AVX512BF16 static void pack_panel(uint32_t *out, const operand *o, int panel, in
             out[(size_t)kp * W + w] = w < live ? pair_of(o, x0 + w, kp) : 0;
 }
 
-/* Every panel of an operand: panel p's pairs at out + p * pairs * W */
-static void pack(uint32_t *out, const operand *o, int W, int pairs)
+/* Panels p0 .. p1 - 1 of an operand: panel p's pairs at out + p * pairs * W */
+static void pack(uint32_t *out, const operand *o, int W, int pairs, int p0, int p1)
 {
-    int panels = (o->n + W - 1) / W;
-    for (int p = 0; p < panels; p++)
+    for (int p = p0; p < p1; p++)
         pack_panel(out + (size_t)p * pairs * W, o, p, W, pairs);
 }
 
@@ -176,6 +179,52 @@ static void run_tile(const product *g, int p, int q, int kp0, int kp1)
         pt_bf16x16_finish_row(g->C, i0 + r, j0, cols, sum + r * ld, g->alpha, g->beta, g->bias);
 }
 
+/* ---- a product shared between a worker's threads ---- */
+
+/* Products smaller than this many multiply-adds run on one thread */
+#define PARALLEL_MIN_FMAS (1L << 21)
+
+/* One product cut into `parts`: each packs a share of both operands'
+ * panels, then multiplies a share of the rows of tiles of C over every
+ * block of K in order, so each tile is the same VDPBF16PS in the same
+ * order whichever part it falls in and the bits do not depend on the
+ * thread count */
+typedef struct {
+    product g;
+    const operand *oa, *ob;
+    uint32_t *a, *b; /* g's packed operands, written by pack_part */
+    int parts;
+} shared;
+
+/* the start of part i of n things cut into `parts` */
+static int share(int n, int parts, int i) { return (int)((long)n * i / parts); }
+
+static void pack_part(void *arg, int i)
+{
+    const shared *s = arg;
+    int pa = (s->oa->n + MR - 1) / MR, pb = (s->ob->n + NR - 1) / NR;
+    pack(s->a, s->oa, MR, s->g.pairs, share(pa, s->parts, i), share(pa, s->parts, i + 1));
+    pack(s->b, s->ob, NR, s->g.pairs, share(pb, s->parts, i), share(pb, s->parts, i + 1));
+}
+
+static void tiles_part(void *arg, int i)
+{
+    const shared *s = arg;
+    const product *g = &s->g;
+    int rows = (g->M + MR - 1) / MR;
+    int p0 = share(rows, s->parts, i), p1 = share(rows, s->parts, i + 1), kp0 = 0;
+    do { /* K = 0 still finishes every tile: C = beta C + bias */
+        int kp1 = g->pairs - kp0 < KC_PAIRS ? g->pairs : kp0 + KC_PAIRS;
+        for (int n0 = 0; n0 < g->Np; n0 += NC) {
+            int q1 = (n0 + NC < g->Np ? n0 + NC : g->Np) / NR;
+            for (int p = p0; p < p1; p++)
+                for (int q = n0 / NR; q < q1; q++)
+                    run_tile(g, p, q, kp0, kp1);
+        }
+        kp0 = kp1;
+    } while (kp0 < g->pairs);
+}
+
 void pt_matmul_bf16_avx512(int trans_a, int trans_b, int M, int N, int K, float alpha, pt_mat A,
                            pt_mat B, float beta, pt_mat C, const float *bias)
 {
@@ -191,20 +240,17 @@ void pt_matmul_bf16_avx512(int trans_a, int trans_b, int M, int N, int K, float 
     size_t ld_a = (size_t)A.ld, ld_b = (size_t)B.ld;
     operand oa = {A, trans_a ? 1 : ld_a, trans_a ? ld_a : 1, M, K};
     operand ob = {B, trans_b ? ld_b : 1, trans_b ? 1 : ld_b, N, K};
-    pack(a, &oa, MR, pairs);
-    pack(b, &ob, NR, pairs);
-    product g = {a, b, carry, M, N, pairs, Np, alpha, beta, C, bias};
-    int kp0 = 0;
-    do { /* K = 0 still finishes every tile: C = beta C + bias */
-        int kp1 = pairs - kp0 < KC_PAIRS ? pairs : kp0 + KC_PAIRS;
-        for (int n0 = 0; n0 < Np; n0 += NC) {
-            int q1 = (n0 + NC < Np ? n0 + NC : Np) / NR;
-            for (int p = 0; p < Mp / MR; p++)
-                for (int q = n0 / NR; q < q1; q++)
-                    run_tile(&g, p, q, kp0, kp1);
-        }
-        kp0 = kp1;
-    } while (kp0 < pairs);
+    shared s = {{a, b, carry, M, N, pairs, Np, alpha, beta, C, bias}, &oa, &ob, a, b, 1};
+    int threads = pt_gemm_in_part() ? 1 : pt_blas_threads();
+    if (threads > 1 && (double)M * N * K >= (double)PARALLEL_MIN_FMAS)
+        s.parts = threads < Mp / MR ? threads : Mp / MR;
+    if (s.parts > 1) {
+        pt_gemm_parallel(s.parts, pack_part, &s);
+        pt_gemm_parallel(s.parts, tiles_part, &s);
+    } else {
+        pack_part(&s, 0);
+        tiles_part(&s, 0);
+    }
 }
 
 #else

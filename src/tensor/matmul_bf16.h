@@ -14,7 +14,7 @@
  *               between a worker's threads (pt_blas_set_threads);
  *   avx512bf16  operands packed into pairs along K and multiplied by
  *               AVX512_BF16's VDPBF16PS (AMD Zen 4 and 5, Intel Cooper Lake
- *               and later); one thread.
+ *               and later); shared between a worker's threads likewise.
  * The two instructions also take bf16 and float denormals (below 1.2e-38)
  * as zero where the portable path keeps them.
  * Each thread's packing and conversion buffers come from scratch.h. A
