@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "tensor/error.h"
+#include "tensor/gemm.h"
 #include "tensor/matmul_bf16.h"
 #include "tensor/scratch.h"
 
@@ -59,6 +60,17 @@ void pt_matmul_bf16_portable(int trans_a, int trans_b, int M, int N, int K, floa
     for (int i = 0; i < M; i++)
         for (int j = 0; j < N; j++)
             pt_matmul_finish(C, i, j, sum[(size_t)i * N + j], alpha, beta, bias);
+}
+
+/* Products smaller than this many multiply-adds run on one thread */
+#define PARALLEL_MIN_FMAS (1L << 21)
+
+int pt_bf16_parts(int M, int N, int K, int most)
+{
+    int threads = pt_gemm_in_part() ? 1 : pt_blas_threads();
+    if (threads < 2 || (double)M * N * K < (double)PARALLEL_MIN_FMAS)
+        return 1;
+    return threads < most ? threads : most;
 }
 
 /* the portable products are the fp32 kernel's, and share what it shares */

@@ -175,11 +175,12 @@ PT_TARGET_BF16X16 static void pack_tile(uint32_t *tile, const operand *o, int x0
 PT_TARGET_BF16X16 static void pack_two_tiles(uint32_t *t0, uint32_t *t1, const operand *o, int x0,
                                              int kb, int rows_are_x)
 {
-    short lo[32], hi[32]; /* word 2j: row k's element j, word 2j + 1: row k + 1's */
-    for (int j = 0; j < 16; j++) {
-        lo[2 * j] = (short)j, lo[2 * j + 1] = (short)(32 + j);
-        hi[2 * j] = (short)(16 + j), hi[2 * j + 1] = (short)(48 + j);
-    }
+    /* word 2j of a tile row: row k's element j, word 2j + 1: row k + 1's
+     * (the second source's elements are 32 on in the permute's index) */
+    static const short lo[32] = {0, 32, 1, 33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
+                                 8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+    static const short hi[32] = {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
+                                 24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
     __m512i il = _mm512_loadu_si512(lo), ih = _mm512_loadu_si512(hi);
     const pt_bf16 *x = (const pt_bf16 *)o->X.p + x0;
     __m512i v0[16], v1[16];
@@ -371,9 +372,6 @@ AMX static void multiply(a_tiles a, const uint32_t *b, int M, int N, int blocks,
 
 /* ---- a product shared between a worker's threads ---- */
 
-/* Products smaller than this many multiply-adds run on one thread */
-#define PARALLEL_MIN_FMAS (1L << 21)
-
 /* One product: what is left to pack, the tiles to multiply, and how its
  * blocks of C are shared out (in strips of 32 rows or blocks of 32
  * columns, whichever has more) */
@@ -389,18 +387,15 @@ typedef struct {
     const float *bias;
 } product;
 
-/* the start of part i of n things cut into `parts` */
-static int share(int n, int parts, int i) { return (int)((long)n * i / parts); }
-
 static void pack_part(void *arg, int i)
 {
     const product *g = arg;
     if (g->pack_a)
-        pack(g->pack_a, g->oa, share(g->a_panels, g->parts, i), share(g->a_panels, g->parts, i + 1),
-             g->blocks, 1);
+        pack(g->pack_a, g->oa, pt_bf16_share(g->a_panels, g->parts, i),
+             pt_bf16_share(g->a_panels, g->parts, i + 1), g->blocks, 1);
     if (g->pack_b)
-        pack(g->pack_b, g->ob, share(g->b_panels, g->parts, i), share(g->b_panels, g->parts, i + 1),
-             g->blocks, 0);
+        pack(g->pack_b, g->ob, pt_bf16_share(g->b_panels, g->parts, i),
+             pt_bf16_share(g->b_panels, g->parts, i + 1), g->blocks, 0);
 }
 
 /* Part i's blocks of C: each element is the same TDPBF16PS in the same
@@ -410,7 +405,7 @@ static void multiply_part(void *arg, int i)
 {
     const product *g = arg;
     int n = g->by_rows ? (g->M + 31) / 32 : (g->N + 31) / 32;
-    int lo = 32 * share(n, g->parts, i), hi = 32 * share(n, g->parts, i + 1);
+    int lo = 32 * pt_bf16_share(n, g->parts, i), hi = 32 * pt_bf16_share(n, g->parts, i + 1);
     int all = g->by_rows ? g->M : g->N;
     hi = hi < all ? hi : all;
     if (lo >= hi)
@@ -464,11 +459,7 @@ void pt_matmul_bf16_amx(int trans_a, int trans_b, int M, int N, int K, float alp
     g.a = in_place
               ? (a_tiles){(const char *)A.p, 16 * ld_a * 2, 64, ld_a * 2}
               : (a_tiles){(const char *)a, (size_t)blocks * TILE_WORDS * 4, TILE_WORDS * 4, 64};
-    int threads = pt_gemm_in_part() ? 1 : pt_blas_threads();
-    if (threads > 1 && (double)M * N * K >= (double)PARALLEL_MIN_FMAS) {
-        int most = g.by_rows ? Mp / 32 : Np / 32;
-        g.parts = threads < most ? threads : most;
-    }
+    g.parts = pt_bf16_parts(M, N, K, g.by_rows ? Mp / 32 : Np / 32);
     if (g.parts > 1) {
         if (a || b)
             pt_gemm_parallel(g.parts, pack_part, &g);

@@ -181,9 +181,6 @@ static void run_tile(const product *g, int p, int q, int kp0, int kp1)
 
 /* ---- a product shared between a worker's threads ---- */
 
-/* Products smaller than this many multiply-adds run on one thread */
-#define PARALLEL_MIN_FMAS (1L << 21)
-
 /* One product cut into `parts`: each packs a share of both operands'
  * panels, then multiplies a share of the rows of tiles of C over every
  * block of K in order, so each tile is the same VDPBF16PS in the same
@@ -196,15 +193,14 @@ typedef struct {
     int parts;
 } shared;
 
-/* the start of part i of n things cut into `parts` */
-static int share(int n, int parts, int i) { return (int)((long)n * i / parts); }
-
 static void pack_part(void *arg, int i)
 {
     const shared *s = arg;
     int pa = (s->oa->n + MR - 1) / MR, pb = (s->ob->n + NR - 1) / NR;
-    pack(s->a, s->oa, MR, s->g.pairs, share(pa, s->parts, i), share(pa, s->parts, i + 1));
-    pack(s->b, s->ob, NR, s->g.pairs, share(pb, s->parts, i), share(pb, s->parts, i + 1));
+    pack(s->a, s->oa, MR, s->g.pairs, pt_bf16_share(pa, s->parts, i),
+         pt_bf16_share(pa, s->parts, i + 1));
+    pack(s->b, s->ob, NR, s->g.pairs, pt_bf16_share(pb, s->parts, i),
+         pt_bf16_share(pb, s->parts, i + 1));
 }
 
 static void tiles_part(void *arg, int i)
@@ -212,7 +208,7 @@ static void tiles_part(void *arg, int i)
     const shared *s = arg;
     const product *g = &s->g;
     int rows = (g->M + MR - 1) / MR;
-    int p0 = share(rows, s->parts, i), p1 = share(rows, s->parts, i + 1), kp0 = 0;
+    int p0 = pt_bf16_share(rows, s->parts, i), p1 = pt_bf16_share(rows, s->parts, i + 1), kp0 = 0;
     do { /* K = 0 still finishes every tile: C = beta C + bias */
         int kp1 = g->pairs - kp0 < KC_PAIRS ? g->pairs : kp0 + KC_PAIRS;
         for (int n0 = 0; n0 < g->Np; n0 += NC) {
@@ -241,9 +237,7 @@ void pt_matmul_bf16_avx512(int trans_a, int trans_b, int M, int N, int K, float 
     operand oa = {A, trans_a ? 1 : ld_a, trans_a ? ld_a : 1, M, K};
     operand ob = {B, trans_b ? ld_b : 1, trans_b ? 1 : ld_b, N, K};
     shared s = {{a, b, carry, M, N, pairs, Np, alpha, beta, C, bias}, &oa, &ob, a, b, 1};
-    int threads = pt_gemm_in_part() ? 1 : pt_blas_threads();
-    if (threads > 1 && (double)M * N * K >= (double)PARALLEL_MIN_FMAS)
-        s.parts = threads < Mp / MR ? threads : Mp / MR;
+    s.parts = pt_bf16_parts(M, N, K, Mp / MR);
     if (s.parts > 1) {
         pt_gemm_parallel(s.parts, pack_part, &s);
         pt_gemm_parallel(s.parts, tiles_part, &s);

@@ -42,6 +42,15 @@ size_t pt_amx_packed_floats(int K, int N);
  * them (the permission is asked for once, for the whole process). */
 int pt_amx_usable(void);
 
+/* How many parts a bf16 product is shared into between a worker's threads
+ * (pt_blas_set_threads): 1 inside a part of pt_gemm_parallel, with one
+ * thread, or below 2^21 multiply-adds; else the threads, at most `most`
+ * (the product's strips or blocks of C). */
+int pt_bf16_parts(int M, int N, int K, int most);
+
+/* the start of part i of n things cut into `parts` */
+static inline int pt_bf16_share(int n, int parts, int i) { return (int)((long)n * i / parts); }
+
 /* C's element (i, j) finished from the product's sum: shared by every path */
 static inline void pt_matmul_finish(pt_mat C, int i, int j, float sum, float alpha, float beta,
                                     const float *bias)
