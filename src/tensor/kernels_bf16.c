@@ -24,6 +24,11 @@
 #define LD(x)    pt_bf16_widen(x)
 #define ST(x)    pt_bf16_round(x)
 #define KN(name) bf16_##name
+/* the threads of the bf16 table in use: AMX's and AVX512_BF16's products
+ * are pipetrain's own and share the worker's threads, so its passes do too
+ * whatever multiplies fp32 (with OpenBLAS there, one worker's GELU,
+ * LayerNorm and bias gradients had run on one of its two threads) */
+#define PASS_THREADS() pt_kernels_threads(pt_kernels_for(PT_PRECISION_BF16))
 #include "tensor/kernels_body.h"
 
 void pt_matmul_poison(int M, int N, pt_mat C)

@@ -4,6 +4,7 @@
  *   LD(x)    an ACT widened to float;
  *   ST(x)    a float rounded to ACT;
  *   KN(name) the backend's name for a kernel;
+ *   PASS_THREADS()  the threads its passes may share (below);
  * and gets static functions KN(layernorm_forward) ... KN(crossentropy_backward)
  * to put in its table (kernels_cpu.c, kernels_bf16.c). Everything is
  * computed in float; an activation is rounded once, where it is written.
@@ -14,8 +15,9 @@
 #include "tensor/gemm.h"
 #include "tensor/kernels_math.h"
 
-/* A pass big enough is shared between the worker's threads (the table's
- * `threads`, pt_parallel_ranges): a pass over rows or elements is cut into
+/* A pass big enough is shared between the worker's threads on
+ * pipetrain's own pool (pt_parallel_ranges; PASS_THREADS() of them: the
+ * threads of the backend's table in use): a pass over rows or elements is cut into
  * contiguous ranges of them, a sum over rows (the weight and bias
  * gradients) into ranges of columns, each column still summed over every
  * row in order. Every element is computed by the same code whatever range
@@ -27,7 +29,7 @@
 #define SPLIT_LEAST ((size_t)1 << 15)
 #define SPLIT_ALIGN ((size_t)64)
 
-static inline int pass_threads(void) { return pt_kernels_threads(pt_kernels_cpu()); }
+static inline int pass_threads(void) { return PASS_THREADS(); }
 
 /* the least count of rows (or columns) of `width` elements worth a range */
 static inline size_t least_rows(size_t width) { return SPLIT_LEAST / (width ? width : 1) + 1; }

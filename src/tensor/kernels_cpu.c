@@ -46,6 +46,10 @@
 #define LD(x)    (x)
 #define ST(x)    (x)
 #define KN(name) f32_##name
+/* the fp32 table's threads: none besides the caller's where OpenBLAS's
+ * threads do the products (its idle threads would contend with the pool's:
+ * one worker on two threads ran 0.8x with its passes shared) */
+#define PASS_THREADS() pt_kernels_threads(pt_kernels_cpu())
 #include "tensor/kernels_body.h"
 
 /* threads of each product, per worker (pt_blas_set_threads) */
