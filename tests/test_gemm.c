@@ -12,15 +12,14 @@
  * - beta 0 ignores C: a NaN there does not reach the result.
  * - Threads 1, 2, 3 and 5 store C bit for bit alike (C is split, never K):
  *   what keeps a pipelined run equal to a sequential one. OpenBLAS keeps
- *   that on some CPUs only: where it does not (its Zen driver), auto must
- *   not take it, and pt_fp32_openblas_keeps_bits() says so.
+ *   that on some CPUs only (not its Zen driver), and
+ *   pt_fp32_openblas_keeps_bits() says which.
  * - The start-up check passes every kernel here, and fails one that drops
  *   a term of the sum.
  * - pt_fp32_set_kernel: each name this CPU runs is taken and named by
  *   pt_fp32_kernel(); one it lacks is PT_EUNSUPPORTED; an unknown name is
- *   PT_EINVAL; auto takes openblas where OpenBLAS's active core uses the
- *   CPU's widest vectors and keeps its bits on every thread count, else
- *   gemm-avx512, else gemm-avx2, else openblas;
+ *   PT_EINVAL; auto takes gemm-avx512, else gemm-avx2, else openblas,
+ *   whatever OpenBLAS's core;
  *   and with OPENBLAS_CORETYPE=Haswell on an AVX-512 CPU (this program run
  *   again with it set) auto runs gemm-avx512, not OpenBLAS's AVX2 kernel.
  * A micro-kernel this CPU lacks is skipped with a line saying so. */
@@ -37,21 +36,6 @@
 #include "tensor/rng.h"
 
 #include "check.h"
-
-/* whether OpenBLAS stores the same bits on every thread count here */
-static int keeps_bits = 1;
-
-/* OpenBLAS's active core by the vectors it uses, from its core names */
-static int openblas_widest(void)
-{
-    const char *core = openblas_get_corename();
-    int is512 = strstr(core, "SkylakeX") || strstr(core, "Cooperlake") ||
-                strstr(core, "SapphireRapids") || strstr(core, "skylakex") ||
-                strstr(core, "cooperlake") || strstr(core, "sapphirerapids");
-    int is256 = strstr(core, "Haswell") || strstr(core, "Zen") || strstr(core, "haswell") ||
-                strstr(core, "zen");
-    return pt_gemm_avx512() ? is512 : pt_gemm_avx2() ? is512 || is256 : 0;
-}
 
 typedef struct {
     int M, N, K;
@@ -235,10 +219,9 @@ static void check_selection(void)
                  {"avx2", "gemm-avx2", pt_gemm_avx2},
                  {"generic", "gemm-generic", pt_gemm_generic},
                  {"openblas", "openblas", NULL}};
-    const char *want_auto = openblas_widest() && keeps_bits ? "openblas"
-                            : pt_gemm_avx512()              ? "gemm-avx512"
-                            : pt_gemm_avx2()                ? "gemm-avx2"
-                                                            : "openblas";
+    const char *want_auto = pt_gemm_avx512() ? "gemm-avx512"
+                            : pt_gemm_avx2() ? "gemm-avx2"
+                                             : "openblas";
     CHECK(!strcmp(pt_fp32_kernel(), want_auto), "auto runs %s, want %s", pt_fp32_kernel(),
           want_auto);
     for (int i = 0; i < 4; i++) {
@@ -388,13 +371,11 @@ int main(int argc, char **argv)
         int same = check_nan_and_threads(pt_fp32_kernel(), run_table, (void *)pt_kernels_cpu(), &r,
                                          openblas);
         if (openblas) {
-            keeps_bits = same;
             CHECK(same == pt_fp32_openblas_keeps_bits(),
                   "OpenBLAS %s its bits on other thread counts, but the library says it %s",
                   same ? "keeps" : "changes", same ? "does not" : "does");
             if (!same)
-                printf("openblas (core %s) stores other bits on other thread counts here: auto "
-                       "does not take it\n",
+                printf("openblas (core %s) stores other bits on other thread counts here\n",
                        openblas_get_corename());
         }
     }

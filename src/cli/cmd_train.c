@@ -335,10 +335,9 @@ int cmd_train(int argc, char **argv)
              "else portable; avx512bf16 only when named)"),
         FLAG("kernel", FLAG_STRING, &fp32_kernel, "auto|avx512|avx2|generic|openblas",
              "fp32 products (and bf16's portable ones): pipetrain's blocked product for AVX-512, "
-             "for AVX2+FMA, in plain C, or OpenBLAS's sgemm (default auto: OpenBLAS where its "
-             "active kernel uses the CPU's widest vectors, else avx512, else avx2, so that "
-             "OPENBLAS_CORETYPE cannot slow pipetrain down; each is checked against a reference "
-             "product first; docs/performance.md)"),
+             "for AVX2+FMA, in plain C, or OpenBLAS's sgemm (default auto: avx512 where the CPU "
+             "has AVX-512F, else avx2, else openblas, whatever OPENBLAS_CORETYPE says; each is "
+             "checked against a reference product first; docs/performance.md)"),
         FLAG("data", FLAG_LIST, &data, "PATH",
              "text file or directory, token file (*.bin), or digits.csv.gz; repeatable"),
         FLAG("tokenizer", FLAG_STRING, &cfg.tokenizer, "PATH",

@@ -10,24 +10,24 @@
  *                                         kernel OpenBLAS picks (and
  *                                         OPENBLAS_CORETYPE overrides).
  * "auto" (the default) decides by the CPU's features, never by the
- * environment: OpenBLAS where the kernel OpenBLAS runs
- * (openblas_get_corename()) uses the widest vectors this CPU has (an
- * AVX-512 core on an AVX-512 CPU, an AVX2 one on an AVX2 CPU: on the
- * AVX-512 Xeon measured, OpenBLAS's own kernel and its threads were 3-10%
- * faster than pipetrain's), otherwise pipetrain's kernel for those vectors
- * (an OpenBLAS built for an older CPU, or OPENBLAS_CORETYPE=Haswell on an
- * AVX-512 one, would halve the speed), and OpenBLAS where neither runs.
- * OpenBLAS is taken only where it also stores the same bits on 1, 2, 3 and
- * 5 threads: a pipelined run's workers use fewer threads each than a
- * one-worker run, and pipetrain promises the two the same bits (OpenBLAS
- * 0.3.21's Zen driver on an AMD EPYC, Zen 3, does not keep it). A
- * kernel must pass the start-up check to be chosen: the check multiplies
- * small odd shapes (every transpose, strides, alpha, beta, a bias, K over
- * two blocks) and compares with a sum in double; a kernel that fails it is
- * never selected: auto goes on to the next with a line on stderr, and
- * asking for it by name fails. On the AVX-512 Xeon it was measured on,
- * gemm-avx512 is level with OpenBLAS's own AVX-512 kernel (0.92-1.05x at
- * the model's shapes) and unmoved by OPENBLAS_CORETYPE
+ * environment: pipetrain's kernel for the widest vectors this CPU has
+ * (gemm-avx512, else gemm-avx2), and OpenBLAS where neither runs. So an
+ * OpenBLAS built for an older CPU, or OPENBLAS_CORETYPE=Haswell on an
+ * AVX-512 one (which halves OpenBLAS's speed), changes nothing. OpenBLAS
+ * had been preferred where its own core used the CPU's widest vectors and
+ * kept its bits on every thread count; on the AVX-512 Xeon of
+ * docs/performance.md gemm-avx512 now runs 1.05-1.10x OpenBLAS's SkylakeX
+ * kernel on one thread, 1.07-1.11x at P = 2, and 1.3x one worker on two
+ * threads (where OpenBLAS's idle threads leave the passes outside the
+ * products on one thread: PASS_THREADS below). A kernel must pass the
+ * start-up check to be chosen: the check multiplies small odd shapes
+ * (every transpose, strides, alpha, beta, a bias, K over two blocks) and
+ * compares with a sum in double; a kernel that fails it is never
+ * selected: auto goes on to the next with a line on stderr, and asking for
+ * it by name fails. pt_fp32_openblas_keeps_bits() says whether OpenBLAS
+ * stores the same bits on 1, 2, 3 and 5 threads, which a pipelined run's
+ * equality to a one-worker run needs of `--kernel openblas` (OpenBLAS
+ * 0.3.21's Zen driver on an AMD EPYC, Zen 3, does not keep them)
  * (docs/performance.md). */
 #include <cblas.h>
 #include <math.h>
@@ -35,7 +35,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "tensor/error.h"
 #include "tensor/gemm.h"
@@ -210,23 +209,6 @@ static _Atomic int wanted = -1;
 static int chosen_auto = -1;
 static pthread_once_t auto_once = PTHREAD_ONCE_INIT;
 
-/* Whether OpenBLAS's active kernel uses the widest vectors the CPU has:
- * its core names (OpenBLAS's DYNAMIC_ARCH targets) by instruction set. */
-static int openblas_is_widest(void)
-{
-    static const char *const avx512[] = {"SkylakeX", "Cooperlake", "SapphireRapids", NULL};
-    static const char *const avx2[] = {"Haswell", "Zen", NULL};
-    const char *core = openblas_get_corename();
-    int wide = runs_here(0); /* kernels[0] is avx512 */
-    for (int i = 0; core && avx512[i]; i++)
-        if (!strncasecmp(core, avx512[i], strlen(avx512[i])))
-            return 1;
-    for (int i = 0; core && !wide && avx2[i]; i++)
-        if (!strncasecmp(core, avx2[i], strlen(avx2[i])))
-            return 1;
-    return 0;
-}
-
 /* Whether OpenBLAS stores the same bits of a product (149 x 203 x 401,
  * every transpose) on 1, 2, 3 and 5 threads; its thread count is restored. */
 int pt_fp32_openblas_keeps_bits(void)
@@ -261,8 +243,6 @@ int pt_fp32_openblas_keeps_bits(void)
 
 static void choose_auto(void)
 {
-    if (openblas_is_widest() && passes(N_KERNELS - 1, 0) && pt_fp32_openblas_keeps_bits())
-        chosen_auto = N_KERNELS - 1;
     for (int i = 0; i < N_KERNELS && chosen_auto < 0; i++)
         if (kernels[i].for_auto && passes(i, 0))
             chosen_auto = i;
