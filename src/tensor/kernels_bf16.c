@@ -20,10 +20,49 @@
 #include "tensor/matmul_bf16.h"
 #include "tensor/scratch.h"
 
-#define ACT      pt_bf16
-#define LD(x)    pt_bf16_widen(x)
-#define ST(x)    pt_bf16_round(x)
-#define KN(name) bf16_##name
+/* n floats rounded to bf16 with pt_bf16_round's bits: 32 at a time by
+ * AVX512_BF16's VCVTNE2PS2BF16 where the CPU has it (round to nearest
+ * even, a NaN quieted as pt_bf16_round quiets it: the same bits for every
+ * float but a denormal, which the instruction takes as zero, so 32 holding
+ * one go the integer way; all 2^32 floats checked); the rest, and every
+ * float elsewhere, the integer way. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include "tensor/bf16_avx512.h"
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static size_t
+store_run_cvt(pt_bf16 *out, const float *v, size_t n)
+{
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m512 lo = _mm512_loadu_ps(v + i), hi = _mm512_loadu_ps(v + i + 16);
+        if (_mm512_fpclass_ps_mask(lo, 0x20) | _mm512_fpclass_ps_mask(hi, 0x20)) /* denormal */
+            for (int l = 0; l < 32; l++)
+                out[i + l] = pt_bf16_round(v[i + l]);
+        else
+            _mm512_storeu_si512((void *)(out + i), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    }
+    return i;
+}
+
+static void store_run(pt_bf16 *out, const float *v, size_t n)
+{
+    size_t i = pt_avx512bf16_usable() ? store_run_cvt(out, v, n) : 0;
+    for (; i < n; i++)
+        out[i] = pt_bf16_round(v[i]);
+}
+#else
+static void store_run(pt_bf16 *out, const float *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = pt_bf16_round(v[i]);
+}
+#endif
+
+#define ACT             pt_bf16
+#define LD(x)           pt_bf16_widen(x)
+#define ST(x)           pt_bf16_round(x)
+#define ST_RUN(o, v, n) store_run(o, v, n)
+#define KN(name)        bf16_##name
 /* the threads of the bf16 table in use: AMX's and AVX512_BF16's products
  * are pipetrain's own and share the worker's threads, so its passes do too
  * whatever multiplies fp32 (with OpenBLAS there, one worker's GELU,
