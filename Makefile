@@ -46,7 +46,8 @@ check: deps all
 	    -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread >/dev/null
 	@cmake --build $(TSAN_BUILD) -j $(JOBS)
 	@echo "== threaded tests under ThreadSanitizer"
-	@cd $(TSAN_BUILD) && ctest -R '$(THREADED_TESTS)' --output-on-failure -j $(JOBS)
+	@cd $(TSAN_BUILD) && TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp" \
+	    ctest -R '$(THREADED_TESTS)' --output-on-failure -j $(JOBS)
 	@echo "== tests"
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
