@@ -29,34 +29,38 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include "tensor/bf16_avx512.h"
 
+/* the whole runs of 32 of v rounded by the instruction; how many done */
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static size_t
-store_run_cvt(pt_bf16 *out, const float *v, size_t n)
+store_runs_cvt(pt_bf16 *out, const float *v, size_t n)
 {
     size_t i = 0;
     for (; i + 32 <= n; i += 32) {
         __m512 lo = _mm512_loadu_ps(v + i), hi = _mm512_loadu_ps(v + i + 16);
         if (_mm512_fpclass_ps_mask(lo, 0x20) | _mm512_fpclass_ps_mask(hi, 0x20)) /* denormal */
-            for (int l = 0; l < 32; l++)
-                out[i + l] = pt_bf16_round(v[i + l]);
+            pt_bf16_from_floats(out + i, v + i, 32);
         else
             _mm512_storeu_si512((void *)(out + i), (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
     }
     return i;
 }
 
-static void store_run(pt_bf16 *out, const float *v, size_t n)
+static size_t store_runs(pt_bf16 *out, const float *v, size_t n)
 {
-    size_t i = pt_avx512bf16_usable() ? store_run_cvt(out, v, n) : 0;
-    for (; i < n; i++)
-        out[i] = pt_bf16_round(v[i]);
+    return pt_avx512bf16_usable() ? store_runs_cvt(out, v, n) : 0;
 }
 #else
-static void store_run(pt_bf16 *out, const float *v, size_t n)
+static size_t store_runs(pt_bf16 *out, const float *v, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        out[i] = pt_bf16_round(v[i]);
+    (void)out, (void)v, (void)n;
+    return 0;
 }
 #endif
+
+static void store_run(pt_bf16 *out, const float *v, size_t n)
+{
+    size_t done = store_runs(out, v, n);
+    pt_bf16_from_floats(out + done, v + done, n - done);
+}
 
 #define ACT             pt_bf16
 #define LD(x)           pt_bf16_widen(x)

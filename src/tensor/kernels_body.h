@@ -270,13 +270,10 @@ static void KN(layernorm_backward_rows)(void *arg, size_t lo, size_t hi)
         }
         sum_d /= C;
         sum_dx /= C;
-        if (dres)
-            STORE_EACH(dx, (size_t)C, c,
-                       LD(dres[at + c]) +
-                           KN(layernorm_dx)(LD(x[c]), LD(dy[c]), w[c], m, s, sum_d, sum_dx));
-        else
-            STORE_EACH(dx, (size_t)C, c,
-                       KN(layernorm_dx)(LD(x[c]), LD(dy[c]), w[c], m, s, sum_d, sum_dx));
+        STORE_EACH(dx, (size_t)C, c,
+                   dres ? LD(dres[at + c]) +
+                              KN(layernorm_dx)(LD(x[c]), LD(dy[c]), w[c], m, s, sum_d, sum_dx)
+                        : KN(layernorm_dx)(LD(x[c]), LD(dy[c]), w[c], m, s, sum_d, sum_dx));
     }
 }
 
