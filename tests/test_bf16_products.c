@@ -13,6 +13,9 @@
  *   move it (2 K 2^-24 sum |a b|, plus one bf16 step when C is bf16).
  * - A NaN in a row of A makes that row of C NaN (the step's non-finite check
  *   relies on it).
+ * - Sums plus a bias that land on a float denormal round to the denormal's
+ *   bf16 as the portable kernel rounds it (an instruction that takes
+ *   denormals as zero must not round them).
  * - A product shared between a worker's threads (pt_blas_set_threads)
  *   stores the same bits on 2, 3 and 5 threads as on one.
  * - pt_bf16_set_kernel: each kernel by name where this CPU runs it (and
@@ -190,6 +193,49 @@ static void nan_row(const pt_kernels *k)
     release(&o);
 }
 
+/* Sums plus a bias that land on a float denormal, in a bf16 C from alpha 1
+ * and beta 0 (where a kernel may round 32 at a time by VCVTNE2PS2BF16,
+ * which takes a denormal as zero): C as the portable kernel stores it, the
+ * denormal's bf16 included; and the same product with no bias. Every
+ * operand and sum is exact: 2^-63 2^-62 = 2^-125 (normal), and a bias of
+ * -1.5 2^-126 takes it to 2^-127; rows 3 mod 4 sum to 0, so the bias
+ * alone is left. */
+static void denormal_sums(const pt_kernels *k)
+{
+    dims d = {64, 64, 40};
+    int code = 1 << 4 | 1 << 3 | 1 << 2; /* bf16 A, B and C, neither transposed */
+    for (int bias = 0; bias < 2; bias++) {
+        operands p, q;
+        make(&p, d, code, 1, 5);
+        make(&q, d, code, 1, 5);
+        for (operands *o = &p; o; o = o == &p ? &q : NULL) {
+            memset(o->A, 0, sizeof(pt_bf16) * (size_t)d.M * o->lda);
+            memset(o->B, 0, sizeof(pt_bf16) * (size_t)d.K * o->ldb);
+            for (int i = 0; i < d.M; i++)
+                ((pt_bf16 *)o->A)[(size_t)i * o->lda + 7] =
+                    pt_bf16_round(i % 4 == 3 ? 0.0f : ldexpf(1.0f, -63));
+            for (int j = 0; j < d.N; j++) {
+                ((pt_bf16 *)o->B)[(size_t)7 * o->ldb + j] = pt_bf16_round(ldexpf(1.0f, -62));
+                o->bias[j] = j % 3 ? -1.5f * ldexpf(1.0f, -126) : 0.0f;
+            }
+        }
+        multiply(pt_kernels_bf16_portable(), &p, d, 1.0f, 0.0f, bias);
+        multiply(k, &q, d, 1.0f, 0.0f, bias);
+        pt_bf16 denormal = pt_bf16_round(ldexpf(1.0f, -127));
+        CHECK(!bias || ((pt_bf16 *)p.C)[1] == denormal,
+              "portable: 2^-125 - 1.5 2^-126 stored as %#x, not %#x", ((pt_bf16 *)p.C)[1],
+              denormal);
+        for (int i = 0; i < d.M; i++)
+            for (int j = 0; j < d.N; j++) {
+                size_t at = (size_t)i * p.ldc + j;
+                pt_bf16 want = ((pt_bf16 *)p.C)[at], got = ((pt_bf16 *)q.C)[at];
+                CHECK(got == want, "%s, %s: C[%d][%d] %#x, portable %#x", k->products,
+                      bias ? "a bias making denormals" : "tiny sums, no bias", i, j, got, want);
+            }
+        release(&p), release(&q);
+    }
+}
+
 /* A product large enough to be shared between a worker's threads stores
  * the same bits on 2, 3 and 5 threads as on one, cut by rows of C (M
  * larger) or by columns (N larger; AVX512_BF16 cuts rows always), K in one
@@ -272,6 +318,7 @@ int main(void)
             compare(fast[i], shapes[s], 0);
         }
         nan_row(fast[i]);
+        denormal_sums(fast[i]);
         printf("%s: %s the portable products (%d shapes x 32 cases, exact and random)\n", names[i],
                failures == before ? "agrees with" : "DIFFERS from", N_SHAPES);
         before = failures;
