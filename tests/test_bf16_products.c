@@ -16,8 +16,9 @@
  * - Sums plus a bias that land on a float denormal round to the denormal's
  *   bf16 as the portable kernel rounds it (an instruction that takes
  *   denormals as zero must not round them).
- * - A product shared between a worker's threads (pt_blas_set_threads)
- *   stores the same bits on 2, 3 and 5 threads as on one.
+ * - A product shared between a worker's threads (pt_blas_set_threads) is
+ *   shared (its helpers run parts) and stores the same bits on 2, 3 and 5
+ *   threads as on one.
  * - pt_bf16_set_kernel: each kernel by name where this CPU runs it (and
  *   pt_bf16_kernel() says so), refused with PT_EUNSUPPORTED naming what is
  *   missing where not; "auto" takes amx where the CPU runs it, else portable
@@ -30,6 +31,7 @@
 
 #include "pipetrain.h"
 #include "tensor/bf16.h"
+#include "tensor/gemm.h"
 #include "tensor/kernels.h"
 #include "tensor/rng.h"
 
@@ -257,9 +259,13 @@ static void threads_keep_bits(const pt_kernels *k)
                 operands many;
                 make(&many, d, code, 0, 77 + (uint64_t)code);
                 pt_blas_set_threads(threads[t]);
+                long helped = pt_gemm_parts_helped();
                 multiply(k, &many, d, alpha, beta, code >> 2 & 1);
+                helped = pt_gemm_parts_helped() - helped;
                 pt_blas_set_threads(1);
                 char name[96];
+                CHECK(helped > 0, "%s %d x %d x %d (%s): %d threads, no part ran on a helper",
+                      k->products, d.M, d.N, d.K, case_name(&one, name, sizeof name), threads[t]);
                 CHECK(!memcmp(one.C, many.C, bytes), "%s %d x %d x %d (%s): %d threads change C",
                       k->products, d.M, d.N, d.K, case_name(&one, name, sizeof name), threads[t]);
                 release(&many);

@@ -10,7 +10,11 @@
  * more than one thread, and to leave short work whole. pt_zero_floats,
  * which zeroes large ranges on the product threads (and with them every
  * new buffer, pt_alloc_floats), is checked on a dirty buffer to zero its
- * range, and nothing beside it, on 1, 2 and 3 threads. */
+ * range, and nothing beside it, on 1, 2 and 3 threads. Which tables share
+ * their passes at all is checked too, by counting the parts a helper ran:
+ * the fp32 passes wherever pipetrain's own product runs and not beside
+ * OpenBLAS's threads, the bf16 passes by the bf16 table in use (with AMX
+ * or AVX512_BF16 whatever multiplies fp32). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -197,6 +201,55 @@ static void check_table(const char *what, const pt_kernels *k, const float *x, c
     release(&one);
 }
 
+/* ---- who runs the passes ---- */
+
+/* Whether table k's GELU over n elements on 2 threads ran a part on a
+ * helper of this thread */
+static int shared_out(const pt_kernels *k, const float *x, size_t n)
+{
+    void *xa = kernel_acts(k, x, n), *out = calloc(n, pt_elem_size(k->act));
+    pt_blas_set_threads(2);
+    long before = pt_gemm_parts_helped();
+    k->gelu_forward(out, xa, n);
+    long helped = pt_gemm_parts_helped() - before;
+    pt_blas_set_threads(1);
+    free(xa), free(out);
+    return helped > 0;
+}
+
+static const char *where(int shared) { return shared ? "shared" : "on one thread"; }
+
+/* The passes share a worker's threads as documented: the fp32 table's
+ * wherever pipetrain's own product runs (not beside OpenBLAS's threads);
+ * bf16's by the bf16 table in use, so with AMX or AVX512_BF16 whatever
+ * multiplies fp32 (one bf16 worker with OpenBLAS for fp32 had run every
+ * pass on one of its two threads), and with the portable products as fp32
+ * does. */
+static void check_sharing(const float *x, size_t n)
+{
+    static const char *const fp32[] = {"openblas", "generic", "avx2", "avx512"};
+    static const char *const bf16[] = {"portable", "avx512bf16", "amx"};
+    for (int f = 0; f < 4; f++) {
+        if (pt_fp32_set_kernel(fp32[f]) != 0)
+            continue;
+        int own = f > 0; /* pipetrain's product, with threads of its own */
+        int got = shared_out(pt_kernels_cpu(), x, n);
+        CHECK(got == own, "fp32 %s on 2 threads: its passes %s, want %s", fp32[f], where(got),
+              where(own));
+        for (int b = 0; b < 3; b++) {
+            if (pt_bf16_set_kernel(bf16[b]) != 0)
+                continue;
+            int want = b > 0 || own;
+            got = shared_out(pt_kernels_for(PT_PRECISION_BF16), x, n);
+            CHECK(got == want, "bf16 %s with fp32 %s on 2 threads: its passes %s, want %s", bf16[b],
+                  fp32[f], where(got), where(want));
+            printf("  passes: fp32 %s, bf16 %s: %s\n", fp32[f], bf16[b], where(got));
+        }
+    }
+    pt_bf16_set_kernel("auto");
+    pt_fp32_set_kernel("auto");
+}
+
 /* ---- zeroing ---- */
 
 static void check_zeroing(int threads)
@@ -261,6 +314,7 @@ int main(void)
         check_table(kernels[i], pt_kernels_bf16_portable(), x, y, w, logits, targets);
     }
     pt_fp32_set_kernel("auto");
+    check_sharing(x, n);
     free(x), free(y), free(w), free(logits), free(targets);
     printf("%s\n", failures ? "FAILED" : "ok");
     return failures ? 1 : 0;

@@ -128,6 +128,10 @@ int pt_gemm(const pt_gemm_kernel *k, int threads, int trans_a, int trans_b, int 
  * the calling thread; called inside a part, it runs the parts itself. */
 void pt_gemm_parallel(int n, void (*part)(void *arg, int i), void *arg);
 
+/* How many parts of the calling thread's jobs its helpers have run since
+ * they started: how a test sees that a product or pass was shared */
+long pt_gemm_parts_helped(void);
+
 /* Runs run(arg, lo, hi) over [0, n) cut into contiguous ranges, at most
  * `threads` of them (pt_gemm_parallel's parts), each at least `least`
  * items long and starting at a multiple of `align` (least, align >= 1);

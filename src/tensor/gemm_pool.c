@@ -43,6 +43,7 @@ typedef struct pool {
     void (*part)(void *, int); /* the current job, set before generation */
     void *arg;
     int parts;
+    atomic_long helped; /* parts the helpers have run (pt_gemm_parts_helped) */
 } pool;
 
 typedef struct {
@@ -95,8 +96,10 @@ static void *helper_main(void *arg)
         seen = next_job(h.p, seen);
         if (atomic_load(&h.p->quit))
             return NULL;
-        if (h.index < h.p->parts)
+        if (h.index < h.p->parts) {
             h.p->part(h.p->arg, h.index);
+            atomic_fetch_add_explicit(&h.p->helped, 1, memory_order_relaxed);
+        }
         atomic_fetch_sub_explicit(&h.p->pending, 1, memory_order_release);
     }
 }
@@ -148,6 +151,13 @@ static pool *pool_of_thread(int helpers)
         p->n++;
     }
     return p;
+}
+
+long pt_gemm_parts_helped(void)
+{
+    pthread_once(&once, make_key);
+    pool *p = pthread_getspecific(key);
+    return p ? atomic_load(&p->helped) : 0;
 }
 
 void pt_gemm_parallel(int n, void (*part)(void *arg, int i), void *arg)
