@@ -11,8 +11,9 @@
  *   were.
  * - beta 0 ignores C: a NaN there does not reach the result.
  * - Threads 1, 2, 3 and 5 store C bit for bit alike (C is split, never K):
- *   what keeps a pipelined run equal to a sequential one. OpenBLAS keeps
- *   that on some CPUs only (not its Zen driver), and
+ *   what keeps a pipelined run equal to a sequential one; pipetrain's own
+ *   kernels are shared there (a helper runs a part). OpenBLAS keeps
+ *   the bits on some CPUs only (not its Zen driver), and
  *   pt_fp32_openblas_keeps_bits() says which.
  * - The start-up check passes every kernel here, and fails one that drops
  *   a term of the sum.
@@ -154,9 +155,10 @@ static void check_products(const char *what, product_fn *run, void *ctx, pt_rng 
 }
 
 /* beta 0 with NaN in C, and the same bits from every thread count (or,
- * with only_say, 0 where the bits differ, without a failure) */
+ * with only_say, 0 where the bits differ, without a failure); `pooled`:
+ * shared by pipetrain's own threads, so a helper runs a part of it */
 static int check_nan_and_threads_at(const char *what, product_fn *run, void *ctx, pt_rng *r,
-                                    int only_say, dims d)
+                                    int only_say, int pooled, dims d)
 {
     operands o;
     if (make(&o, d, r)) {
@@ -172,7 +174,12 @@ static int check_nan_and_threads_at(const char *what, product_fn *run, void *ctx
         for (int t = 0; t < 4; t++) {
             for (size_t i = 0; i < nc; i++)
                 o.c[i] = NAN;
+            long helped = pt_gemm_parts_helped();
             run(ctx, tr & 1, tr >> 1, d, 0.5f, &o, 0.0f, o.bias, threads[t]);
+            helped = pt_gemm_parts_helped() - helped;
+            CHECK(!pooled || threads[t] == 1 || helped > 0,
+                  "%s: %d threads, no part ran on a helper (ta %d tb %d)", what, threads[t], tr & 1,
+                  tr >> 1);
             int nan = 0;
             for (int i = 0; i < d.M; i++)
                 for (int j = 0; j < d.N; j++)
@@ -196,10 +203,11 @@ static int check_nan_and_threads_at(const char *what, product_fn *run, void *ctx
 /* the same on a product of two blocks of K, and on one of several blocks
  * of M, N and K each (every thread's rows against every block) */
 static int check_nan_and_threads(const char *what, product_fn *run, void *ctx, pt_rng *r,
-                                 int only_say)
+                                 int only_say, int pooled)
 {
-    int same = check_nan_and_threads_at(what, run, ctx, r, only_say, (dims){149, 203, 401});
-    return check_nan_and_threads_at(what, run, ctx, r, only_say, (dims){211, 1061, 397}) && same;
+    int same = check_nan_and_threads_at(what, run, ctx, r, only_say, pooled, (dims){149, 203, 401});
+    return check_nan_and_threads_at(what, run, ctx, r, only_say, pooled, (dims){211, 1061, 397}) &&
+           same;
 }
 
 /* a product that leaves out the last term of every sum: the check must
@@ -360,7 +368,7 @@ int main(int argc, char **argv)
         }
         check_tile_rows(micro[i], &r);
         check_products(micro[i]->name, run_gemm, (void *)micro[i], &r);
-        check_nan_and_threads(micro[i]->name, run_gemm, (void *)micro[i], &r, 0);
+        check_nan_and_threads(micro[i]->name, run_gemm, (void *)micro[i], &r, 0, 1);
     }
     const char *tables[] = {"avx512", "avx2", "generic", "openblas"};
     for (int i = 0; i < 4; i++) {
@@ -369,7 +377,7 @@ int main(int argc, char **argv)
         check_products(pt_fp32_kernel(), run_table, (void *)pt_kernels_cpu(), &r);
         int openblas = !strcmp(tables[i], "openblas");
         int same = check_nan_and_threads(pt_fp32_kernel(), run_table, (void *)pt_kernels_cpu(), &r,
-                                         openblas);
+                                         openblas, !openblas);
         if (openblas) {
             CHECK(same == pt_fp32_openblas_keeps_bits(),
                   "OpenBLAS %s its bits on other thread counts, but the library says it %s",
