@@ -1,7 +1,9 @@
 # The two commands of the README, and the build they share.
 #   make        build the pipetrain command and the library (build/)
 #   make run    install what is missing, build, run the demo training job
-#   make check  install what is missing, build, run the tests under
+#   make check  install what is missing, build, compile the portable build
+#               (PT_NATIVE=OFF: its kernels take their instruction sets from
+#               target attributes alone), run the tests under
 #               AddressSanitizer + UndefinedBehaviorSanitizer, the threaded ones
 #               under ThreadSanitizer, then every test on the release build
 #   make bench  build and run the benchmarks
@@ -13,6 +15,7 @@ JOBS ?= $(shell nproc)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
+PORTABLE_BUILD ?= build-portable
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 20
 FUZZ_RUNS ?=
@@ -38,6 +41,9 @@ run: deps all
 	@bash scripts/demo.sh $(BUILD)/pipetrain
 
 check: deps all
+	@echo "== the portable build (PT_NATIVE=OFF) compiles"
+	@cmake -S . -B $(PORTABLE_BUILD) -DCMAKE_BUILD_TYPE=Release -DPT_NATIVE=OFF >/dev/null
+	@cmake --build $(PORTABLE_BUILD) --target pipetrain -j $(JOBS) >/dev/null
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DPT_SANITIZE=ON >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 	@echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer"

@@ -30,7 +30,7 @@
 #include "tensor/bf16_avx512.h"
 
 /* the whole runs of 32 of v rounded by the instruction; how many done */
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static size_t
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"))) static size_t
 store_runs_cvt(pt_bf16 *out, const float *v, size_t n)
 {
     size_t i = 0;
@@ -46,7 +46,9 @@ store_runs_cvt(pt_bf16 *out, const float *v, size_t n)
 
 static size_t store_runs(pt_bf16 *out, const float *v, size_t n)
 {
-    return pt_avx512bf16_usable() ? store_runs_cvt(out, v, n) : 0;
+    /* the denormal check is AVX512DQ's (every CPU with AVX512_BF16 has it) */
+    return pt_avx512bf16_usable() && __builtin_cpu_supports("avx512dq") ? store_runs_cvt(out, v, n)
+                                                                        : 0;
 }
 #else
 static size_t store_runs(pt_bf16 *out, const float *v, size_t n)
