@@ -11,6 +11,9 @@
  *   checked too. Elements past N in C's rows are left untouched.
  * - Random operands: each element within what the order of float sums can
  *   move it (2 K 2^-24 sum |a b|, plus one bf16 step when C is bf16).
+ * - A weight's tiles kept between products (where the kernel keeps them):
+ *   the same bits as without, read while filled, and packed again by their
+ *   owner's refill from B as it then is.
  * - A NaN in a row of A makes that row of C NaN (the step's non-finite check
  *   relies on it).
  * - Sums plus a bias that land on a float denormal round to the denormal's
@@ -274,6 +277,76 @@ static void threads_keep_bits(const pt_kernels *k)
         }
 }
 
+/* o's B negated where it lies (exactly: a sign flip), so C = A op(B)
+ * negates too */
+static void negate_b(operands *o, dims d)
+{
+    size_t n = (size_t)(o->tb ? d.N : d.K) * o->ldb;
+    for (size_t i = 0; i < n; i++)
+        if (o->db == PT_BF16)
+            ((pt_bf16 *)o->B)[i] ^= 0x8000;
+        else
+            ((float *)o->B)[i] = -((float *)o->B)[i];
+}
+
+/* C = A op(B), op(B)'s tiles kept in pair[tb] (NULL: none), into out */
+static void product_kept(const pt_kernels *k, operands *o, dims d, pt_gemm_packed *pair, float *out)
+{
+    pt_mat B = pt_mat_of(o->B, o->ldb, o->db);
+    B.packed = pair;
+    k->matmul(o->ta, o->tb, d.M, d.N, d.K, 1.0f, pt_mat_of(o->A, o->lda, o->da), B, 0.0f,
+              pt_mat_of(o->C, o->ldc, o->dc), NULL);
+    memcpy(out, o->C, sizeof(float) * (size_t)d.M * o->ldc);
+}
+
+/* A weight's tiles kept between products (gemm.h's pt_gemm_packed), for
+ * either reading of a bf16 or float B: a product that fills them and one
+ * that reads them store what a product without them stores; B changed
+ * behind them, they are what is read; emptied and packed again by their
+ * owner (pt_gemm_packed_refill), the next product reads the new B's tiles
+ * without packing (B changed again behind them is not seen). */
+static void kept_tiles(const pt_kernels *k)
+{
+    static const dims shapes2[] = {{40, 70, 385}, {64, 33, 96}};
+    for (int s = 0; s < 2; s++)
+        for (int code = 0; code < 4; code++) {
+            dims d = shapes2[s];
+            operands o;
+            make(&o, d, (code & 1) << 1 | 1 << 2 | (code >> 1) << 3, 0, 91 + (uint64_t)code);
+            size_t floats = k->packed_floats(d.K, d.N), nc = (size_t)d.M * o.ldc;
+            float *room = malloc(sizeof(float) * floats), *want = malloc(sizeof(float) * nc),
+                  *got = malloc(sizeof(float) * nc), *negated = malloc(sizeof(float) * nc);
+            if (!room || !want || !got || !negated) {
+                fprintf(stderr, "out of memory\n");
+                exit(1);
+            }
+            pt_gemm_packed pair[2] = {{.panels = room, .capacity = floats},
+                                      {.panels = room, .capacity = floats}};
+            pt_gemm_packed *kept = &pair[o.tb];
+            char name[96];
+            case_name(&o, name, sizeof name);
+            product_kept(k, &o, d, NULL, want);
+            product_kept(k, &o, d, pair, got);
+            CHECK(kept->filled && !memcmp(got, want, sizeof(float) * nc),
+                  "%s %s: filling the kept tiles changed C or left them empty", k->products, name);
+            negate_b(&o, d);
+            product_kept(k, &o, d, NULL, negated);
+            product_kept(k, &o, d, pair, got);
+            CHECK(!memcmp(got, want, sizeof(float) * nc),
+                  "%s %s: a product with filled tiles read B itself", k->products, name);
+            kept->filled = 0; /* what the weight's owner does when it changes */
+            CHECK(pt_gemm_packed_refill(kept), "%s %s: the owner's refill left the tiles empty",
+                  k->products, name);
+            negate_b(&o, d); /* behind the refilled tiles */
+            product_kept(k, &o, d, pair, got);
+            CHECK(!memcmp(got, negated, sizeof(float) * nc),
+                  "%s %s: the refilled tiles are not B's as it was when refilled", k->products,
+                  name);
+            free(room), free(want), free(got), free(negated);
+            release(&o);
+        }
+}
+
 /* pt_bf16_set_kernel by name, and what auto takes. */
 static void choice(void)
 {
@@ -325,6 +398,8 @@ int main(void)
         }
         nan_row(fast[i]);
         denormal_sums(fast[i]);
+        if (fast[i]->packed_floats)
+            kept_tiles(fast[i]);
         printf("%s: %s the portable products (%d shapes x 32 cases, exact and random)\n", names[i],
                failures == before ? "agrees with" : "DIFFERS from", N_SHAPES);
         before = failures;

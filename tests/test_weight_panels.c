@@ -9,7 +9,8 @@
  *     product without them stores, bit for bit;
  *   - B changed behind the panels' back (filled left set): the next product
  *     reads the old panels, so it differs from a fresh one (they are used);
- *     with filled cleared it equals the fresh one again;
+ *     with filled cleared it equals the fresh one again, and so it does
+ *     after the owner packs them again itself (pt_gemm_packed_refill);
  *   - a narrower reading of B reads a prefix of the panels' columns (the
  *     same bits, and the panels, not B, are what it reads); panels asked to
  *     hold more columns than the first product reads (cols) hold them, and
@@ -129,6 +130,23 @@ static int product_keeps_panels(const pt_gemm_kernel *k, const pt_gemm_kernel *o
     product(k, s, A, B, ldb, got, NULL, &kept);
     CHECK(kept.filled && same(got, want, nc),
           "%s trans_b %d threads %d: emptied panels were not packed again from B", name, t, th);
+
+    /* emptied and packed again by their owner: read, not packed, next */
+    for (size_t i = 0; i < nb; i++)
+        B[i] = -B[i];
+    product(k, s, A, B, ldb, want, NULL, NULL);
+    kept.filled = 0;
+    CHECK(pt_gemm_packed_refill(&kept), "%s trans_b %d threads %d: refill left the panels empty",
+          name, t, th);
+    for (size_t i = 0; i < nb; i++) /* behind the refilled panels */
+        B[i] = -B[i];
+    product(k, s, A, B, ldb, got, NULL, &kept);
+    CHECK(same(got, want, nc),
+          "%s trans_b %d threads %d: the refilled panels are not B's as it was when refilled", name,
+          t, th);
+    kept.filled = 0; /* the panels follow B as it is again, for what follows */
+    pt_gemm_packed_refill(&kept);
+    product(k, s, A, B, ldb, want, NULL, NULL);
 
     /* a narrower reading of B reads a prefix of the panels' columns */
     pt_gemm_packed before = kept;

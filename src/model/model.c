@@ -635,6 +635,27 @@ static void refresh_low(pt_model *m)
 
 void pt_model_refresh_low(pt_model *m) { refresh_low(m); }
 
+/* Part i of n: every n-th kept panel from the i-th */
+static void refill_part(void *arg, int i)
+{
+    pt_model *m = arg;
+    int n = pt_blas_threads();
+    for (int j = i; j < 2 * m->n_params; j += n)
+        pt_gemm_packed_refill(&m->packed[j]);
+}
+
+void pt_model_prepare_products(pt_model *m)
+{
+    refresh_low(m);
+    if (!m->packed)
+        return;
+    int n = pt_blas_threads();
+    if (n > 1)
+        pt_gemm_parallel(n, refill_part, m);
+    else
+        refill_part(m, 0);
+}
+
 int pt_model_shard_master(pt_model *m, const size_t *lo, const size_t *hi, int n)
 {
     if (!m->low)

@@ -136,6 +136,11 @@ void pt_model_release_master(pt_model *m);
 bool pt_model_master_shards(const pt_model *m, int i);
 /* The bf16 copy brought up to the kept float parameters now. */
 void pt_model_refresh_low(pt_model *m);
+/* After an update: the bf16 copy brought up and every kept panel that a
+ * product had filled packed again now (gemm.h's pt_gemm_packed_refill),
+ * shared between the worker's threads, rather than by the next products
+ * that read them. The same bits as leaving it to them. */
+void pt_model_prepare_products(pt_model *m);
 /* A pipeline's stage: room for every held matrix's panels as pipetrain's
  * own fp32 products pack them (gemm.h's pt_gemm_packed), kept from one
  * product to the next until pt_model_params_changed; nothing where the

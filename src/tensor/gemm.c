@@ -216,6 +216,36 @@ static const float *kept_panel(const gemm_job *g, int pc, int kb, int jc)
     return g->panels + g->panel_row * (size_t)pc + (size_t)jc * kb;
 }
 
+/* Blocks of K as deep as KC_MAX allows, all alike: fixed by K alone */
+static int depth_of(int K)
+{
+    int kblocks = (K + KC_MAX - 1) / KC_MAX;
+    return (K + kblocks - 1) / kblocks;
+}
+
+static void refill_kept(pt_gemm_packed *kept);
+
+/* N columns of the job's op(B) packed into the kept panels */
+static void fill_kept(const gemm_job *g, pt_gemm_packed *kept, int N)
+{
+    size_t row = padded_cols(g->k, N);
+    for (int pc = 0; pc < g->K; pc += g->kc)
+        pack_b(g, pc, min_int(g->kc, g->K - pc), 0, N, kept->panels + row * (size_t)pc);
+    pt_gemm_packed_fill(kept, g->k, g->B, g->trans_b, g->K, N, g->ldb, 0, refill_kept);
+}
+
+/* pt_gemm_packed's refill: the reading the last product packed */
+static void refill_kept(pt_gemm_packed *kept)
+{
+    gemm_job g = {.k = kept->k,
+                  .trans_b = kept->trans_b,
+                  .K = kept->K,
+                  .kc = depth_of(kept->K),
+                  .B = kept->B,
+                  .ldb = kept->ldb};
+    fill_kept(&g, kept, kept->N);
+}
+
 /* The job's op(B) in the kept panels: packed now when they are stale, read
  * as they are when they already hold it or more of its columns (and
  * g->panel_row set); NULL when this product cannot use them (another
@@ -234,11 +264,7 @@ static const float *use_kept(gemm_job *g, pt_gemm_packed *kept)
     if (pt_gemm_packed_floats(g->k, g->K, N) > kept->capacity)
         return NULL;
     g->panel_row = padded_cols(g->k, N);
-    for (int pc = 0; pc < g->K; pc += g->kc) {
-        int kb = min_int(g->kc, g->K - pc);
-        pack_b(g, pc, kb, 0, N, kept->panels + g->panel_row * (size_t)pc);
-    }
-    pt_gemm_packed_fill(kept, g->k, g->B, g->trans_b, g->K, N, g->ldb);
+    fill_kept(g, kept, N);
     return kept->panels;
 }
 
@@ -379,14 +405,13 @@ int pt_gemm(const pt_gemm_kernel *k, int threads, int trans_a, int trans_b, int 
                             alpha, beta, bias ? bias + j : NULL);
         return 0;
     }
-    int kblocks = (K + KC_MAX - 1) / KC_MAX;
     gemm_job g = {.k = k,
                   .trans_a = trans_a,
                   .trans_b = trans_b,
                   .M = M,
                   .N = N,
                   .K = K,
-                  .kc = (K + kblocks - 1) / kblocks,
+                  .kc = depth_of(K),
                   .alpha = alpha,
                   .beta = beta,
                   .A = A,

@@ -69,16 +69,21 @@ pt_gemm_interleave_fn pt_gemm_interleave_avx2;
  * as if there were none, and so does one inside a part of
  * pt_gemm_parallel unless the panels are that part's own (`local`: shared
  * ones could be packed by two parts at once). Packing only copies, so a
- * product stores the same bits either way. */
+ * product stores the same bits either way.
+ * The owner may also pack them again itself once the weight has changed
+ * (pt_gemm_packed_refill), in the reading the last product left. */
 typedef struct pt_gemm_packed {
     float *panels;   /* for each block of K: every panel of nr columns */
     size_t capacity; /* floats */
     int cols;        /* columns to pack when they are filled (fewer: the product's own N) */
     int local;       /* only the calling thread reads them: usable inside a part */
-    /* what the panels hold, when filled */
+    /* what the panels hold when filled, and held when last filled */
     const pt_gemm_kernel *k;
-    const float *B;
-    int trans_b, K, N, ldb, filled;
+    const float *B; /* its elements of type dt (kernels.h's pt_elem_type) */
+    int trans_b, K, N, ldb, dt, filled;
+    /* packs that reading of B into the panels again (set by the kernel
+     * that filled them last; NULL: never filled) */
+    void (*refill)(struct pt_gemm_packed *kept);
 } pt_gemm_packed;
 
 /* 1 while the calling thread runs a part of pt_gemm_parallel (below) */
@@ -100,12 +105,29 @@ static inline int pt_gemm_packed_holds(const pt_gemm_packed *kept, const pt_gemm
            kept->K == K && kept->N >= N && kept->ldb == ldb;
 }
 
-/* Marks the panels filled with this reading of B, N columns of it */
+/* Marks the panels filled with this reading of B (elements of type dt), N
+ * columns of it, which `refill` packs again */
 static inline void pt_gemm_packed_fill(pt_gemm_packed *kept, const pt_gemm_kernel *layout,
-                                       const float *B, int trans_b, int K, int N, int ldb)
+                                       const float *B, int trans_b, int K, int N, int ldb, int dt,
+                                       void (*refill)(pt_gemm_packed *))
 {
     kept->k = layout, kept->B = B, kept->trans_b = trans_b;
-    kept->K = K, kept->N = N, kept->ldb = ldb, kept->filled = 1;
+    kept->K = K, kept->N = N, kept->ldb = ldb, kept->dt = dt, kept->filled = 1;
+    kept->refill = refill;
+}
+
+/* Stale panels packed again now, from B as it is now, in the reading the
+ * last product left (its columns, transpose and stride), so that the next
+ * product reads them instead of packing. A weight's owner calls it right
+ * after an update: every worker then packs its own weights at once, where
+ * left to the first products of a step each stage's packing lay on the
+ * pipeline's path, one stage after another. B must still be where it was.
+ * Returns whether the panels are filled now. */
+static inline int pt_gemm_packed_refill(pt_gemm_packed *kept)
+{
+    if (kept && kept->panels && !kept->filled && kept->refill)
+        kept->refill(kept);
+    return kept && kept->filled;
 }
 
 /* floats of a whole op(B) of K x N packed for kernel k */

@@ -237,11 +237,36 @@ size_t pt_amx_packed_floats(int K, int N)
     return K > 0 && N > 0 ? (size_t)up32(N) * (size_t)up32(K) / 2 : 0;
 }
 
+/* op(B) read by a product as it reads this weight: K x n, transposed or not */
+static operand weight_operand(const void *B, int ld, int dt, int trans_b, int n, int K)
+{
+    size_t ld_b = (size_t)ld;
+    return (operand){pt_mat_of(B, ld, (pt_elem_type)dt), trans_b ? ld_b : 1, trans_b ? 1 : ld_b, n,
+                     K};
+}
+
+static void refill_tiles(pt_gemm_packed *kept);
+
+/* All of the operand's columns packed into the kept panels */
+static void fill_tiles(pt_gemm_packed *kept, const operand *all, int trans_b)
+{
+    pack((uint32_t *)kept->panels, all, 0, up32(all->n) / 16, up32(all->K) / 32, 0);
+    pt_gemm_packed_fill(kept, &tiles_layout, all->X.p, trans_b, all->K, all->n, all->X.ld,
+                        all->X.dt, refill_tiles);
+}
+
+/* pt_gemm_packed's refill: the reading the last product packed */
+static void refill_tiles(pt_gemm_packed *kept)
+{
+    operand all = weight_operand(kept->B, kept->ldb, kept->dt, kept->trans_b, kept->N, kept->K);
+    fill_tiles(kept, &all, kept->trans_b);
+}
+
 /* op(B)'s tiles in the kept panels: packed now when they are stale (all
  * `cols` columns where that is more than the product's own: a prefix of
  * the columns is a prefix of the panels), read as they are when they hold
  * this B read this way; NULL when this product cannot use them */
-static const uint32_t *kept_tiles(pt_gemm_packed *kept, const operand *ob, int trans_b, int blocks)
+static const uint32_t *kept_tiles(pt_gemm_packed *kept, const operand *ob, int trans_b)
 {
     if (!pt_gemm_packed_usable(kept))
         return NULL;
@@ -254,8 +279,7 @@ static const uint32_t *kept_tiles(pt_gemm_packed *kept, const operand *ob, int t
     all.n = kept->cols > ob->n ? kept->cols : ob->n;
     if (pt_amx_packed_floats(all.K, all.n) > kept->capacity)
         return NULL;
-    pack((uint32_t *)kept->panels, &all, 0, up32(all.n) / 16, blocks, 0);
-    pt_gemm_packed_fill(kept, &tiles_layout, B, trans_b, all.K, all.n, ob->X.ld);
+    fill_tiles(kept, &all, trans_b);
     return (const uint32_t *)kept->panels;
 }
 
@@ -430,8 +454,7 @@ void pt_matmul_bf16_amx(int trans_a, int trans_b, int M, int N, int K, float alp
     size_t ld_a = (size_t)A.ld, ld_b = (size_t)B.ld;
     operand oa = {A, trans_a ? 1 : ld_a, trans_a ? ld_a : 1, M, K};
     operand ob = {B, trans_b ? ld_b : 1, trans_b ? 1 : ld_b, N, K};
-    const uint32_t *kept =
-        kept_tiles(B.packed ? &B.packed[trans_b != 0] : NULL, &ob, trans_b != 0, blocks);
+    const uint32_t *kept = kept_tiles(B.packed ? &B.packed[trans_b != 0] : NULL, &ob, trans_b != 0);
     int in_place = !trans_a && A.dt == PT_BF16 && M % 32 == 0 && K % 32 == 0;
     uint32_t *a =
         in_place ? NULL : pt_scratch(0, sizeof(uint32_t) * ((size_t)Mp * blocks * 16 + 1));
