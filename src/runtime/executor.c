@@ -151,6 +151,24 @@ static int count_streams(pt_worker *w, const pt_prog_action *acts, int n)
     return count;
 }
 
+/* Waits for a request, first packing the stage's weights again if that is
+ * still to do and the request is not done yet: their first products of a
+ * step would pack them on the pipeline's path, one stage after another;
+ * this packs them while the worker would wait anyway (all of them, the
+ * products before having packed what they read). */
+static int wait_input(pt_worker *w, pt_request *req)
+{
+    int done = 0;
+    if (w->prepare) {
+        int rc = pt_transport_test(w->t, req, &done); /* done: the request ended */
+        if (rc != PT_OK || done)
+            return rc;
+        pt_model_prepare_products(w->stage);
+        w->prepare = false;
+    }
+    return pt_transport_wait(w->t, req);
+}
+
 static int await_input(pt_worker *w, const pt_action *a)
 {
     pt_pipeline *p = w->p;
@@ -158,7 +176,7 @@ static int await_input(pt_worker *w, const pt_action *a)
     char name[32];
     if (a->kind == PT_ACT_F && a->chunk > 0) {
         if (sl->in_posted) {
-            int rc = pt_transport_wait(w->t, &sl->in_req);
+            int rc = wait_input(w, &sl->in_req);
             sl->in_posted = false;
             if (rc != PT_OK)
                 return rc;
@@ -170,7 +188,7 @@ static int await_input(pt_worker *w, const pt_action *a)
     }
     if (is_backward(a->kind) && !pt_sched_is_last_chunk(p->s, a->chunk)) {
         if (sl->gin_posted) {
-            int rc = pt_transport_wait(w->t, &sl->gin_req);
+            int rc = wait_input(w, &sl->gin_req);
             sl->gin_posted = false;
             if (rc != PT_OK)
                 return rc;
@@ -812,6 +830,7 @@ int pt_executor_run(pt_worker *w, const pt_program *prog, const pt_microbatch *b
     w->tensor_sum_bytes = 0;
     memset(w->tensor_sums, 0, sizeof w->tensor_sums);
     w->skip = false;
+    w->prepare = !forward_only;
     pt_store_restart_samples(&w->store);
     pt_transport_watch(w->t, &w->flight);
     pt_flight_restart(&w->flight);

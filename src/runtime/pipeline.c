@@ -63,10 +63,6 @@ static void record_error(pt_worker *w, int rc)
 static int train(pt_worker *w)
 {
     pt_model_params_changed(w->stage); /* a load or a caller may have written them */
-    /* every worker packs its own weights now, at once: left to the first
-     * products that read them, each stage's packing lay on the pipeline's
-     * path in turn (its first F and B) */
-    pt_model_prepare_products(w->stage);
     w->losses_shared = false;
     int rc = pt_executor_run(w, w->p->train_program, w->p->job_batch);
     return rc == PT_OK && !w->losses_shared ? pt_coll_share(w, false, true) : rc;

@@ -321,6 +321,7 @@ typedef struct {
     double norm;        /* this step's global gradient norm (NORM) */
     float clip;         /* its clip factor */
     bool skip;          /* the norm is not finite: STEP changes nothing */
+    bool prepare;       /* the stage's panels to pack again at its first wait */
     bool losses_shared; /* this step's losses went out with the norm */
 } pt_worker;
 
