@@ -151,19 +151,30 @@ static int count_streams(pt_worker *w, const pt_prog_action *acts, int n)
     return count;
 }
 
-/* Waits for a request, first packing the stage's weights again if that is
- * still to do and the request is not done yet: their first products of a
+/* The step's gradients zeroed, where that is still to do */
+static void zero_grads(pt_worker *w)
+{
+    if (w->zero_grads)
+        pt_model_zero_grads(w->stage);
+    w->zero_grads = false;
+}
+
+/* Waits for a request, first doing what the step's start left to the
+ * worker's first wait where the request is not done yet: the gradients
+ * zeroed, and the stage's weights packed again (their first products of a
  * step would pack them on the pipeline's path, one stage after another;
- * this packs them while the worker would wait anyway (all of them, the
+ * this packs them while the worker would wait anyway: all of them, the
  * products before having packed what they read). */
 static int wait_input(pt_worker *w, pt_request *req)
 {
     int done = 0;
-    if (w->prepare) {
+    if (w->prepare || w->zero_grads) {
         int rc = pt_transport_test(w->t, req, &done); /* done: the request ended */
         if (rc != PT_OK || done)
             return rc;
-        pt_model_prepare_products(w->stage);
+        zero_grads(w);
+        if (w->prepare)
+            pt_model_prepare_products(w->stage);
         w->prepare = false;
     }
     return pt_transport_wait(w->t, req);
@@ -788,6 +799,10 @@ static int run_compute(pt_worker *w, const pt_prog_action *pa, const pt_microbat
 static int dispatch(pt_worker *w, const pt_prog_action *a, const pt_microbatch *batch,
                     bool forward_only)
 {
+    /* all but a forward and the transfers may write or read the gradients */
+    if (w->zero_grads && a->kind != PT_PROG_F && a->kind != PT_PROG_SEND_ACT &&
+        a->kind != PT_PROG_SEND_GRAD && a->kind != PT_PROG_RECV_ACT && a->kind != PT_PROG_RECV_GRAD)
+        zero_grads(w);
     switch (a->kind) {
     case PT_PROG_F:
     case PT_PROG_B:
@@ -831,6 +846,7 @@ int pt_executor_run(pt_worker *w, const pt_program *prog, const pt_microbatch *b
     memset(w->tensor_sums, 0, sizeof w->tensor_sums);
     w->skip = false;
     w->prepare = !forward_only;
+    w->zero_grads = false;
     pt_store_restart_samples(&w->store);
     pt_transport_watch(w->t, &w->flight);
     pt_flight_restart(&w->flight);
@@ -841,7 +857,7 @@ int pt_executor_run(pt_worker *w, const pt_program *prog, const pt_microbatch *b
         if (weight_in_pieces(w))
             pt_zero_clear_grads(w);
         else
-            pt_model_zero_grads(w->stage);
+            w->zero_grads = true; /* at the first wait, or before what reads them */
         for (int c = 0; w->stash && c < p->n_chunks; c++)
             w->stash[c].version = 0;
         rc = pt_reduce_begin(&w->reduce, w->t);

@@ -322,6 +322,7 @@ typedef struct {
     float clip;         /* its clip factor */
     bool skip;          /* the norm is not finite: STEP changes nothing */
     bool prepare;       /* the stage's panels to pack again at its first wait */
+    bool zero_grads;    /* its gradients to zero there, or before what reads them */
     bool losses_shared; /* this step's losses went out with the norm */
 } pt_worker;
 
