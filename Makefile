@@ -21,7 +21,7 @@ FUZZ_SECONDS ?= 20
 FUZZ_RUNS ?=
 # the tests whose workers are threads of one process
 MPIRUN = OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe
-THREADED_TESTS = ^test_(transport_threads|attention_threads|pass_threads|gemm|pipeline_matches_sequential|pipeline_memory|pipedream_trains|train_pipelined)$$
+THREADED_TESTS = ^test_(transport_threads|lend_idle|attention_threads|pass_threads|gemm|pipeline_matches_sequential|pipeline_memory|pipedream_trains|train_pipelined)$$
 
 PREFIX ?= /usr/local
 

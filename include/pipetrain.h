@@ -877,6 +877,10 @@ typedef struct {
                                         x BLAS threads, and under MPI (mpirun --bind-to core
                                         binds ranks) (default 0: the kernel places them) */
     int record_trace;                /* keep each action's start and end (default 1) */
+    int lend_idle;                   /* threads, each worker on one BLAS thread and a core of
+                                        its own: a worker waiting for a message runs a part
+                                        of another worker's products and passes meanwhile
+                                        (the same bits; default 1, 0: it only waits) */
     int replicas;                    /* D data-parallel copies of every stage (default 1); D
                                         must divide microbatches; under MPI stages x replicas
                                         = the world size */

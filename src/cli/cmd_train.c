@@ -270,7 +270,7 @@ int cmd_train(int argc, char **argv)
     flag_list data = {.n = 0};
     float min_lr = -1.0f, weight_decay = -1.0f;
     long decay_steps = -1;
-    int threads = 0, quiet = 0;
+    int threads = 0, quiet = 0, no_lend = 0;
     const char *balance = NULL, *trace_steps = NULL, *precision = "fp32", *bf16_kernel = "auto",
                *fp32_kernel = "auto", *save_dtype = "fp32";
     long max_stage_memory = 0;
@@ -444,6 +444,10 @@ int cmd_train(int argc, char **argv)
              "on threads: bind each worker and its --threads to CPUs of its own (refused where "
              "the process may use fewer CPUs than stages x replicas x tensor slices x threads; "
              "under mpirun use mpirun's --bind-to core)"),
+        FLAG("no-lend", FLAG_BOOL, &no_lend, NULL,
+             "on threads, each worker on one thread and a core of its own: a worker waiting "
+             "for a message never runs a part of another worker's products and passes (by "
+             "default it does, which fills the pipeline's bubbles and changes no bit)"),
         FLAG("quiet", FLAG_BOOL, &quiet, NULL,
              "no progress while training: only the summary at the end and errors"),
         FLAG("trace", FLAG_STRING, &cfg.trace, "FILE",
@@ -520,6 +524,7 @@ int cmd_train(int argc, char **argv)
     cfg.data = data.items;
     cfg.n_data = data.n;
     cfg.pipeline.blas_threads = threads;
+    cfg.pipeline.lend_idle = !no_lend;
     cfg.pipeline.max_stage_memory = (size_t)max_stage_memory;
     if (balance) {
         int nb;

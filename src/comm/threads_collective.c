@@ -87,6 +87,24 @@ static int collective_timeout(pt_transport *t, pt_coll_slot *c, int blamed)
     return pt_fail(PT_ETRANSPORT, "rank %d stopped answering: %s", blamed, why);
 }
 
+/* Where the endpoint has idle work (transport.h) and the deadline has not
+ * passed: a piece of it done with c->mu let go meanwhile (or a short spin
+ * where there was none), and 1, so the caller looks again before it
+ * sleeps; 0: nothing done. */
+static int work_once(pt_transport *t, pt_coll_slot *c, double deadline)
+{
+    if (!t->idle || (deadline > 0.0 && pt_threads_now() >= deadline))
+        return 0;
+    pthread_mutex_unlock(&c->mu);
+    t->idle->begin();
+    if (!t->idle->run())
+        for (int i = 0; i < 64; i++)
+            __builtin_ia32_pause();
+    t->idle->end();
+    pthread_mutex_lock(&c->mu);
+    return 1;
+}
+
 /* Every member of the slot's group arrives before any leaves. Holds c->mu;
  * on failure returns with it released. */
 static int meet(pt_transport *t, pt_coll_slot *c, int pos, double deadline)
@@ -106,6 +124,8 @@ static int meet(pt_transport *t, pt_coll_slot *c, int pos, double deadline)
             pthread_mutex_unlock(&c->mu);
             return pt_threads_fail_aborted(w, t->rank);
         }
+        if (work_once(t, c, deadline))
+            continue;
         if (pt_threads_cond_wait(&c->cv, &c->mu, deadline))
             return collective_timeout(t, c, -1);
     }
@@ -178,6 +198,8 @@ static int collective(pt_transport *t, int n_group, int pos, float *buf, size_t 
             pthread_mutex_unlock(&c->mu);
             return pt_threads_fail_aborted(w, t->rank);
         }
+        if (work_once(t, c, deadline))
+            continue;
         if (pt_threads_cond_wait(&c->cv, &c->mu, deadline))
             /* a member waits for the leader to open; the leader for the
              * previous group to leave */

@@ -139,12 +139,22 @@ typedef struct {
     void (*destroy)(pt_transport *t);
 } pt_transport_ops;
 
+/* Work a blocking wait may do while it waits, one piece at a time: the
+ * threads transport's wait() runs it instead of sleeping (a pipeline on
+ * threads lends its workers' products this way: gemm.h). */
+typedef struct {
+    void (*begin)(void); /* a wait starts taking work */
+    int (*run)(void);    /* one piece, where there is one: 1 when it ran one */
+    void (*end)(void);
+} pt_idle_work;
+
 struct pt_transport {
     const pt_transport_ops *ops;
     int rank;
     int size;
-    double timeout_s;     /* a wait with no progress this long fails; 0: never */
-    pt_flight_log *watch; /* counts the bytes this endpoint sends (NULL: none) */
+    double timeout_s;         /* a wait with no progress this long fails; 0: never */
+    pt_flight_log *watch;     /* counts the bytes this endpoint sends (NULL: none) */
+    const pt_idle_work *idle; /* what a wait does meanwhile (threads only; NULL: none) */
     void *impl;
 };
 

@@ -443,12 +443,36 @@ static int threads_test(pt_transport *t, pt_request *req, int *done)
     return PT_OK;
 }
 
+/* Until the request is done, the endpoint's idle work (pt_transport's
+ * `idle`), spinning between pieces: 1 when it is done, 0 when the world
+ * was aborted or the wait's deadline passed (the blocking wait below then
+ * says so) */
+static int wait_working(pt_transport *t, pt_request *req, pt_threads_world *w, double deadline)
+{
+    t->idle->begin();
+    int done = 0;
+    for (int round = 0; !done; round++) {
+        if ((done = atomic_load_explicit(&req->done, memory_order_acquire)))
+            break;
+        if (!t->idle->run())
+            for (int i = 0; i < 16; i++)
+                __builtin_ia32_pause();
+        if ((round & 255) == 255 &&
+            (pt_threads_aborted(w) || (deadline > 0.0 && pt_threads_now() >= deadline)))
+            break;
+    }
+    t->idle->end();
+    return done;
+}
+
 static int threads_wait(pt_transport *t, pt_request *req)
 {
     if (!req || req->kind == 0)
         return PT_OK;
     pt_threads_world *w = pt_threads_endpoint_world(t);
     double start = pt_threads_now();
+    if (t->idle && wait_working(t, req, w, t->timeout_s > 0.0 ? start + t->timeout_s : 0.0))
+        return finish(t, req);
     while (pt_threads_now() - start < SPIN_NS * 1e-9) {
         for (int i = 0; i < 64; i++) {
             if (atomic_load_explicit(&req->done, memory_order_acquire))

@@ -31,6 +31,7 @@
 #include "plan/memory.h"
 #include "plan/partition.h"
 #include "runtime/pipeline_internal.h"
+#include "tensor/gemm.h"
 #include "tensor/error.h"
 
 pt_pipeline_config pt_pipeline_config_default(void)
@@ -40,6 +41,7 @@ pt_pipeline_config pt_pipeline_config_default(void)
                                 .micro_batch_size = 1,
                                 .schedule = "1f1b",
                                 .record_trace = 1,
+                                .lend_idle = 1,
                                 .replicas = 1,
                                 .transport = PT_PIPELINE_AUTO};
 }
@@ -118,6 +120,7 @@ static void *worker_main(void *arg)
     pt_worker *w = arg;
     pt_pipeline *p = w->p;
     long seen = 0;
+    pt_gemm_set_lending(p->lending);
     for (;;) {
         pthread_mutex_lock(&p->mu);
         while (p->job_gen == seen)
@@ -184,8 +187,12 @@ static int new_world(pt_pipeline *p)
     if (o.queue_slots < 8)
         o.queue_slots = 8;
     int rc = pt_threads_world_create(p->n_ranks, &o, &p->world);
-    for (int r = 0; rc == PT_OK && r < p->n_ranks; r++)
-        rc = connect_worker(p, &p->workers[r], pt_threads_world_endpoint(p->world, r));
+    static const pt_idle_work lend = {pt_gemm_wait_begin, pt_gemm_help, pt_gemm_wait_end};
+    for (int r = 0; rc == PT_OK && r < p->n_ranks; r++) {
+        pt_transport *t = pt_threads_world_endpoint(p->world, r);
+        t->idle = p->lending ? &lend : NULL;
+        rc = connect_worker(p, &p->workers[r], t);
+    }
     if (rc != PT_OK)
         return rc;
     p->world_aborted = false;
@@ -802,6 +809,9 @@ int pt_pipeline_create(const pt_model_config *model, const pt_optim_config *opti
         if (rc == PT_OK)
             rc = connect_worker(p, &p->workers[p->rank], p->mpi_t);
     } else {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        p->lending =
+            cfg->lend_idle && blas_threads(p, cfg) == 1 && p->n_ranks > 1 && p->n_ranks <= cores;
         if (rc == PT_OK)
             rc = new_world(p);
         if (rc == PT_OK)

@@ -347,6 +347,7 @@ struct pt_pipeline {
     char world_abort_msg[512]; /* MPI: why the world was aborted, for later calls */
     /* MPI: one worker per rank; n_workers = P = stages x replicas */
     bool mpi;
+    bool lending;        /* threads: a waiting worker runs parts of the others' (gemm.h) */
     pt_transport *mpi_t; /* the process's endpoint (collectives.c owns it) */
     int rank;            /* this process's first worker; 0 on threads */
     int *all_workers;    /* [P]: 0..P-1, the group of every worker */

@@ -154,6 +154,23 @@ void pt_gemm_parallel(int n, void (*part)(void *arg, int i), void *arg);
  * they started: how a test sees that a product or pass was shared */
 long pt_gemm_parts_helped(void);
 
+/* A part lent to a thread that waits (gemm_pool.c): a pipeline worker on
+ * threads whose core would idle in a bubble takes a part of another
+ * worker's product or pass while it waits for a message. The parts are
+ * the ones the products and passes cut anyway, so nothing stored changes.
+ *   pt_gemm_set_lending  the calling thread lends (a pipeline's worker);
+ *   pt_gemm_spare        1 when it lends and a thread waits to take a part
+ *                        now: its products and passes count one thread more;
+ *   pt_gemm_wait_begin / _end  around a wait that takes parts, in which
+ *   pt_gemm_help         runs the part on offer, if any (1 when it ran one);
+ *   pt_gemm_parts_lent   parts waiting threads have run in this process. */
+void pt_gemm_set_lending(int on);
+int pt_gemm_spare(void);
+void pt_gemm_wait_begin(void);
+int pt_gemm_help(void);
+void pt_gemm_wait_end(void);
+long pt_gemm_parts_lent(void);
+
 /* Runs run(arg, lo, hi) over [0, n) cut into contiguous ranges, at most
  * `threads` of them (pt_gemm_parallel's parts), each at least `least`
  * items long and starting at a multiple of `align` (least, align >= 1);

@@ -12,13 +12,21 @@
  * A part that asks for parts of its own (a product inside one of
  * attention's heads) runs them itself, one after the other. The passes
  * between the products share the same helpers by ranges of rows, elements
- * or columns (pt_parallel_ranges). */
+ * or columns (pt_parallel_ranges).
+ * A part can also be lent: a pipeline's workers on the threads of one
+ * process, one core each, leave a core idle while one of them waits for a
+ * message (the pipeline's bubble). A worker that lends counts one thread
+ * more while another waits (pt_gemm_spare), and pt_gemm_parallel puts the
+ * part its own threads leave on one board the process shares; the waiting
+ * thread's transport runs it (pt_gemm_help) and marks it done. The caller
+ * takes back a part nobody took once its own parts are done. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
 
+#include "pipetrain.h"
 #include "tensor/gemm.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -153,6 +161,82 @@ static pool *pool_of_thread(int helpers)
     return p;
 }
 
+/* ---- the board of a part lent to a waiting thread ---- */
+
+/* One part on offer at a time, in static storage (a waiting thread may read
+ * the board just as the offer is taken back: it then finds it FREE or
+ * someone else's, never gone). FREE -> SETTING (the caller fills it in) ->
+ * OFFERED -> TAKEN (a waiting thread runs it) -> DONE -> FREE (the caller),
+ * or OFFERED -> FREE where the caller takes it back. */
+enum { FREE, SETTING, OFFERED, TAKEN, DONE };
+static struct {
+    atomic_int state;
+    void (*part)(void *, int);
+    void *arg;
+    int index;
+} board;
+static atomic_int waiting;        /* threads in a wait that take lent parts */
+static atomic_long lent;          /* parts waiting threads have run */
+static _Thread_local int lending; /* this thread may lend (pt_gemm_set_lending) */
+
+void pt_gemm_set_lending(int on) { lending = on; }
+
+int pt_gemm_spare(void)
+{
+    return lending && !in_part && atomic_load_explicit(&waiting, memory_order_relaxed) > 0 &&
+           atomic_load_explicit(&board.state, memory_order_relaxed) == FREE;
+}
+
+void pt_gemm_wait_begin(void) { atomic_fetch_add(&waiting, 1); }
+void pt_gemm_wait_end(void) { atomic_fetch_sub(&waiting, 1); }
+long pt_gemm_parts_lent(void) { return atomic_load(&lent); }
+
+int pt_gemm_help(void)
+{
+    int offered = OFFERED;
+    if (atomic_load_explicit(&board.state, memory_order_relaxed) != OFFERED ||
+        !atomic_compare_exchange_strong_explicit(&board.state, &offered, TAKEN,
+                                                 memory_order_acquire, memory_order_relaxed))
+        return 0;
+    int was = in_part;
+    in_part = 1;
+    board.part(board.arg, board.index);
+    in_part = was;
+    atomic_fetch_add_explicit(&lent, 1, memory_order_relaxed);
+    atomic_store_explicit(&board.state, DONE, memory_order_release);
+    return 1;
+}
+
+/* Part i of a job on the board, where a thread waits to take it and the
+ * board is free: 1 when it is there */
+static int offer(void (*part)(void *, int), void *arg, int i)
+{
+    int free_ = FREE;
+    if (!lending || atomic_load_explicit(&waiting, memory_order_relaxed) == 0 ||
+        !atomic_compare_exchange_strong(&board.state, &free_, SETTING))
+        return 0;
+    board.part = part, board.arg = arg, board.index = i;
+    atomic_store_explicit(&board.state, OFFERED, memory_order_release);
+    return 1;
+}
+
+/* The offered part done, by the thread that took it or here */
+static void settle_offer(void)
+{
+    int offered = OFFERED;
+    if (atomic_compare_exchange_strong(&board.state, &offered, SETTING)) { /* taken back */
+        board.part(board.arg, board.index);
+    } else {
+        for (int spins = 0; atomic_load_explicit(&board.state, memory_order_acquire) != DONE;
+             spins++)
+            if (spins < 4096)
+                relax();
+            else
+                sched_yield();
+    }
+    atomic_store_explicit(&board.state, FREE, memory_order_release);
+}
+
 long pt_gemm_parts_helped(void)
 {
     pthread_once(&once, make_key);
@@ -162,12 +246,20 @@ long pt_gemm_parts_helped(void)
 
 void pt_gemm_parallel(int n, void (*part)(void *arg, int i), void *arg)
 {
-    pool *p = n > 1 && !in_part ? pool_of_thread(n - 1) : NULL;
+    /* a lending worker's own threads, and past them one part lent where a
+     * thread waits to take it (its products and passes counted one more) */
+    int own = lending && pt_blas_threads() < n ? pt_blas_threads() : n;
+    pool *p = own > 1 && !in_part ? pool_of_thread(own - 1) : NULL;
+    int helpers = p ? p->n : 0;
+    int lent_part = n > helpers + 1 && !in_part && offer(part, arg, n - 1) ? n - 1 : -1;
     int was = in_part;
     in_part = 1;
-    if (!p || p->n == 0) {
+    if (!helpers) {
         for (int i = 0; i < n; i++)
-            part(arg, i);
+            if (i != lent_part)
+                part(arg, i);
+        if (lent_part >= 0)
+            settle_offer();
         in_part = was;
         return;
     }
@@ -180,7 +272,10 @@ void pt_gemm_parallel(int n, void (*part)(void *arg, int i), void *arg)
     pthread_mutex_unlock(&p->mu);
     part(arg, 0);
     for (int i = p->n + 1; i < n; i++) /* parts no helper could take */
-        part(arg, i);
+        if (i != lent_part)
+            part(arg, i);
+    if (lent_part >= 0)
+        settle_offer();
     in_part = was;
     /* a helper that the machine's other jobs keep off its core is given
      * this one's time after a short spin */

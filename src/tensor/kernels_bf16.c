@@ -117,7 +117,7 @@ void pt_matmul_bf16_portable(int trans_a, int trans_b, int M, int N, int K, floa
 
 int pt_bf16_parts(int M, int N, int K, int most)
 {
-    int threads = pt_gemm_in_part() ? 1 : pt_blas_threads();
+    int threads = pt_gemm_in_part() ? 1 : pt_blas_threads() + pt_gemm_spare();
     if (threads < 2 || (double)M * N * K < (double)PARALLEL_MIN_FMAS)
         return 1;
     return threads < most ? threads : most;
@@ -137,7 +137,7 @@ static const pt_kernels portable =
     BF16_KERNELS("portable", pt_matmul_bf16_portable, NULL, portable_threads);
 /* AMX's and AVX512_BF16's products share a worker's threads as
  * pipetrain's fp32 products do */
-static int product_threads(void) { return pt_blas_threads(); }
+static int product_threads(void) { return pt_blas_threads() + pt_gemm_spare(); }
 
 static const pt_kernels amx =
     BF16_KERNELS("amx", pt_matmul_bf16_amx, pt_amx_packed_floats, product_threads);

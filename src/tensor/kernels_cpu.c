@@ -57,8 +57,8 @@ static _Atomic int product_threads = 1;
 static void gemm_matmul(const pt_gemm_kernel *k, int trans_a, int trans_b, int M, int N, int K,
                         float alpha, pt_mat A, pt_mat B, float beta, pt_mat C, const float *bias)
 {
-    if (pt_gemm(k, product_threads, trans_a, trans_b, M, N, K, alpha, A.p, A.ld, B.p, B.ld, beta,
-                C.p, C.ld, bias, B.packed ? &B.packed[trans_b != 0] : NULL) != 0)
+    if (pt_gemm(k, product_threads + pt_gemm_spare(), trans_a, trans_b, M, N, K, alpha, A.p, A.ld,
+                B.p, B.ld, beta, C.p, C.ld, bias, B.packed ? &B.packed[trans_b != 0] : NULL) != 0)
         pt_matmul_poison(M, N, C);
 }
 
@@ -92,7 +92,7 @@ static void openblas_matmul(int trans_a, int trans_b, int M, int N, int K, float
 
 /* pipetrain's own products share a worker's threads; a block's pieces
  * running on them take one each (gemm_pool.c runs nested parts serially) */
-static int own_threads(void) { return product_threads; }
+static int own_threads(void) { return product_threads + pt_gemm_spare(); }
 
 #define F32_KERNELS(products_, matmul_, packed_, threads_)                           \
     {                                                                                \
