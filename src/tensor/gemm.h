@@ -118,8 +118,8 @@ static inline void pt_gemm_packed_fill(pt_gemm_packed *kept, const pt_gemm_kerne
 
 /* Stale panels packed again now, from B as it is now, in the reading the
  * last product left (its columns, transpose and stride), so that the next
- * product reads them instead of packing. A weight's owner calls it right
- * after an update: every worker then packs its own weights at once, where
+ * product reads them instead of packing. A pipeline's worker calls it for
+ * its stage's weights while it first waits in a step (executor.c), where
  * left to the first products of a step each stage's packing lay on the
  * pipeline's path, one stage after another. B must still be where it was.
  * Returns whether the panels are filled now. */
