@@ -237,8 +237,9 @@ size_t pt_amx_packed_floats(int K, int N)
     return K > 0 && N > 0 ? (size_t)up32(N) * (size_t)up32(K) / 2 : 0;
 }
 
-/* op(B) read by a product as it reads this weight: K x n, transposed or not */
-static operand weight_operand(const void *B, int ld, int dt, int trans_b, int n, int K)
+/* op(B), K x n, of a product that reads B (of type dt, rows ld apart)
+ * transposed or not: a weight's reading, kept with its tiles */
+static operand b_operand(const void *B, int ld, int dt, int trans_b, int n, int K)
 {
     size_t ld_b = (size_t)ld;
     return (operand){pt_mat_of(B, ld, (pt_elem_type)dt), trans_b ? ld_b : 1, trans_b ? 1 : ld_b, n,
@@ -258,7 +259,7 @@ static void fill_tiles(pt_gemm_packed *kept, const operand *all, int trans_b)
 /* pt_gemm_packed's refill: the reading the last product packed */
 static void refill_tiles(pt_gemm_packed *kept)
 {
-    operand all = weight_operand(kept->B, kept->ldb, kept->dt, kept->trans_b, kept->N, kept->K);
+    operand all = b_operand(kept->B, kept->ldb, kept->dt, kept->trans_b, kept->N, kept->K);
     fill_tiles(kept, &all, kept->trans_b);
 }
 
@@ -451,9 +452,9 @@ void pt_matmul_bf16_amx(int trans_a, int trans_b, int M, int N, int K, float alp
                         pt_mat B, float beta, pt_mat C, const float *bias)
 {
     int Mp = up32(M), Np = up32(N), blocks = up32(K) / 32;
-    size_t ld_a = (size_t)A.ld, ld_b = (size_t)B.ld;
+    size_t ld_a = (size_t)A.ld;
     operand oa = {A, trans_a ? 1 : ld_a, trans_a ? ld_a : 1, M, K};
-    operand ob = {B, trans_b ? ld_b : 1, trans_b ? 1 : ld_b, N, K};
+    operand ob = b_operand(B.p, B.ld, B.dt, trans_b, N, K);
     const uint32_t *kept = kept_tiles(B.packed ? &B.packed[trans_b != 0] : NULL, &ob, trans_b != 0);
     int in_place = !trans_a && A.dt == PT_BF16 && M % 32 == 0 && K % 32 == 0;
     uint32_t *a =
