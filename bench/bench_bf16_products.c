@@ -15,7 +15,8 @@
  *                bench_onednn_bf16.h); a peer, not one of pipetrain's;
  * each the median of `reps` timed calls after a warm-up, one BLAS thread
  * (and one OpenMP thread for oneDNN). oneDNN's C is checked against the
- * portable product's first: a shape it gets wrong is marked, not timed.
+ * portable product's first: a shape it gets wrong is marked "wrong", one it
+ * does not take "n/a", neither timed.
  * Around them, one core's float FMA, VDPBF16PS and AMX TDPBF16PS peaks
  * (bench_peak.h), before and after, so each rate is read against the peaks of the same run.
  * Usage: bench_bf16_products [reps] (default 9). */
@@ -172,8 +173,14 @@ int main(int argc, char **argv)
     const char *impl[N_SHAPES] = {0};
     for (int i = 0; i < N_SHAPES; i++)
         for (int k = 0; k < N_K; k++) {
+            /* the peer checked first: -1 where its C is wrong, -2 where
+             * it takes no such product */
             int wrong = k == PEER && ks[k].usable && !agrees(&ks[k], &ks[1], &shapes[i]);
-            rates[i][k] = ks[k].usable && !wrong ? rate(&ks[k], &shapes[i], reps) : wrong ? -1 : 0;
+            int taken = k != PEER || *bench_onednn_impl();
+            rates[i][k] = !ks[k].usable ? 0
+                          : !taken      ? -2
+                          : wrong       ? -1
+                                        : rate(&ks[k], &shapes[i], reps);
             if (k == PEER)
                 impl[i] = bench_onednn_impl();
         }
@@ -202,7 +209,7 @@ int main(int argc, char **argv)
         double best = 0;
         for (int k = 0; k < N_K; k++) {
             if (rates[i][k] < 0)
-                printf(" %10s", "wrong");
+                printf(" %10s", rates[i][k] == -1 ? "wrong" : "n/a");
             else if (ks[k].usable)
                 printf(" %10.0f", rates[i][k]);
             else
