@@ -15,12 +15,10 @@
 #ifndef BENCH_ONEDNN_BF16_H
 #define BENCH_ONEDNN_BF16_H
 
-#include <dlfcn.h>
-#include <stdio.h>
-
 #include "tensor/matmul_bf16.h"
 
 #ifdef BENCH_HAVE_ONEDNN
+#include <dlfcn.h>
 #include <oneapi/dnnl/dnnl.h>
 
 static struct {
