@@ -97,9 +97,7 @@ static int work_once(pt_transport *t, pt_coll_slot *c, double deadline)
         return 0;
     pthread_mutex_unlock(&c->mu);
     t->idle->begin();
-    if (!t->idle->run())
-        for (int i = 0; i < 64; i++)
-            __builtin_ia32_pause();
+    pt_threads_idle_piece(t->idle);
     t->idle->end();
     pthread_mutex_lock(&c->mu);
     return 1;

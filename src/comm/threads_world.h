@@ -87,6 +87,15 @@ void pt_threads_cond_init(pthread_cond_t *cv);
 double pt_threads_now(void);
 int pt_threads_cond_wait(pthread_cond_t *cv, pthread_mutex_t *mu, double deadline);
 
+/* One piece of an endpoint's idle work (transport.h), or a short spin where
+ * there is none: what a wait that takes work does between its checks */
+static inline void pt_threads_idle_piece(const pt_idle_work *idle)
+{
+    if (!idle->run())
+        for (int i = 0; i < 16; i++)
+            __builtin_ia32_pause();
+}
+
 void pt_threads_world_abort(pt_threads_world *w, int failed_rank, const char *reason);
 int pt_threads_aborted(pt_threads_world *w);
 /* Sets the message of an aborted world on this thread; returns PT_ETRANSPORT. */

@@ -454,9 +454,7 @@ static int wait_working(pt_transport *t, pt_request *req, pt_threads_world *w, d
     for (int round = 0; !done; round++) {
         if ((done = atomic_load_explicit(&req->done, memory_order_acquire)))
             break;
-        if (!t->idle->run())
-            for (int i = 0; i < 16; i++)
-                __builtin_ia32_pause();
+        pt_threads_idle_piece(t->idle);
         if ((round & 255) == 255 &&
             (pt_threads_aborted(w) || (deadline > 0.0 && pt_threads_now() >= deadline)))
             break;

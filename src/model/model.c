@@ -647,13 +647,8 @@ static void refill_part(void *arg, int i)
 void pt_model_prepare_products(pt_model *m)
 {
     refresh_low(m);
-    if (!m->packed)
-        return;
-    int n = pt_blas_threads();
-    if (n > 1)
-        pt_gemm_parallel(n, refill_part, m);
-    else
-        refill_part(m, 0);
+    if (m->packed)
+        pt_gemm_parallel(pt_blas_threads(), refill_part, m);
 }
 
 int pt_model_shard_master(pt_model *m, const size_t *lo, const size_t *hi, int n)

@@ -800,8 +800,8 @@ static int dispatch(pt_worker *w, const pt_prog_action *a, const pt_microbatch *
                     bool forward_only)
 {
     /* all but a forward and the transfers may write or read the gradients */
-    if (w->zero_grads && a->kind != PT_PROG_F && a->kind != PT_PROG_SEND_ACT &&
-        a->kind != PT_PROG_SEND_GRAD && a->kind != PT_PROG_RECV_ACT && a->kind != PT_PROG_RECV_GRAD)
+    if (w->zero_grads && a->kind != PT_PROG_F && !pt_prog_is_send(a->kind) &&
+        !pt_prog_is_recv(a->kind))
         zero_grads(w);
     switch (a->kind) {
     case PT_PROG_F:
