@@ -26,6 +26,11 @@
  *   pt_bf16_kernel() says so), refused with PT_EUNSUPPORTED naming what is
  *   missing where not; "auto" takes amx where the CPU runs it, else portable
  *   this CPU runs; an unknown name is PT_EINVAL naming it.
+ * - The portable product is its definition, bit for bit: operands rounded
+ *   to bf16 and widened, multiplied by the fp32 product in use (each of
+ *   pipetrain's blocked products this CPU runs, and OpenBLAS's), each
+ *   element finished as pt_matmul_finish does; with a weight's panels kept
+ *   and on 2, 3 and 5 threads it stores the same bits.
  * A kernel this CPU lacks is skipped with a line saying so. */
 #include <math.h>
 #include <stdio.h>
@@ -36,6 +41,7 @@
 #include "tensor/bf16.h"
 #include "tensor/gemm.h"
 #include "tensor/kernels.h"
+#include "tensor/matmul_bf16.h"
 #include "tensor/rng.h"
 
 #include "check.h"
@@ -177,6 +183,52 @@ static void compare(const pt_kernels *k, dims d, int exact)
                       k->products, d.M, d.N, d.K, name, alpha, beta, bias ? ", bias" : "", i, j,
                       got, want, j >= d.N ? " (past N: must be untouched)" : "");
             }
+        release(&p), release(&q);
+    }
+}
+
+/* The portable product against its definition, for every case of one
+ * shape, bit for bit: op(A) and op(B) rounded to bf16 and widened into
+ * floats, multiplied by the fp32 product in use with alpha 1 and beta 0
+ * (the same blocked sums, whether the portable product widens in its
+ * packing or first), then each element finished as matmul_bf16.h's
+ * pt_matmul_finish does. */
+static void portable_is_defined(dims d)
+{
+    for (int code = 0; code < 32; code++) {
+        float alpha = code & 1 ? 1.0f : 0.75f, beta = code & 2 ? 0.0f : 0.5f;
+        int bias = code >> 2 & 1;
+        operands p, q;
+        uint64_t seed = (uint64_t)code * 1000 + (uint64_t)d.M * 7 + (uint64_t)d.K + 3;
+        make(&p, d, code, 0, seed);
+        make(&q, d, code, 0, seed);
+        multiply(pt_kernels_bf16_portable(), &p, d, alpha, beta, bias);
+        size_t na = (size_t)d.M * d.K, nb = (size_t)d.K * d.N;
+        float *a = malloc(sizeof(float) * (na + 1)), *b = malloc(sizeof(float) * (nb + 1)),
+              *sum = malloc(sizeof(float) * ((size_t)d.M * d.N + 1));
+        for (int i = 0; i < d.M; i++)
+            for (int k = 0; k < d.K; k++) /* op(A) as (M,K) */
+                a[(size_t)i * d.K + k] = pt_bf16_rounded(
+                    read_at(q.A, q.ta ? (size_t)k * q.lda + i : (size_t)i * q.lda + k, q.da));
+        for (int k = 0; k < d.K; k++)
+            for (int j = 0; j < d.N; j++) /* op(B) as (K,N) */
+                b[(size_t)k * d.N + j] = pt_bf16_rounded(
+                    read_at(q.B, q.tb ? (size_t)j * q.ldb + k : (size_t)k * q.ldb + j, q.db));
+        pt_kernels_cpu()->matmul(0, 0, d.M, d.N, d.K, 1.0f, pt_mat_of(a, d.K, PT_F32),
+                                 pt_mat_of(b, d.N, PT_F32), 0.0f, pt_mat_of(sum, d.N, PT_F32),
+                                 NULL);
+        pt_mat C = pt_mat_of(q.C, q.ldc, q.dc);
+        for (int i = 0; i < d.M; i++)
+            for (int j = 0; j < d.N; j++)
+                pt_matmul_finish(C, i, j, sum[(size_t)i * d.N + j], alpha, beta,
+                                 bias ? q.bias : NULL);
+        char name[96];
+        case_name(&p, name, sizeof name);
+        CHECK(!memcmp(p.C, q.C, (size_t)d.M * p.ldc * pt_elem_size(p.dc)),
+              "portable on %s, %d x %d x %d (%s, alpha %g beta %g%s): not the bits of its "
+              "definition",
+              pt_fp32_kernel(), d.M, d.N, d.K, name, alpha, beta, bias ? ", bias" : "");
+        free(a), free(b), free(sum);
         release(&p), release(&q);
     }
 }
@@ -384,6 +436,29 @@ static void choice(void)
 int main(void)
 {
     choice();
+    /* the portable products on every fp32 product this CPU runs: its
+     * blocked product's (widening as it packs) and OpenBLAS's */
+    static const char *fp32[] = {"avx512", "avx2", "generic", "openblas"};
+    for (int f = 0; f < 4; f++) {
+        if (pt_fp32_set_kernel(fp32[f]) != PT_OK) {
+            printf("skipped: portable on fp32 kernel %s: this CPU cannot run it\n", fp32[f]);
+            continue;
+        }
+        int before = failures;
+        for (int s = 0; s < N_SHAPES; s++)
+            portable_is_defined(shapes[s]);
+        printf("portable on %s: %s its definition (%d shapes x 32 cases)\n", pt_fp32_kernel(),
+               failures == before ? "the bits of" : "DIFFERS from", N_SHAPES);
+    }
+    pt_fp32_set_kernel("auto");
+    const pt_kernels *portable = pt_kernels_bf16_portable();
+    if (portable->packed_floats(64, 64)) {
+        int before = failures;
+        kept_tiles(portable);
+        threads_keep_bits(portable);
+        printf("portable on %s: %s with kept panels and on 2, 3 and 5 threads\n", pt_fp32_kernel(),
+               failures == before ? "the same bits" : "OTHER bits");
+    }
     const pt_kernels *fast[] = {pt_kernels_bf16_amx(), pt_kernels_bf16_avx512()};
     const char *names[] = {"amx", "avx512bf16"};
     for (int i = 0; i < 2; i++) {

@@ -118,8 +118,9 @@ static void usage(FILE *f)
             "                      allow, the extra ones to the last chunks)\n"
             "  --checkpoint-activations   keep only each chunk's input (recompute)\n"
             "  --repack-weights    keep no packed panels of the matrices (pipetrain's own fp32\n"
-            "                      products keep them: twice the matrices' bytes; bf16's AMX\n"
-            "                      products twice their bf16 copy's; counted under params)\n"
+            "                      products and bf16's portable ones keep them: twice the\n"
+            "                      matrices' bytes; bf16's AMX products twice their bf16\n"
+            "                      copy's; counted under params)\n"
             "  --optimizer adamw|sgd|none moments per parameter: 2, 1, 0 (default adamw)\n");
 }
 

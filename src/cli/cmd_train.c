@@ -434,9 +434,10 @@ int cmd_train(int argc, char **argv)
              "keep only each chunk's input per micro-batch; recompute before backward"),
         FLAG("repack-weights", FLAG_BOOL, &cfg.model.repack_weights, NULL,
              "pack each weight matrix for every product that reads it instead of once per "
-             "optimizer step (pipetrain's own fp32 products keep it packed for the forward and "
-             "the backward, twice the matrices' bytes per stage, and bf16's AMX products twice "
-             "their bf16 copy's bytes; this keeps nothing)"),
+             "optimizer step (pipetrain's own fp32 products, and bf16's portable ones on them, "
+             "keep it packed for the forward and the backward, twice the matrices' bytes per "
+             "stage, and bf16's AMX products twice their bf16 copy's bytes; this keeps "
+             "nothing)"),
         FLAG_RANGED("threads", FLAG_INT, &threads, "N",
                     "BLAS threads per worker; 0: cores / stages, at least 1 (default 0)",
                     NUM_RANGE(0, 1024)),

@@ -19,12 +19,20 @@
  * A tile that runs past M or N is computed whole into a buffer (the packing
  * pads with zeros) and only its part inside C is finished, by the same
  * expression the micro-kernels use. Packing goes to the calling thread's
- * scratch slots (scratch.h). */
+ * scratch slots (scratch.h).
+ * bf16's portable product (pt_gemm_bf16) runs the same loops: its packing
+ * widens each operand's bf16 values to float (a float operand rounded to
+ * bf16 first), A always packed; its tiles form plain sums (alpha 1, beta 0,
+ * no bias), carried from block to block of K in a buffer of whole tiles,
+ * and each tile is finished into C, rounded where C is bf16, after the
+ * last block. So the widening and the finish are the tiles' own, on every
+ * thread the product is shared with, and a weight's panels are kept. */
 #include "tensor/gemm.h"
 
 #include <math.h>
 #include <string.h>
 
+#include "tensor/bf16.h"
 #include "tensor/scratch.h"
 
 #define KC_MAX 384 /* an A panel of 12 x 384 floats is 18 KiB of L1 */
@@ -39,6 +47,8 @@
 #define MC          192 /* a multiple of every MR */
 #define MAX_TILE    (12 * 32)
 #define MAX_PANEL   32 /* the widest panel: avx512's NR */
+#define SLOT_SUMS   2  /* pt_gemm_bf16's sums carried between blocks of K */
+#define SLOT_STAGE  3  /* streams widened before they are interleaved */
 #define SLOT_A      4
 #define SLOT_B      5
 
@@ -50,9 +60,13 @@ typedef struct {
     const pt_gemm_kernel *k;
     int trans_a, trans_b, M, N, K, kc;
     float alpha, beta;
-    const float *A, *B, *bias;
+    const void *A, *B; /* their elements as a_read and b_read say */
+    pt_gemm_reading a_read, b_read;
+    const float *bias;
     int lda, ldb, ldc;
-    float *C;
+    float *C;              /* pt_gemm's C, which the tiles finish */
+    void *out;             /* pt_gemm_bf16's C (NULL: pt_gemm's job), finished from the sums */
+    int out_bf16;          /* its elements are bf16 */
     const float *panels;   /* op(B) packed whole (pt_gemm_packed), or NULL */
     size_t panel_row;      /* the panels' floats per row of op(B): all their columns' */
     int parts, split_rows; /* the split of C: rows or columns, in whole tiles */
@@ -72,6 +86,30 @@ static inline void copy_floats(float *dst, const float *src, int n)
     case 16: memcpy(dst, src, 16 * sizeof(float)); break;
     case 32: memcpy(dst, src, 32 * sizeof(float)); break;
     default: memcpy(dst, src, sizeof(float) * (size_t)n);
+    }
+}
+
+static size_t elem_bytes(pt_gemm_reading read) { return read == PT_GEMM_BF16 ? 2 : 4; }
+
+/* x advanced by n elements read as `read` */
+static const void *elem_at(const void *x, pt_gemm_reading read, size_t n)
+{
+    return (const char *)x + n * elem_bytes(read);
+}
+
+/* n elements from x as floats, read as `read` says */
+static inline void load_run(float *restrict dst, const void *x, pt_gemm_reading read, int n)
+{
+    if (read == PT_GEMM_BF16) {
+        const pt_bf16 *h = x;
+        for (int i = 0; i < n; i++)
+            dst[i] = pt_bf16_widen(h[i]);
+    } else if (read == PT_GEMM_ROUNDED) {
+        const float *f = x;
+        for (int i = 0; i < n; i++)
+            dst[i] = pt_bf16_rounded(f[i]);
+    } else {
+        copy_floats(dst, x, n);
     }
 }
 
@@ -110,17 +148,19 @@ static void interleave_panel(float *out, const float *const *src, int kc, int mr
  * gradient's product of GPT-small (384 x 1152 x 512) op(A) then packed
  * 1.3-2.1x as fast and op(B) 1.03-1.5x (packing timed inside the product,
  * in turn with and without). */
-static void pack_rows(float *out, const float *x, long ldx, int kc, int n, int width)
+static void pack_rows(float *out, const void *x, pt_gemm_reading read, long ldx, int kc, int n,
+                      int width)
 {
     size_t panel = (size_t)width * kc;
+    int line = 64 / (int)elem_bytes(read);
     for (int p = 0; p < kc; p++) {
-        const float *row = x + (size_t)p * ldx;
+        const void *row = elem_at(x, read, (size_t)p * ldx);
         float *dst = out + (size_t)p * width;
-        for (int c = 0; p + PACK_AHEAD < kc && c < n; c += 16)
-            __builtin_prefetch(row + (size_t)PACK_AHEAD * ldx + c);
+        for (int c = 0; p + PACK_AHEAD < kc && c < n; c += line)
+            __builtin_prefetch(elem_at(row, read, (size_t)PACK_AHEAD * ldx + c));
         for (int c = 0; c < n; c += width, dst += panel) {
             int used = min_int(width, n - c);
-            copy_floats(dst, row + c, used);
+            load_run(dst, elem_at(row, read, c), read, used);
             for (int i = used; i < width; i++)
                 dst[i] = 0.0f;
         }
@@ -129,15 +169,25 @@ static void pack_rows(float *out, const float *x, long ldx, int kc, int n, int w
 
 /* n of X's values per p into panels `width` wide (zero past n) when each
  * comes from a stream of its own, x + i ldx + p (a non-transposed A's rows,
- * a transposed B's). */
-static void pack_streams(const pt_gemm_kernel *k, float *out, const float *x, long ldx, int kc,
-                         int n, int width)
+ * a transposed B's). Streams not of floats read as they are are widened
+ * into `stage` (room for MAX_PANEL x kc floats) first. */
+static void pack_streams(const pt_gemm_kernel *k, float *out, const void *x, pt_gemm_reading read,
+                         long ldx, int kc, int n, int width, float *stage)
 {
     static const float zeros[KC_MAX] = {0}; /* the streams past n */
     const float *src[MAX_PANEL];
     for (int c = 0; c < n; c += width, out += (size_t)width * kc) {
-        for (int i = 0; i < width; i++)
-            src[i] = c + i < n ? x + (size_t)(c + i) * ldx : zeros;
+        for (int i = 0; i < width; i++) {
+            const void *stream = elem_at(x, read, (size_t)(c + i) * ldx);
+            if (c + i >= n) {
+                src[i] = zeros;
+            } else if (read == PT_GEMM_FLOATS) {
+                src[i] = stream;
+            } else {
+                src[i] = stage + (size_t)i * kc;
+                load_run(stage + (size_t)i * kc, stream, read, kc);
+            }
+        }
         if (k->interleave)
             k->interleave(out, src, kc, width);
         else
@@ -147,22 +197,37 @@ static void pack_streams(const pt_gemm_kernel *k, float *out, const float *x, lo
 
 /* op(A)'s rows i0 .. i0+m-1, columns p0 .. p0+kc-1, into panels of mr rows:
  * panel r holds, for each p, its mr rows' elements (zero past m). */
-static void pack_a(const gemm_job *g, int i0, int m, int p0, int kc, float *out)
+static void pack_a(const gemm_job *g, int i0, int m, int p0, int kc, float *out, float *stage)
 {
     if (g->trans_a) /* A is (K,M): op(A)[i][p] = A[p][i] */
-        pack_rows(out, g->A + (size_t)p0 * g->lda + i0, g->lda, kc, m, g->k->mr);
+        pack_rows(out, elem_at(g->A, g->a_read, (size_t)p0 * g->lda + i0), g->a_read, g->lda, kc, m,
+                  g->k->mr);
     else
-        pack_streams(g->k, out, g->A + (size_t)i0 * g->lda + p0, g->lda, kc, m, g->k->mr);
+        pack_streams(g->k, out, elem_at(g->A, g->a_read, (size_t)i0 * g->lda + p0), g->a_read,
+                     g->lda, kc, m, g->k->mr, stage);
 }
 
 /* op(B)'s rows p0 .. p0+kc-1, columns j0 .. j0+n-1, into panels of nr
  * columns: panel c holds, for each p, its nr columns (zero past n). */
-static void pack_b(const gemm_job *g, int p0, int kc, int j0, int n, float *out)
+static void pack_b(const gemm_job *g, int p0, int kc, int j0, int n, float *out, float *stage)
 {
     if (!g->trans_b)
-        pack_rows(out, g->B + (size_t)p0 * g->ldb + j0, g->ldb, kc, n, g->k->nr);
+        pack_rows(out, elem_at(g->B, g->b_read, (size_t)p0 * g->ldb + j0), g->b_read, g->ldb, kc, n,
+                  g->k->nr);
     else /* B is (N,K): op(B)[p][j] = B[j][p] */
-        pack_streams(g->k, out, g->B + (size_t)j0 * g->ldb + p0, g->ldb, kc, n, g->k->nr);
+        pack_streams(g->k, out, elem_at(g->B, g->b_read, (size_t)j0 * g->ldb + p0), g->b_read,
+                     g->ldb, kc, n, g->k->nr, stage);
+}
+
+/* Room to widen the streams of a job's operands, where one is not floats
+ * read as they are (else none is needed: NULL, and *ok stays 1) */
+static float *stage_for(const gemm_job *g, int kc, int *ok)
+{
+    if (g->a_read == PT_GEMM_FLOATS && g->b_read == PT_GEMM_FLOATS)
+        return NULL;
+    float *stage = pt_scratch(SLOT_STAGE, sizeof(float) * MAX_PANEL * (size_t)kc);
+    *ok = *ok && stage;
+    return stage;
 }
 
 /* One row of an edge tile's part in C, from its sums */
@@ -196,6 +261,36 @@ static void finish_edge(const float *acc, int nr, float *c, long ldc, int rows, 
         }
 }
 
+/* pt_gemm_bf16's finish of one row of sums into a bf16 C, as
+ * matmul_bf16.h's pt_matmul_finish */
+static inline void finish_bf16_row(const float *restrict sum, pt_bf16 *restrict c, int cols,
+                                   float alpha, float beta, const float *bias)
+{
+    for (int j = 0; j < cols; j++) {
+        float v = alpha * sum[j];
+        if (beta != 0.0f)
+            v = v + beta * pt_bf16_widen(c[j]);
+        if (bias)
+            v = v + bias[j];
+        c[j] = pt_bf16_round(v);
+    }
+}
+
+/* pt_gemm_bf16's finish of rows x cols sums (rows lds apart) into its C
+ * from element (i0, j0) */
+static void finish_sums(const gemm_job *g, const float *sum, long lds, int i0, int j0, int rows,
+                        int cols)
+{
+    const float *bias = g->bias ? g->bias + j0 : NULL;
+    for (int i = 0; i < rows; i++, sum += lds) {
+        size_t at = (size_t)(i0 + i) * g->ldc + j0;
+        if (g->out_bf16)
+            finish_bf16_row(sum, (pt_bf16 *)g->out + at, cols, g->alpha, g->beta, bias);
+        else
+            finish_row(sum, (float *)g->out + at, cols, g->alpha, g->beta, bias);
+    }
+}
+
 /* ---- op(B) packed whole and kept (pt_gemm_packed) ---- */
 
 /* columns of C rounded up to whole panels: a row of the kept panels */
@@ -225,13 +320,19 @@ static int depth_of(int K)
 
 static void refill_kept(pt_gemm_packed *kept);
 
-/* N columns of the job's op(B) packed into the kept panels */
-static void fill_kept(const gemm_job *g, pt_gemm_packed *kept, int N)
+/* N columns of the job's op(B) packed into the kept panels; 0 when there
+ * is no room to widen its streams (they stay empty) */
+static int fill_kept(const gemm_job *g, pt_gemm_packed *kept, int N)
 {
+    int ok = 1;
+    float *stage = stage_for(g, g->kc, &ok);
+    if (!ok)
+        return 0;
     size_t row = padded_cols(g->k, N);
     for (int pc = 0; pc < g->K; pc += g->kc)
-        pack_b(g, pc, min_int(g->kc, g->K - pc), 0, N, kept->panels + row * (size_t)pc);
-    pt_gemm_packed_fill(kept, g->k, g->B, g->trans_b, g->K, N, g->ldb, 0, refill_kept);
+        pack_b(g, pc, min_int(g->kc, g->K - pc), 0, N, kept->panels + row * (size_t)pc, stage);
+    pt_gemm_packed_fill(kept, g->k, g->B, g->trans_b, g->K, N, g->ldb, (int)g->b_read, refill_kept);
+    return 1;
 }
 
 /* pt_gemm_packed's refill: the reading the last product packed */
@@ -242,6 +343,7 @@ static void refill_kept(pt_gemm_packed *kept)
                   .K = kept->K,
                   .kc = depth_of(kept->K),
                   .B = kept->B,
+                  .b_read = (pt_gemm_reading)kept->dt,
                   .ldb = kept->ldb};
     fill_kept(&g, kept, kept->N);
 }
@@ -255,7 +357,7 @@ static const float *use_kept(gemm_job *g, pt_gemm_packed *kept)
     if (!pt_gemm_packed_usable(kept))
         return NULL;
     if (kept->filled) {
-        if (!pt_gemm_packed_holds(kept, g->k, g->B, g->trans_b, g->K, g->N, g->ldb))
+        if (!pt_gemm_packed_holds(kept, g->k, g->B, (int)g->b_read, g->trans_b, g->K, g->N, g->ldb))
             return NULL;
         g->panel_row = padded_cols(g->k, kept->N);
         return kept->panels;
@@ -264,8 +366,7 @@ static const float *use_kept(gemm_job *g, pt_gemm_packed *kept)
     if (pt_gemm_packed_floats(g->k, g->K, N) > kept->capacity)
         return NULL;
     g->panel_row = padded_cols(g->k, N);
-    fill_kept(g, kept, N);
-    return kept->panels;
+    return fill_kept(g, kept, N) ? kept->panels : NULL;
 }
 
 /* A fetch of a few cache lines of op(A)'s next panel, read in place,
@@ -297,15 +398,36 @@ static inline void fetch_some(next_panel *n)
     }
 }
 
+/* One tile's sums over a block of K: op(A)'s panel a (its rows read in
+ * place, lda apart, where direct) against op(B)'s panel b, into out (ldo
+ * between rows) as (alpha acc + beta out) + bias */
+static inline void tile_of(const gemm_job *g, int direct, int kb, const float *a, const float *b,
+                           float *out, long ldo, float alpha, float beta, const float *bias)
+{
+    if (direct)
+        g->k->tile_rows(kb, a, g->lda, b, out, ldo, alpha, beta, bias);
+    else
+        g->k->tile(kb, a, b, out, ldo, alpha, beta, bias);
+}
+
 /* C's rows m0 .. m1-1 and columns n0 .. n1-1 */
 static void gemm_block(gemm_job *g, int m0, int m1, int n0, int n1)
 {
     const pt_gemm_kernel *k = g->k;
-    int mr = k->mr, nr = k->nr, kc = g->kc, mcb = MC / mr * mr;
+    int mr = k->mr, nr = k->nr, kc = g->kc, mcb = MC / mr * mr, ok = 1;
     int nc = min_int(g->panels ? KEPT_NC_MAX : NC_MAX, ((n1 - n0) + nr - 1) / nr * nr);
     float *ap = pt_scratch(SLOT_A, sizeof(float) * (size_t)mcb * kc);
     float *bp = g->panels ? NULL : pt_scratch(SLOT_B, sizeof(float) * (size_t)nc * kc);
-    if (!ap || (!bp && !g->panels)) {
+    float *stage = stage_for(g, kc, &ok);
+    /* pt_gemm_bf16 with K in several blocks: the sums of a block of
+     * columns (nc of them a row, every row of this part's, in whole
+     * tiles) carried from one block of K to the next */
+    float *sums =
+        g->out && kc < g->K
+            ? pt_scratch(SLOT_SUMS,
+                         sizeof(float) * (size_t)((m1 - m0 + mr - 1) / mr * mr) * (size_t)nc)
+            : NULL;
+    if (!ok || !ap || (!bp && !g->panels) || (g->out && kc < g->K && !sums)) {
         __atomic_store_n(&g->failed, 1, __ATOMIC_RELAXED);
         return;
     }
@@ -313,44 +435,50 @@ static void gemm_block(gemm_job *g, int m0, int m1, int n0, int n1)
     for (int jc = n0; jc < n1; jc += nc) {
         int nb = min_int(nc, n1 - jc), tiles = (nb + nr - 1) / nr;
         for (int pc = 0; pc < g->K; pc += kc) {
-            int kb = min_int(kc, g->K - pc);
+            int kb = min_int(kc, g->K - pc), last = pc + kb == g->K;
             /* the first block of K brings in beta and the bias, the others add */
             float beta = pc == 0 ? g->beta : 1.0f;
             const float *bias = pc == 0 && g->bias ? g->bias + jc : NULL;
             const float *bq = g->panels ? kept_panel(g, pc, kb, jc) : bp;
             if (!g->panels)
-                pack_b(g, pc, kb, jc, nb, bp);
+                pack_b(g, pc, kb, jc, nb, bp, stage);
             for (int ic = m0; ic < m1; ic += mcb) {
                 int mb = min_int(mcb, m1 - ic);
-                /* whole panels of a non-transposed A are read in place
-                 * (tile_rows), the rows left over are packed */
-                int in_place = !g->trans_a && k->tile_rows ? mb / mr * mr : 0;
+                /* whole panels of a non-transposed A of floats are read in
+                 * place (tile_rows), the rows left over are packed */
+                int in_place =
+                    !g->trans_a && g->a_read == PT_GEMM_FLOATS && k->tile_rows ? mb / mr * mr : 0;
                 if (in_place < mb)
-                    pack_a(g, ic + in_place, mb - in_place, pc, kb, ap);
+                    pack_a(g, ic + in_place, mb - in_place, pc, kb, ap, stage);
                 for (int ir = 0; ir < mb; ir += mr) {
                     int rows = min_int(mr, mb - ir), direct = ir < in_place;
-                    const float *a = direct ? g->A + (size_t)(ic + ir) * g->lda + pc
+                    const float *a = direct ? (const float *)g->A + (size_t)(ic + ir) * g->lda + pc
                                             : ap + (size_t)(ir - in_place) * kb;
                     next_panel next = next_of(ir + mr < in_place ? a + (size_t)mr * g->lda : NULL,
                                               g->lda, mr, kb, tiles);
                     for (int jr = 0; jr < nb; jr += nr) {
                         fetch_some(&next);
                         const float *b = bq + (size_t)jr * kb;
-                        float *c = g->C + (size_t)(ic + ir) * g->ldc + jc + jr;
                         int cols = min_int(nr, nb - jr);
+                        if (g->out) { /* pt_gemm_bf16: plain sums, finished after the last block */
+                            float *sum = sums ? sums + (size_t)(ic + ir - m0) * nc + jr : edge;
+                            long lds = sums ? nc : nr;
+                            tile_of(g, direct, kb, a, b, sum, lds, 1.0f, pc == 0 ? 0.0f : 1.0f,
+                                    NULL);
+                            if (last)
+                                finish_sums(g, sum, lds, ic + ir, jc + jr, rows, cols);
+                            continue;
+                        }
+                        float *c = g->C + (size_t)(ic + ir) * g->ldc + jc + jr;
                         const float *bj = bias ? bias + jr : NULL;
                         /* a tile past M or N goes whole to edge, then its part in C */
                         int whole = rows == mr && cols == nr;
-                        float *out = whole ? c : edge;
-                        long ldo = whole ? g->ldc : nr;
-                        if (direct)
-                            k->tile_rows(kb, a, g->lda, b, out, ldo, whole ? g->alpha : 1.0f,
-                                         whole ? beta : 0.0f, whole ? bj : NULL);
-                        else
-                            k->tile(kb, a, b, out, ldo, whole ? g->alpha : 1.0f,
-                                    whole ? beta : 0.0f, whole ? bj : NULL);
-                        if (!whole)
+                        if (whole) {
+                            tile_of(g, direct, kb, a, b, c, g->ldc, g->alpha, beta, bj);
+                        } else {
+                            tile_of(g, direct, kb, a, b, edge, nr, 1.0f, 0.0f, NULL);
                             finish_edge(edge, nr, c, g->ldc, rows, cols, g->alpha, beta, bj);
+                        }
                     }
                 }
             }
@@ -391,6 +519,55 @@ static int rows_pack_less(int M, int N, int K, int parts, int b_kept)
     return rows <= cols;
 }
 
+/* The job's product: op(B)'s kept panels taken (or filled), then C shared
+ * between `threads` threads by rows or by columns, or on this thread alone */
+static int run_job(gemm_job *g, int threads, pt_gemm_packed *packed_b)
+{
+    const pt_gemm_kernel *k = g->k;
+    int M = g->M, N = g->N;
+    g->panels = use_kept(g, packed_b);
+    int row_tiles = (M + k->mr - 1) / k->mr, col_tiles = (N + k->nr - 1) / k->nr;
+    if (threads > 1 && (long)M * N * g->K >= PARALLEL_MIN_FMAS && !pt_gemm_in_part()) {
+        if (row_tiles >= threads && col_tiles >= threads)
+            g->split_rows = rows_pack_less(M, N, g->K, threads, g->panels != NULL);
+        else
+            g->split_rows = row_tiles >= threads || row_tiles >= col_tiles;
+        int tiles = g->split_rows ? row_tiles : col_tiles;
+        g->parts = min_int(threads, tiles);
+    }
+    if (g->parts > 1)
+        pt_gemm_parallel(g->parts, gemm_part, g);
+    else
+        gemm_block(g, 0, M, 0, N);
+    return g->failed ? -1 : 0;
+}
+
+/* A product's job, C and the split left to the caller */
+static gemm_job job_of(const pt_gemm_kernel *k, int trans_a, int trans_b, int M, int N, int K,
+                       float alpha, const void *A, pt_gemm_reading a_read, int lda, const void *B,
+                       pt_gemm_reading b_read, int ldb, float beta, int ldc, const float *bias)
+{
+    return (gemm_job){.k = k,
+                      .trans_a = trans_a,
+                      .trans_b = trans_b,
+                      .M = M,
+                      .N = N,
+                      .K = K,
+                      .kc = K > 0 ? depth_of(K) : 0,
+                      .alpha = alpha,
+                      .beta = beta,
+                      .A = A,
+                      .B = B,
+                      .a_read = a_read,
+                      .b_read = b_read,
+                      .bias = bias,
+                      .lda = lda,
+                      .ldb = ldb,
+                      .ldc = ldc,
+                      .parts = 1,
+                      .split_rows = 1};
+}
+
 int pt_gemm(const pt_gemm_kernel *k, int threads, int trans_a, int trans_b, int M, int N, int K,
             float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C,
             int ldc, const float *bias, pt_gemm_packed *packed_b)
@@ -405,39 +582,30 @@ int pt_gemm(const pt_gemm_kernel *k, int threads, int trans_a, int trans_b, int 
                             alpha, beta, bias ? bias + j : NULL);
         return 0;
     }
-    gemm_job g = {.k = k,
-                  .trans_a = trans_a,
-                  .trans_b = trans_b,
-                  .M = M,
-                  .N = N,
-                  .K = K,
-                  .kc = depth_of(K),
-                  .alpha = alpha,
-                  .beta = beta,
-                  .A = A,
-                  .B = B,
-                  .bias = bias,
-                  .lda = lda,
-                  .ldb = ldb,
-                  .ldc = ldc,
-                  .C = C,
-                  .parts = 1,
-                  .split_rows = 1};
-    g.panels = use_kept(&g, packed_b);
-    int row_tiles = (M + k->mr - 1) / k->mr, col_tiles = (N + k->nr - 1) / k->nr;
-    if (threads > 1 && (long)M * N * K >= PARALLEL_MIN_FMAS && !pt_gemm_in_part()) {
-        if (row_tiles >= threads && col_tiles >= threads)
-            g.split_rows = rows_pack_less(M, N, K, threads, g.panels != NULL);
-        else
-            g.split_rows = row_tiles >= threads || row_tiles >= col_tiles;
-        int tiles = g.split_rows ? row_tiles : col_tiles;
-        g.parts = min_int(threads, tiles);
+    gemm_job g = job_of(k, trans_a, trans_b, M, N, K, alpha, A, PT_GEMM_FLOATS, lda, B,
+                        PT_GEMM_FLOATS, ldb, beta, ldc, bias);
+    g.C = C;
+    return run_job(&g, threads, packed_b);
+}
+
+int pt_gemm_bf16(const pt_gemm_kernel *k, int threads, int trans_a, int trans_b, int M, int N,
+                 int K, float alpha, const void *A, pt_gemm_reading a_read, int lda, const void *B,
+                 pt_gemm_reading b_read, int ldb, float beta, void *C, int c_bf16, int ldc,
+                 const float *bias, pt_gemm_packed *packed_b)
+{
+    if (M <= 0 || N <= 0)
+        return 0;
+    gemm_job g = job_of(k, trans_a, trans_b, M, N, K, alpha, A, a_read, lda, B, b_read, ldb, beta,
+                        ldc, bias);
+    g.out = C, g.out_bf16 = c_bf16;
+    if (K <= 0) { /* every sum 0: C = beta C + bias */
+        static const float zero[MAX_TILE] = {0};
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j += MAX_TILE)
+                finish_sums(&g, zero, 0, i, j, 1, min_int(MAX_TILE, N - j));
+        return 0;
     }
-    if (g.parts > 1)
-        pt_gemm_parallel(g.parts, gemm_part, &g);
-    else
-        gemm_block(&g, 0, M, 0, N);
-    return g.failed ? -1 : 0;
+    return run_job(&g, threads, packed_b);
 }
 
 /* ---- the portable micro-kernel ---- */

@@ -1,5 +1,6 @@
 /* gemm.h: pipetrain's own fp32 product, behind the kernel seam's matmul
- * (kernels_cpu.c) and under bf16's portable path.
+ * (kernels_cpu.c) and, reading its operands as bf16, bf16's portable
+ * product (pt_gemm_bf16, kernels_bf16.c).
  *
  * GotoBLAS's and BLIS's design: op(B) is packed in blocks of KC rows by NC
  * columns (in panels NR wide, zero-padded), op(A) in blocks of MC rows (in
@@ -51,6 +52,10 @@ const pt_gemm_kernel *pt_gemm_avx512(void);
 const pt_gemm_kernel *pt_gemm_avx2(void);
 const pt_gemm_kernel *pt_gemm_generic(void);
 
+/* The micro-kernel of the fp32 products in use (pt_fp32_set_kernel,
+ * kernels_cpu.c); NULL where they are OpenBLAS's. */
+const pt_gemm_kernel *pt_fp32_gemm(void);
+
 /* The interleave on AVX2 registers (gemm_avx2.c), which the AVX2 and
  * AVX-512 kernels pack with: x86-64 only, and only where the CPU has AVX2. */
 pt_gemm_interleave_fn pt_gemm_interleave_avx2;
@@ -79,7 +84,8 @@ typedef struct pt_gemm_packed {
     int local;       /* only the calling thread reads them: usable inside a part */
     /* what the panels hold when filled, and held when last filled */
     const pt_gemm_kernel *k;
-    const float *B; /* its elements of type dt (kernels.h's pt_elem_type) */
+    const float *B; /* its elements of type dt (kernels.h's pt_elem_type), or
+                     * for gemm.c's products read as dt (pt_gemm_reading) */
     int trans_b, K, N, ldb, dt, filled;
     /* packs that reading of B into the panels again (set by the kernel
      * that filled them last; NULL: never filled) */
@@ -96,13 +102,13 @@ static inline int pt_gemm_packed_usable(const pt_gemm_packed *kept)
     return kept && kept->panels && (!pt_gemm_in_part() || kept->local);
 }
 
-/* Whether filled panels hold this reading of B in `layout` (the kernel
- * that packed them), with at least N columns */
+/* Whether filled panels hold this reading of B (elements of type dt) in
+ * `layout` (the kernel that packed them), with at least N columns */
 static inline int pt_gemm_packed_holds(const pt_gemm_packed *kept, const pt_gemm_kernel *layout,
-                                       const float *B, int trans_b, int K, int N, int ldb)
+                                       const float *B, int dt, int trans_b, int K, int N, int ldb)
 {
-    return kept->filled && kept->k == layout && kept->B == B && kept->trans_b == trans_b &&
-           kept->K == K && kept->N >= N && kept->ldb == ldb;
+    return kept->filled && kept->k == layout && kept->B == B && kept->dt == dt &&
+           kept->trans_b == trans_b && kept->K == K && kept->N >= N && kept->ldb == ldb;
 }
 
 /* Marks the panels filled with this reading of B (elements of type dt), N
@@ -142,6 +148,25 @@ size_t pt_gemm_packed_floats(const pt_gemm_kernel *k, int K, int N);
 int pt_gemm(const pt_gemm_kernel *k, int threads, int trans_a, int trans_b, int M, int N, int K,
             float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C,
             int ldc, const float *bias, pt_gemm_packed *packed_b);
+
+/* How the packing reads an operand's elements: floats as they are, or as
+ * bf16 values widened exactly to float, stored as bf16 or as floats that
+ * it rounds to nearest even (bf16.h's pt_bf16_round). The first two are
+ * kernels.h's PT_F32 and PT_BF16. */
+typedef enum { PT_GEMM_FLOATS = 0, PT_GEMM_BF16 = 1, PT_GEMM_ROUNDED = 2 } pt_gemm_reading;
+
+/* bf16's portable product on this blocked product (matmul_bf16.h): A and
+ * B read as a_read and b_read say (bf16 values: never PT_GEMM_FLOATS), the
+ * tiles forming each element's float sum of them as pt_gemm would with
+ * alpha 1, beta 0 and no bias on those values widened beforehand (the same
+ * tiles, blocks of K and order: the same bits), each element of C then
+ * finished once as (alpha sum + beta C) + bias, and rounded to bf16 where
+ * c_bf16 (C's elements are bf16; else float). Threads, kept panels (a
+ * weight's bf16 values, widened) and the return value as pt_gemm's. */
+int pt_gemm_bf16(const pt_gemm_kernel *k, int threads, int trans_a, int trans_b, int M, int N,
+                 int K, float alpha, const void *A, pt_gemm_reading a_read, int lda, const void *B,
+                 pt_gemm_reading b_read, int ldb, float beta, void *C, int c_bf16, int ldc,
+                 const float *bias, pt_gemm_packed *packed_b);
 
 /* Runs part(arg, i) for i in 0 .. n-1: part 0 on the calling thread, the
  * others on helpers the calling thread keeps (started on first use, they

@@ -91,10 +91,28 @@ static void widen_rounded(float *out, pt_mat X, int rows, int cols)
             out[(size_t)r * cols + c] = pt_bf16_widen(pt_mat_bf16(X, 0, r, c));
 }
 
+/* how pipetrain's blocked product reads X as bf16 */
+static pt_gemm_reading reading(pt_mat X)
+{
+    return X.dt == PT_BF16 ? PT_GEMM_BF16 : PT_GEMM_ROUNDED;
+}
+
+static int product_threads(void);
+
 void pt_matmul_bf16_portable(int trans_a, int trans_b, int M, int N, int K, float alpha, pt_mat A,
                              pt_mat B, float beta, pt_mat C, const float *bias)
 {
-    /* stored shapes: op(A) is (M,K), so A is (K,M) when transposed */
+    /* on pipetrain's blocked product: the widening is its packing's, the
+     * finish its tiles', and a weight's panels are kept */
+    const pt_gemm_kernel *k = pt_fp32_gemm();
+    if (k) {
+        if (pt_gemm_bf16(k, product_threads(), trans_a, trans_b, M, N, K, alpha, A.p, reading(A),
+                         A.ld, B.p, reading(B), B.ld, beta, C.p, C.dt == PT_BF16, C.ld, bias,
+                         B.packed ? &B.packed[trans_b != 0] : NULL) != 0)
+            pt_matmul_poison(M, N, C);
+        return;
+    }
+    /* on OpenBLAS's: the operands widened into floats first, C finished after */
     int ar = trans_a ? K : M, ac = trans_a ? M : K, br = trans_b ? N : K, bc = trans_b ? K : N;
     float *a = pt_scratch(0, sizeof(float) * (size_t)ar * ac);
     float *b = pt_scratch(1, sizeof(float) * (size_t)br * bc);
@@ -133,10 +151,18 @@ static int portable_threads(void) { return pt_kernels_threads(pt_kernels_cpu());
         .packed_floats = packed_, .threads = threads_, PT_KERNELS_BODY                           \
     }
 
+/* the room a weight's kept panels take: the fp32 product's, whose panels
+ * the portable products read (none on OpenBLAS) */
+static size_t portable_packed_floats(int K, int N)
+{
+    const pt_gemm_kernel *k = pt_fp32_gemm();
+    return k ? pt_gemm_packed_floats(k, K, N) : 0;
+}
+
 static const pt_kernels portable =
-    BF16_KERNELS("portable", pt_matmul_bf16_portable, NULL, portable_threads);
+    BF16_KERNELS("portable", pt_matmul_bf16_portable, portable_packed_floats, portable_threads);
 /* AMX's and AVX512_BF16's products share a worker's threads as
- * pipetrain's fp32 products do */
+ * pipetrain's fp32 products do, and so do the portable ones on them */
 static int product_threads(void) { return pt_blas_threads() + pt_gemm_spare(); }
 
 static const pt_kernels amx =

@@ -286,6 +286,12 @@ const pt_kernels *pt_kernels_cpu(void)
 
 const char *pt_fp32_kernel(void) { return pt_kernels_cpu()->products; }
 
+const pt_gemm_kernel *pt_fp32_gemm(void)
+{
+    int i = (int)(pt_kernels_cpu() - tables);
+    return kernels[i].gemm ? kernels[i].gemm() : NULL;
+}
+
 int pt_blas_set_threads(int n)
 {
     if (n < 1)

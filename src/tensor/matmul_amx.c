@@ -273,7 +273,8 @@ static const uint32_t *kept_tiles(pt_gemm_packed *kept, const operand *ob, int t
         return NULL;
     const float *B = (const float *)ob->X.p;
     if (kept->filled)
-        return pt_gemm_packed_holds(kept, &tiles_layout, B, trans_b, ob->K, ob->n, ob->X.ld)
+        return pt_gemm_packed_holds(kept, &tiles_layout, B, ob->X.dt, trans_b, ob->K, ob->n,
+                                    ob->X.ld)
                    ? (const uint32_t *)kept->panels
                    : NULL;
     operand all = *ob;

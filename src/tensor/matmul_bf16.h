@@ -9,6 +9,9 @@
  * in where it is rounded:
  *   portable    operands widened to float (exactly: bf16 is a float with a
  *               shorter mantissa), multiplied by the fp32 product; any CPU;
+ *               on pipetrain's own fp32 product the widening is its
+ *               packing's and the finish its tiles' (gemm.h's
+ *               pt_gemm_bf16), with a weight's panels kept;
  *   amx         operands packed into bf16 tiles and multiplied by AMX's
  *               TDPBF16PS (Intel Sapphire Rapids and later); shared
  *               between a worker's threads (pt_blas_set_threads);
