@@ -97,17 +97,39 @@ static const void *elem_at(const void *x, pt_gemm_reading read, size_t n)
     return (const char *)x + n * elem_bytes(read);
 }
 
+/* n bf16 values widened, or n floats rounded to bf16 values: kept inline
+ * so that each panel width's loop is unrolled for it */
+static inline __attribute__((always_inline)) void widen(float *restrict dst,
+                                                        const pt_bf16 *restrict h, int n)
+{
+    for (int i = 0; i < n; i++)
+        dst[i] = pt_bf16_widen(h[i]);
+}
+
+static inline __attribute__((always_inline)) void round_floats(float *restrict dst,
+                                                               const float *restrict f, int n)
+{
+    for (int i = 0; i < n; i++)
+        dst[i] = pt_bf16_rounded(f[i]);
+}
+
 /* n elements from x as floats, read as `read` says */
 static inline void load_run(float *restrict dst, const void *x, pt_gemm_reading read, int n)
 {
     if (read == PT_GEMM_BF16) {
-        const pt_bf16 *h = x;
-        for (int i = 0; i < n; i++)
-            dst[i] = pt_bf16_widen(h[i]);
+        switch (n) {
+        case 12: widen(dst, x, 12); break;
+        case 16: widen(dst, x, 16); break;
+        case 32: widen(dst, x, 32); break;
+        default: widen(dst, x, n);
+        }
     } else if (read == PT_GEMM_ROUNDED) {
-        const float *f = x;
-        for (int i = 0; i < n; i++)
-            dst[i] = pt_bf16_rounded(f[i]);
+        switch (n) {
+        case 12: round_floats(dst, x, 12); break;
+        case 16: round_floats(dst, x, 16); break;
+        case 32: round_floats(dst, x, 32); break;
+        default: round_floats(dst, x, n);
+        }
     } else {
         copy_floats(dst, x, n);
     }
