@@ -329,10 +329,11 @@ int cmd_train(int argc, char **argv)
              "arithmetic: bf16 multiplies bf16 operands with float sums and stores activations "
              "as bf16, keeping float master weights, LayerNorm, softmax, loss and optimizer "
              "(default fp32; docs/bf16.md)"),
-        FLAG("bf16-kernel", FLAG_STRING, &bf16_kernel, "auto|amx|avx512bf16|portable",
-             "bf16's products: AMX tiles, AVX512_BF16's VDPBF16PS, or operands rounded to bf16 "
-             "and multiplied by sgemm on any CPU (default auto: AMX where the CPU has it, "
-             "else portable; avx512bf16 only when named)"),
+        FLAG(
+            "bf16-kernel", FLAG_STRING, &bf16_kernel, "auto|amx|avx512bf16|portable",
+            "bf16's products: AMX tiles, AVX512_BF16's VDPBF16PS, or operands rounded to bf16 "
+            "and multiplied by the fp32 product (--kernel) on any CPU (default auto: AMX where the "
+            "CPU has it, else portable; avx512bf16 only when named)"),
         FLAG("kernel", FLAG_STRING, &fp32_kernel, "auto|avx512|avx2|generic|openblas",
              "fp32 products (and bf16's portable ones): pipetrain's blocked product for AVX-512, "
              "for AVX2+FMA, in plain C, or OpenBLAS's sgemm (default auto: avx512 where the CPU "
