@@ -97,7 +97,9 @@ static pt_gemm_reading reading(pt_mat X)
     return X.dt == PT_BF16 ? PT_GEMM_BF16 : PT_GEMM_ROUNDED;
 }
 
-static int product_threads(void);
+/* AMX's and AVX512_BF16's products share a worker's threads as
+ * pipetrain's fp32 products do, and so do the portable ones on them */
+static int product_threads(void) { return pt_blas_threads() + pt_gemm_spare(); }
 
 void pt_matmul_bf16_portable(int trans_a, int trans_b, int M, int N, int K, float alpha, pt_mat A,
                              pt_mat B, float beta, pt_mat C, const float *bias)
@@ -112,7 +114,8 @@ void pt_matmul_bf16_portable(int trans_a, int trans_b, int M, int N, int K, floa
             pt_matmul_poison(M, N, C);
         return;
     }
-    /* on OpenBLAS's: the operands widened into floats first, C finished after */
+    /* on OpenBLAS's: the operands widened into floats first, C finished
+     * after. Stored shapes: op(A) is (M,K), so A is (K,M) when transposed */
     int ar = trans_a ? K : M, ac = trans_a ? M : K, br = trans_b ? N : K, bc = trans_b ? K : N;
     float *a = pt_scratch(0, sizeof(float) * (size_t)ar * ac);
     float *b = pt_scratch(1, sizeof(float) * (size_t)br * bc);
@@ -161,10 +164,6 @@ static size_t portable_packed_floats(int K, int N)
 
 static const pt_kernels portable =
     BF16_KERNELS("portable", pt_matmul_bf16_portable, portable_packed_floats, portable_threads);
-/* AMX's and AVX512_BF16's products share a worker's threads as
- * pipetrain's fp32 products do, and so do the portable ones on them */
-static int product_threads(void) { return pt_blas_threads() + pt_gemm_spare(); }
-
 static const pt_kernels amx =
     BF16_KERNELS("amx", pt_matmul_bf16_amx, pt_amx_packed_floats, product_threads);
 static const pt_kernels avx512 =

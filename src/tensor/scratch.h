@@ -9,9 +9,10 @@
 
 #include <stddef.h>
 
-/* 0-3: the bf16 products, 4-5: gemm.c, 6: a block's piece of work on a
- * helper thread (attention.c), 7: a head's keys and values packed for its
- * bands (attention.c) */
+/* 0-3: the bf16 products (2-3: the portable ones' in gemm.c; none runs a
+ * product of gemm.c while it holds any of 0-3), 4-5: gemm.c, 6: a block's
+ * piece of work on a helper thread (attention.c), 7: a head's keys and
+ * values packed for its bands (attention.c) */
 enum { PT_SCRATCH_SLOTS = 8, PT_SCRATCH_PIECE = 6, PT_SCRATCH_HEAD_PANELS = 7 };
 
 /* At least `bytes` bytes of slot `slot` (0 .. PT_SCRATCH_SLOTS-1) of the
