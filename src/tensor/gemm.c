@@ -444,12 +444,12 @@ static void gemm_block(gemm_job *g, int m0, int m1, int n0, int n1)
     /* pt_gemm_bf16 with K in several blocks: the sums of a block of
      * columns (nc of them a row, every row of this part's, in whole
      * tiles) carried from one block of K to the next */
+    int carried = g->out && kc < g->K;
     float *sums =
-        g->out && kc < g->K
-            ? pt_scratch(SLOT_SUMS,
-                         sizeof(float) * (size_t)((m1 - m0 + mr - 1) / mr * mr) * (size_t)nc)
-            : NULL;
-    if (!ok || !ap || (!bp && !g->panels) || (g->out && kc < g->K && !sums)) {
+        carried ? pt_scratch(SLOT_SUMS,
+                             sizeof(float) * (size_t)((m1 - m0 + mr - 1) / mr * mr) * (size_t)nc)
+                : NULL;
+    if (!ok || !ap || (!bp && !g->panels) || (carried && !sums)) {
         __atomic_store_n(&g->failed, 1, __ATOMIC_RELAXED);
         return;
     }
