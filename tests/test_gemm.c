@@ -5,7 +5,7 @@
  * - Against a sum in double, each element within what the order of float
  *   sums can move it (2 (K + 3) 2^-24 times the sum of magnitudes), over
  *   shapes off every tile size (1 x 1 x 1 up, K 0, K past one and two
- *   blocks of 384, N past a block of 1024 columns), all four transposes,
+ *   blocks of 384, N of 1100), all four transposes,
  *   leading dimensions wider than the rows, alpha and beta (0, 1 and
  *   others) and a bias or none. Elements beyond N in C's rows stay as they
  *   were.
@@ -15,6 +15,9 @@
  *   kernels are shared there (a helper runs a part). OpenBLAS keeps
  *   the bits on some CPUs only (not its Zen driver), and
  *   pt_fp32_openblas_keeps_bits() says which.
+ * - The blocks of op(B)'s columns sized for an L2 of 64 KiB, 1 MiB or
+ *   1 GiB (pt_gemm_set_l2_bytes: 256 to 4096 columns) store the same bits,
+ *   with the weight's panels kept and without, on one thread and two.
  * - The start-up check passes every kernel here, and fails one that drops
  *   a term of the sum.
  * - pt_fp32_set_kernel: each name this CPU runs is taken and named by
@@ -351,6 +354,44 @@ static void check_tile_rows(const pt_gemm_kernel *k, pt_rng *r)
     }
 }
 
+/* The blocks of op(B)'s columns change no bit: N of 1100 in one block,
+ * in two and in five (K of 400: two blocks of K, 200 deep) */
+static void check_blockings(const pt_gemm_kernel *k, pt_rng *r)
+{
+    enum { M = 37, N = 1100, K = 400 };
+    static const long l2[] = {1L << 30, 1L << 20, 1L << 16};
+    float *a = malloc(sizeof(float) * M * K), *b = malloc(sizeof(float) * K * N),
+          *bias = malloc(sizeof(float) * N), *want = malloc(sizeof(float) * M * N),
+          *got = malloc(sizeof(float) * M * N);
+    size_t floats = pt_gemm_packed_floats(k, K, N);
+    pt_gemm_packed kept = {.panels = malloc(sizeof(float) * floats), .capacity = floats};
+    if (!a || !b || !bias || !want || !got || !kept.panels) {
+        CHECK(0, "out of memory");
+        goto done;
+    }
+    pt_rng_fill_normal(r, a, (size_t)M * K, 1.0f);
+    pt_rng_fill_normal(r, b, (size_t)K * N, 1.0f);
+    pt_rng_fill_normal(r, bias, N, 1.0f);
+    for (int tb = 0; tb < 2; tb++)
+        for (int i = 0; i < 3; i++)
+            for (int threads = 1; threads <= 2; threads++)
+                for (int keep = 0; keep < 2; keep++) {
+                    pt_gemm_set_l2_bytes(l2[i]);
+                    kept.filled = 0;
+                    float *c = i || threads > 1 || keep ? got : want;
+                    int rc = pt_gemm(k, threads, 0, tb, M, N, K, 0.5f, a, K, b, tb ? K : N, 0.0f, c,
+                                     N, bias, keep ? &kept : NULL);
+                    CHECK(rc == 0, "pt_gemm could not allocate its packing buffers");
+                    CHECK(c == want || !memcmp(want, got, sizeof(float) * M * N),
+                          "%s: blocks sized for an L2 of %ld bytes store other bits than one "
+                          "block (tb %d, %d threads, panels %s)",
+                          k->name, l2[i], tb, threads, keep ? "kept" : "packed");
+                }
+    pt_gemm_set_l2_bytes(0);
+done:
+    free(a), free(b), free(bias), free(want), free(got), free(kept.panels);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "--print-auto"))
@@ -367,6 +408,7 @@ int main(int argc, char **argv)
             continue;
         }
         check_tile_rows(micro[i], &r);
+        check_blockings(micro[i], &r);
         check_products(micro[i]->name, run_gemm, (void *)micro[i], &r);
         check_nan_and_threads(micro[i]->name, run_gemm, (void *)micro[i], &r, 0, 1);
     }

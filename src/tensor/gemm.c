@@ -4,10 +4,9 @@
  * Loops, outermost first: columns of C in blocks of NC (op(B)'s block of
  * KC x NC is packed once and stays in L2), K in blocks of KC, rows in blocks
  * of MC (packed), then one A panel (MR x KC, in L1) against every B panel of
- * the block. With op(B)'s panels kept (pt_gemm_packed) nothing of B is
- * packed, and the columns are blocks of up to KEPT_NC_MAX, so that op(A)
- * is packed once per block of K and MC rows rather than once per NC
- * columns too (GPT 12 / 768's MLP: three times). A non-transposed op(A)
+ * the block. NC is what fills half of this CPU's L2 at that KC
+ * (block_columns). With op(B)'s panels kept (pt_gemm_packed) nothing of B
+ * is packed, and its blocks are read in place. A non-transposed op(A)
  * (the activations of the forward and the input gradient) is not packed
  * where the kernel has a tile_rows: its panels are read in place, each
  * panel's tiles fetching the next panel's rows a few lines at a time; only
@@ -31,26 +30,22 @@
 
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tensor/bf16.h"
 #include "tensor/scratch.h"
 
 #define KC_MAX 384 /* an A panel of 12 x 384 floats is 18 KiB of L1 */
-#define NC_MAX 1024
-/* With op(B)'s panels kept, columns at once: all of a weight's (op(A) is
- * then packed once per block of K, not once per block of columns too), up
- * to this many, so that a block of the kept panels (KC x 4096 floats, 6 MiB)
- * still stays in L3. All of them at once sent GPT-2's LM head (50257
- * columns, 77 MB a block of K) through memory once per panel of op(A)'s
- * rows: its forward ran 3x as long as its backward's products. */
-#define KEPT_NC_MAX 4096
-#define MC          192 /* a multiple of every MR */
-#define MAX_TILE    (12 * 32)
-#define MAX_PANEL   32 /* the widest panel: avx512's NR */
-#define SLOT_SUMS   2  /* pt_gemm_bf16's sums carried between blocks of K */
-#define SLOT_STAGE  3  /* streams widened before they are interleaved */
-#define SLOT_A      4
-#define SLOT_B      5
+/* Columns of op(B) in a block, at most and at least (block_columns) */
+#define NC_MAX     4096
+#define NC_MIN     256
+#define MC         192 /* a multiple of every MR */
+#define MAX_TILE   (12 * 32)
+#define MAX_PANEL  32 /* the widest panel: avx512's NR */
+#define SLOT_SUMS  2  /* pt_gemm_bf16's sums carried between blocks of K */
+#define SLOT_STAGE 3  /* streams widened before they are interleaved */
+#define SLOT_A     4
+#define SLOT_B     5
 
 /* Products smaller than this many multiply-adds run on one thread: waking
  * a helper costs more than it saves. */
@@ -74,6 +69,48 @@ typedef struct {
 } gemm_job;
 
 static int min_int(int a, int b) { return a < b ? a : b; }
+
+static long l2_set; /* pt_gemm_set_l2_bytes; 0: the CPU's */
+
+void pt_gemm_set_l2_bytes(long bytes)
+{
+    __atomic_store_n(&l2_set, bytes > 0 ? bytes : 0, __ATOMIC_RELAXED);
+}
+
+/* Bytes of L2 the blocks are sized for: the set figure, else the CPU's
+ * (0 where unknown) */
+static long l2_bytes(void)
+{
+    static long cpu = -1; /* -1: not asked yet */
+    long set = __atomic_load_n(&l2_set, __ATOMIC_RELAXED);
+    if (set)
+        return set;
+    long b = __atomic_load_n(&cpu, __ATOMIC_RELAXED);
+    if (b < 0) {
+        b = sysconf(_SC_LEVEL2_CACHE_SIZE);
+        b = b > 0 ? b : 0;
+        __atomic_store_n(&cpu, b, __ATOMIC_RELAXED);
+    }
+    return b;
+}
+
+/* Columns of op(B) in a block of depth kc, in whole panels of nr: as many
+ * as fill half of L2 (1024 where its size is unknown), between NC_MIN and
+ * NC_MAX. Each panel of op(A)'s rows reads the whole block again, with its
+ * own panel and C's rows passing through L2 beside it; a block past L2
+ * comes from L3 every time. The rule before, 1024 columns or, where the
+ * weights' panels are kept, all of a weight's columns up to 4096 (op(A)
+ * then packed once per block of K), ran GPT's weight products and its
+ * training steps 4-6% slower on a Xeon with 2 MiB of L2
+ * (docs/performance.md). Only the columns' grouping changes: every
+ * element's sum is the same. */
+static int block_columns(int kc, int nr)
+{
+    long l2 = l2_bytes();
+    long cols = l2 ? l2 / 2 / ((long)kc * (long)sizeof(float)) : 1024;
+    cols = cols < NC_MIN ? NC_MIN : cols > NC_MAX ? NC_MAX : cols;
+    return (int)(cols / nr * nr);
+}
 
 /* n floats from src to dst: a copy of fixed size (a few moves, not a call
  * per p) for the panel widths the micro-kernels use, memcpy for the rest */
@@ -437,7 +474,10 @@ static void gemm_block(gemm_job *g, int m0, int m1, int n0, int n1)
 {
     const pt_gemm_kernel *k = g->k;
     int mr = k->mr, nr = k->nr, kc = g->kc, mcb = MC / mr * mr, ok = 1;
-    int nc = min_int(g->panels ? KEPT_NC_MAX : NC_MAX, ((n1 - n0) + nr - 1) / nr * nr);
+    /* the columns in as few blocks as block_columns allows, all alike
+     * (768 columns as 384 and 384, not 672 and 96) */
+    int most = block_columns(kc, nr), nblocks = (n1 - n0 + most - 1) / most;
+    int nc = ((n1 - n0 + nblocks - 1) / nblocks + nr - 1) / nr * nr;
     float *ap = pt_scratch(SLOT_A, sizeof(float) * (size_t)mcb * kc);
     float *bp = g->panels ? NULL : pt_scratch(SLOT_B, sizeof(float) * (size_t)nc * kc);
     float *stage = stage_for(g, kc, &ok);
@@ -530,12 +570,12 @@ static void gemm_part(void *arg, int i)
  * its columns of op(B) and all of op(A) once per block of its columns. On
  * a micro-batch of one sequence (256 rows against weights of 768 x 2304)
  * the columns pack a third less, and the products of two threads ran
- * 4-20% faster for it. With op(B)'s panels kept, rows pack only their
- * share of op(A), once. */
-static int rows_pack_less(int M, int N, int K, int parts, int b_kept)
+ * 4-20% faster for it. With op(B)'s panels kept, nothing of op(B) is
+ * packed. */
+static int rows_pack_less(const pt_gemm_kernel *k, int M, int N, int K, int parts, int b_kept)
 {
     double col_width = (double)N / parts, b = b_kept ? 0.0 : 1.0;
-    double nc = b_kept ? KEPT_NC_MAX : NC_MAX;
+    double nc = block_columns(depth_of(K), k->nr);
     double rows = b * K * N + (double)M / parts * K * ceil((double)N / nc);
     double cols = b * K * col_width + (double)M * K * ceil(col_width / nc);
     return rows <= cols;
@@ -551,7 +591,7 @@ static int run_job(gemm_job *g, int threads, pt_gemm_packed *packed_b)
     int row_tiles = (M + k->mr - 1) / k->mr, col_tiles = (N + k->nr - 1) / k->nr;
     if (threads > 1 && (long)M * N * g->K >= PARALLEL_MIN_FMAS && !pt_gemm_in_part()) {
         if (row_tiles >= threads && col_tiles >= threads)
-            g->split_rows = rows_pack_less(M, N, g->K, threads, g->panels != NULL);
+            g->split_rows = rows_pack_less(k, M, N, g->K, threads, g->panels != NULL);
         else
             g->split_rows = row_tiles >= threads || row_tiles >= col_tiles;
         int tiles = g->split_rows ? row_tiles : col_tiles;

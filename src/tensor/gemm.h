@@ -149,6 +149,12 @@ int pt_gemm(const pt_gemm_kernel *k, int threads, int trans_a, int trans_b, int 
             float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C,
             int ldc, const float *bias, pt_gemm_packed *packed_b);
 
+/* The bytes of L2 cache that the products size their blocks of op(B) for
+ * (half of it a block); 0, the default, takes the CPU's own figure. For
+ * benches and tests that compare blockings: what a product stores does not
+ * depend on it. */
+void pt_gemm_set_l2_bytes(long bytes);
+
 /* How the packing reads an operand's elements: floats as they are, or as
  * bf16 values widened exactly to float, stored as bf16 or as floats that
  * it rounds to nearest even (bf16.h's pt_bf16_round). The first two are
