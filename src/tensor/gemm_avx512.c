@@ -1,10 +1,11 @@
 /* gemm_avx512.c: the AVX-512 micro-kernel of the fp32 product (gemm.h).
  *
  * A tile of C is 12 rows x 32 columns: 24 zmm registers of sums, two for
- * the packed B row of each k, and A's 12 elements broadcast from memory
- * (folded into the FMAs as {1to16} operands): per k, 24 FMAs against 2
- * loads and 12 broadcasts, which two FMA units retire in 12 cycles, and
- * 24 independent chains hide their 4-cycle latency. Compiled for AVX-512
+ * the packed B row of each k, and one for each of A's 12 elements in turn,
+ * broadcast from memory: from a packed panel, or (tile_rows) from A's 12
+ * rows where they are, one register of offsets each. Per k, 24 FMAs
+ * against 2 loads and 12 broadcasts, which two FMA units retire in 12
+ * cycles, and 24 independent chains hide their 4-cycle latency. Compiled for AVX-512
  * by a target attribute on the function alone; pt_gemm_avx512() offers it
  * only where the CPU has AVX-512F and the operating system saves the zmm
  * registers. */
@@ -18,19 +19,24 @@
 
 #define AVX512 __attribute__((target("avx512f")))
 
-AVX512 static void tile_avx512(int kc, const float *a, const float *b, float *c, long ldc,
-                               float alpha, float beta, const float *bias)
+/* The tile, with A's element (i, p) at a[i a_row + p a_col]: a packed
+ * panel (a_row 1, a_col MR) or MR rows of A read where they are (a_row
+ * their stride, a_col 1). Inlined into each, so the packed tile's
+ * addressing stays constant. */
+AVX512 static inline __attribute__((always_inline)) void
+tile_body(int kc, const float *a, long a_row, long a_col, const float *b, float *c, long ldc,
+          float alpha, float beta, const float *bias)
 {
     __m512 s0[MR], s1[MR];
 #pragma GCC unroll 12
     for (int i = 0; i < MR; i++)
         s0[i] = s1[i] = _mm512_setzero_ps();
 #pragma GCC unroll 2
-    for (int p = 0; p < kc; p++, a += MR, b += NR) {
+    for (int p = 0; p < kc; p++, a += a_col, b += NR) {
         __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
 #pragma GCC unroll 12
         for (int i = 0; i < MR; i++) {
-            __m512 ai = _mm512_set1_ps(a[i]);
+            __m512 ai = _mm512_set1_ps(a[i * a_row]);
             s0[i] = _mm512_fmadd_ps(ai, b0, s0[i]);
             s1[i] = _mm512_fmadd_ps(ai, b1, s1[i]);
         }
@@ -55,7 +61,20 @@ AVX512 static void tile_avx512(int kc, const float *a, const float *b, float *c,
     }
 }
 
-static const pt_gemm_kernel avx512 = {"avx512", MR, NR, tile_avx512, NULL, pt_gemm_interleave_avx2};
+AVX512 static void tile_avx512(int kc, const float *a, const float *b, float *c, long ldc,
+                               float alpha, float beta, const float *bias)
+{
+    tile_body(kc, a, 1, MR, b, c, ldc, alpha, beta, bias);
+}
+
+AVX512 static void tile_rows_avx512(int kc, const float *a, long lda, const float *b, float *c,
+                                    long ldc, float alpha, float beta, const float *bias)
+{
+    tile_body(kc, a, lda, 1, b, c, ldc, alpha, beta, bias);
+}
+
+static const pt_gemm_kernel avx512 = {
+    "avx512", MR, NR, tile_avx512, tile_rows_avx512, pt_gemm_interleave_avx2};
 
 const pt_gemm_kernel *pt_gemm_avx512(void)
 {
