@@ -29,8 +29,10 @@
  * - The portable product is its definition, bit for bit: operands rounded
  *   to bf16 and widened, multiplied by the fp32 product in use (each of
  *   pipetrain's blocked products this CPU runs, and OpenBLAS's), each
- *   element finished as pt_matmul_finish does; with a weight's panels kept
- *   and on 2, 3 and 5 threads it stores the same bits.
+ *   element finished as pt_matmul_finish does, also with op(B)'s columns
+ *   in several blocks while its sums carry between blocks of K; with a
+ *   weight's panels kept and on 2, 3 and 5 threads it stores the same
+ *   bits.
  * A kernel this CPU lacks is skipped with a line saying so. */
 #include <math.h>
 #include <stdio.h>
@@ -447,8 +449,13 @@ int main(void)
         int before = failures;
         for (int s = 0; s < N_SHAPES; s++)
             portable_is_defined(shapes[s]);
+        /* op(B)'s columns in blocks of 256 (as for an L2 of 64 KiB), the
+         * sums carried from block to block of K within each */
+        pt_gemm_set_l2_bytes(1L << 16);
+        portable_is_defined((dims){13, 600, 800});
+        pt_gemm_set_l2_bytes(0);
         printf("portable on %s: %s its definition (%d shapes x 32 cases)\n", pt_fp32_kernel(),
-               failures == before ? "the bits of" : "DIFFERS from", N_SHAPES);
+               failures == before ? "the bits of" : "DIFFERS from", N_SHAPES + 1);
     }
     pt_fp32_set_kernel("auto");
     const pt_kernels *portable = pt_kernels_bf16_portable();
