@@ -195,33 +195,37 @@ static void interleave_panel(float *out, const float *const *src, int kc, int mr
     }
 }
 
-/* Rows ahead that pack_rows fetches: any of 2 to 16 did as well */
-#define PACK_AHEAD 4
+/* Rows of X that pack_rows copies together */
+#define PACK_GROUP 16
 
 /* n of X's values per p into panels `width` wide (zero past n) when X's
  * row p holds them side by side from x + p ldx (a transposed A, a
- * non-transposed B). Row by row across the panels, so X is read in order,
- * fetching the row PACK_AHEAD below: each row is a jump of ldx, often to
- * another page, where the hardware's prefetch starts again (these
- * operands are activations, often in memory by now). On the weight
- * gradient's product of GPT-small (384 x 1152 x 512) op(A) then packed
- * 1.3-2.1x as fast and op(B) 1.03-1.5x (packing timed inside the product,
- * in turn with and without). */
+ * non-transposed B). PACK_GROUP rows at a time, panel by panel, so each
+ * panel's share of them is written at once as whole cache lines, and the
+ * group's rows are read from L1 across the panels. Row by row across the
+ * panels, each row wrote a few floats to every panel in turn; the panels
+ * lie a multiple of 4 KiB apart (12 x 256 floats, say), so those stores all
+ * fell in one set of L1 and evicted each other: on attention's dV = p^T dy
+ * (256 x 64 x 256) the packing took a third of the product. While a group
+ * is copied, the next one's rows are fetched, a panel's width of each at a
+ * time: these operands are activations, often in memory by now. */
 static void pack_rows(float *out, const void *x, pt_gemm_reading read, long ldx, int kc, int n,
                       int width)
 {
     size_t panel = (size_t)width * kc;
-    int line = 64 / (int)elem_bytes(read);
-    for (int p = 0; p < kc; p++) {
-        const void *row = elem_at(x, read, (size_t)p * ldx);
-        float *dst = out + (size_t)p * width;
-        for (int c = 0; p + PACK_AHEAD < kc && c < n; c += line)
-            __builtin_prefetch(elem_at(row, read, (size_t)PACK_AHEAD * ldx + c));
+    for (int p0 = 0; p0 < kc; p0 += PACK_GROUP) {
+        int p1 = min_int(p0 + PACK_GROUP, kc), next = min_int(p1 + PACK_GROUP, kc);
+        float *dst = out + (size_t)p0 * width;
         for (int c = 0; c < n; c += width, dst += panel) {
             int used = min_int(width, n - c);
-            load_run(dst, elem_at(row, read, c), read, used);
-            for (int i = used; i < width; i++)
-                dst[i] = 0.0f;
+            for (int p = p1; p < next; p++)
+                __builtin_prefetch(elem_at(x, read, (size_t)p * ldx + c));
+            float *d = dst;
+            for (int p = p0; p < p1; p++, d += width) {
+                load_run(d, elem_at(x, read, (size_t)p * ldx + c), read, used);
+                for (int i = used; i < width; i++)
+                    d[i] = 0.0f;
+            }
         }
     }
 }
