@@ -5,10 +5,10 @@
  * broadcast from memory: from a packed panel, or (tile_rows) from A's 12
  * rows where they are, one register of offsets each. Per k, 24 FMAs
  * against 2 loads and 12 broadcasts, which two FMA units retire in 12
- * cycles, and 24 independent chains hide their 4-cycle latency. Compiled for AVX-512
- * by a target attribute on the function alone; pt_gemm_avx512() offers it
- * only where the CPU has AVX-512F and the operating system saves the zmm
- * registers. */
+ * cycles, and 24 independent chains hide their 4-cycle latency. Compiled
+ * for AVX-512 by a target attribute on the function alone;
+ * pt_gemm_avx512() offers it only where the CPU has AVX-512F and the
+ * operating system saves the zmm registers. */
 #include "tensor/gemm.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
