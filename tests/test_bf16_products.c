@@ -190,11 +190,13 @@ static void compare(const pt_kernels *k, dims d, int exact)
 }
 
 /* The portable product against its definition, for every case of one
- * shape, bit for bit: op(A) and op(B) rounded to bf16 and widened into
- * floats, multiplied by the fp32 product in use with alpha 1 and beta 0
- * (the same blocked sums, whether the portable product widens in its
- * packing or first), then each element finished as matmul_bf16.h's
- * pt_matmul_finish does. */
+ * shape, bit for bit: A and B rounded to bf16 and widened into floats as
+ * they are stored, multiplied by the fp32 product in use, read the same
+ * way round, with alpha 1 and beta 0 (the same blocked sums, whether the
+ * portable product widens in its packing or first; OpenBLAS may sum a
+ * transposed operand in another order than its copy laid out as op(A),
+ * so the definition reads them as the call does), then each element
+ * finished as matmul_bf16.h's pt_matmul_finish does. */
 static void portable_is_defined(dims d)
 {
     for (int code = 0; code < 32; code++) {
@@ -205,20 +207,19 @@ static void portable_is_defined(dims d)
         make(&p, d, code, 0, seed);
         make(&q, d, code, 0, seed);
         multiply(pt_kernels_bf16_portable(), &p, d, alpha, beta, bias);
-        size_t na = (size_t)d.M * d.K, nb = (size_t)d.K * d.N;
-        float *a = malloc(sizeof(float) * (na + 1)), *b = malloc(sizeof(float) * (nb + 1)),
+        int ar = q.ta ? d.K : d.M, ac = q.ta ? d.M : d.K; /* A and B as stored */
+        int br = q.tb ? d.N : d.K, bc = q.tb ? d.K : d.N;
+        float *a = malloc(sizeof(float) * ((size_t)ar * ac + 1)),
+              *b = malloc(sizeof(float) * ((size_t)br * bc + 1)),
               *sum = malloc(sizeof(float) * ((size_t)d.M * d.N + 1));
-        for (int i = 0; i < d.M; i++)
-            for (int k = 0; k < d.K; k++) /* op(A) as (M,K) */
-                a[(size_t)i * d.K + k] = pt_bf16_rounded(
-                    read_at(q.A, q.ta ? (size_t)k * q.lda + i : (size_t)i * q.lda + k, q.da));
-        for (int k = 0; k < d.K; k++)
-            for (int j = 0; j < d.N; j++) /* op(B) as (K,N) */
-                b[(size_t)k * d.N + j] = pt_bf16_rounded(
-                    read_at(q.B, q.tb ? (size_t)j * q.ldb + k : (size_t)k * q.ldb + j, q.db));
-        pt_kernels_cpu()->matmul(0, 0, d.M, d.N, d.K, 1.0f, pt_mat_of(a, d.K, PT_F32),
-                                 pt_mat_of(b, d.N, PT_F32), 0.0f, pt_mat_of(sum, d.N, PT_F32),
-                                 NULL);
+        for (int r = 0; r < ar; r++)
+            for (int c = 0; c < ac; c++)
+                a[(size_t)r * ac + c] = pt_bf16_rounded(read_at(q.A, (size_t)r * q.lda + c, q.da));
+        for (int r = 0; r < br; r++)
+            for (int c = 0; c < bc; c++)
+                b[(size_t)r * bc + c] = pt_bf16_rounded(read_at(q.B, (size_t)r * q.ldb + c, q.db));
+        pt_kernels_cpu()->matmul(q.ta, q.tb, d.M, d.N, d.K, 1.0f, pt_mat_of(a, ac, PT_F32),
+                                 pt_mat_of(b, bc, PT_F32), 0.0f, pt_mat_of(sum, d.N, PT_F32), NULL);
         pt_mat C = pt_mat_of(q.C, q.ldc, q.dc);
         for (int i = 0; i < d.M; i++)
             for (int j = 0; j < d.N; j++)
