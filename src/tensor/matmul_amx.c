@@ -324,6 +324,20 @@ PT_TARGET_BF16X16 static void finish_rows(pending *f, int last, pt_mat C, float 
                               beta, bias);
 }
 
+/* A block's rows of a C the finish reads (beta not 0: a weight gradient
+ * summed over micro-batches, cold in memory since the last one) asked for
+ * as its products start, so they are in cache when the block is finished
+ * during the next block's steps */
+static void prefetch_block(pt_mat C, int m0, int n0, int rows, int cols)
+{
+    size_t size = C.dt == PT_BF16 ? 2 : 4;
+    for (int r = 0; r < rows; r++) {
+        const char *row = (const char *)C.p + ((size_t)(m0 + r) * C.ld + n0) * size;
+        for (size_t at = 0; at < (size_t)cols * size; at += 64)
+            __builtin_prefetch(row + at, 1, 3);
+    }
+}
+
 AMX static void multiply(a_tiles a, const uint32_t *b, int M, int N, int blocks, float alpha,
                          float beta, pt_mat C, const float *bias)
 {
@@ -356,6 +370,9 @@ AMX static void multiply(a_tiles a, const uint32_t *b, int M, int N, int blocks,
                     _tile_loadd(7, b1, 64);
                     _tile_loadd(5, a1, a.row);
                 }
+                int rows = M - m0 < 32 ? M - m0 : 32, cols = N - n0 < 32 ? N - n0 : 32;
+                if (beta != 0.0f)
+                    prefetch_block(C, m0, n0, rows, cols);
                 /* each tile of A and B loaded for the next step as soon as
                  * its last product in this one has been issued (the tiles
                  * are not renamed), and a few rows of the block before
@@ -379,7 +396,6 @@ AMX static void multiply(a_tiles a, const uint32_t *b, int M, int N, int blocks,
                     }
                 }
                 finish_rows(&prev, 32, C, alpha, beta, bias);
-                int rows = M - m0 < 32 ? M - m0 : 32, cols = N - n0 < 32 ? N - n0 : 32;
                 /* C = the sums, as they are: stored straight from the tiles */
                 int as_is = plain && rows == 32 && cols == 32;
                 float *sum = as_is ? (float *)C.p + (size_t)m0 * C.ld + n0 : block[j++ & 1];
