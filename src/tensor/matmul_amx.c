@@ -330,10 +330,10 @@ PT_TARGET_BF16X16 static void finish_rows(pending *f, int last, pt_mat C, float 
  * during the next block's steps */
 static void prefetch_block(pt_mat C, int m0, int n0, int rows, int cols)
 {
-    size_t size = C.dt == PT_BF16 ? 2 : 4;
+    size_t bytes = (size_t)cols * pt_elem_size(C.dt);
     for (int r = 0; r < rows; r++) {
-        const char *row = (const char *)C.p + ((size_t)(m0 + r) * C.ld + n0) * size;
-        for (size_t at = 0; at < (size_t)cols * size; at += 64)
+        const char *row = pt_elems_at(C.p, (size_t)(m0 + r) * C.ld + n0, C.dt);
+        for (size_t at = 0; at < bytes; at += 64)
             __builtin_prefetch(row + at, 1, 3);
     }
 }
